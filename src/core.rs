@@ -1,0 +1,194 @@
+//! The core: the handle table in the shared region, the issuer and file tables, the callback
+//! registry, and the two paths every method shares — processing a completion and waiting for
+//! one. The methods hold an `Arc<Core>` (never the `Aio`), so there is no reference cycle
+//! between the subsystem and its worker threads. See `docs/design.md`, "Core".
+
+use crate::callback::{CallbackRegistry, IoContext};
+use crate::error::AioError;
+use crate::fault::FaultInjector;
+use crate::handle::{Executor, HandleSlot, HandleState};
+use crate::method::IoMethod;
+use crate::result::{IoResult, Status};
+use crate::settings::Settings;
+use crate::shmem::SharedRegion;
+use crate::target::FileTable;
+use dbaio_workers::Request;
+use parking_lot::Mutex;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::time::Instant;
+
+/// Per-issuer-slot information other threads may read.
+pub(crate) struct IssuerSlot {
+    pub in_use: AtomicBool,
+    pub tid: AtomicI32,
+    pub name: Mutex<String>,
+}
+
+pub(crate) struct Core {
+    pub settings: Settings,
+    region: SharedRegion,
+    handles_off: usize,
+    iovecs_off: usize,
+    data_off: usize,
+    pub n_handles: u32,
+    pub per_issuer: u32,
+    pub max_iov: u32,
+    pub issuers: Box<[IssuerSlot]>,
+    pub files: FileTable,
+    pub callbacks: CallbackRegistry,
+    pub faults: FaultInjector,
+    pub epoch: Instant,
+    pub shutting_down: AtomicBool,
+}
+
+fn round_up(v: usize, a: usize) -> usize {
+    v.div_ceil(a) * a
+}
+
+impl Core {
+    pub(crate) fn new(settings: Settings, callbacks: CallbackRegistry) -> Result<Core, AioError> {
+        let per_issuer = settings.effective_io_max_concurrency();
+        let n_handles = per_issuer.checked_mul(settings.max_issuers).expect("handle count fits in u32");
+        let max_iov = settings.io_max_combine_limit;
+        let handles_off = 0;
+        let iovecs_off = round_up(n_handles as usize * size_of::<HandleSlot>(), 64);
+        let iov_bytes = n_handles as usize * max_iov as usize * size_of::<libc::iovec>();
+        let data_off = round_up(iovecs_off + iov_bytes, 64);
+        let total = data_off + n_handles as usize * max_iov as usize * size_of::<AtomicU64>();
+        let region = SharedRegion::new(total).map_err(AioError::Start)?;
+        let core = Core {
+            issuers: (0..settings.max_issuers)
+                .map(|_| IssuerSlot { in_use: AtomicBool::new(false), tid: AtomicI32::new(0), name: Mutex::new(String::new()) })
+                .collect(),
+            files: FileTable::new(settings.max_files),
+            settings,
+            region,
+            handles_off,
+            iovecs_off,
+            data_off,
+            n_handles,
+            per_issuer,
+            max_iov,
+            callbacks,
+            faults: FaultInjector::default(),
+            epoch: Instant::now(),
+            shutting_down: AtomicBool::new(false),
+        };
+        for i in 0..n_handles {
+            let s = core.slot(i);
+            s.owner.store(i / per_issuer, Ordering::Relaxed);
+            s.generation.store(1, Ordering::Relaxed);
+            s.reset();
+        }
+        Ok(core)
+    }
+
+    /// The handle slot `i`.
+    pub(crate) fn slot(&self, i: u32) -> &HandleSlot {
+        assert!(i < self.n_handles, "handle index {i} out of range");
+        // SAFETY: the region holds n_handles HandleSlots at handles_off (sized in `new`), is
+        // 64-byte aligned (mmap gives page alignment), zero-filled memory is a valid HandleSlot
+        // (all fields are atomics), and the region lives as long as `self`.
+        unsafe { &*self.region.base().add(self.handles_off).cast::<HandleSlot>().add(i as usize) }
+    }
+
+    /// Handle `i`'s iovec array (`max_iov` entries). Written only by the owning issuer while
+    /// the handle is HANDED_OUT; read by executors after it is published.
+    pub(crate) fn iovecs(&self, i: u32) -> *mut libc::iovec {
+        assert!(i < self.n_handles, "handle index {i} out of range");
+        debug_assert!(self.iovecs_off + (i as usize + 1) * self.max_iov as usize * 16 <= self.region.len());
+        // SAFETY: in bounds of the region by the layout computed in `new`.
+        unsafe { self.region.base().add(self.iovecs_off).cast::<libc::iovec>().add(i as usize * self.max_iov as usize) }
+    }
+
+    /// Handle `i`'s data words (`max_iov` entries).
+    pub(crate) fn handle_data(&self, i: u32) -> &[AtomicU64] {
+        assert!(i < self.n_handles, "handle index {i} out of range");
+        // SAFETY: in bounds by the layout computed in `new`; zeroed AtomicU64s are valid and
+        // the region outlives `self`'s borrows.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.region.base().add(self.data_off).cast::<AtomicU64>().add(i as usize * self.max_iov as usize),
+                self.max_iov as usize,
+            )
+        }
+    }
+
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// The plain request for handle `i` (SUBMITTED), for the worker engine and sync execution.
+    pub(crate) fn request(&self, i: u32) -> Request {
+        let s = self.slot(i);
+        let r = Ordering::Relaxed;
+        Request {
+            op: s.op().engine_code(),
+            fd: s.fd.load(r),
+            offset: s.offset.load(r),
+            len: s.length.load(r),
+            iov: self.iovecs(i),
+            iovcnt: u32::from(s.iov_count.load(r)),
+            path: s.path.load(r) as *const libc::c_char,
+            user_data: u64::from(i),
+        }
+    }
+
+    /// Executes handle `i` (SUBMITTED) in the calling thread and completes it.
+    pub(crate) fn perform_synchronously(&self, i: u32, executor: Executor) {
+        let req = self.request(i);
+        // SAFETY: the iovecs and path of a SUBMITTED handle name memory the issuer parked in
+        // the handle until reclaim, which cannot happen before the completion below.
+        let raw = unsafe { dbaio_workers::perform(&req) };
+        self.process_completion(i, raw, executor);
+    }
+
+    /// Records the raw result of handle `i`, runs its shared callbacks (innermost first) and
+    /// publishes COMPLETED_SHARED, waking waiters. Runs in whichever thread completed the I/O.
+    pub(crate) fn process_completion(&self, i: u32, raw: i32, executor: Executor) {
+        let s = self.slot(i);
+        s.set_state(HandleState::Submitted, HandleState::CompletedIo);
+        let op = s.op();
+        let raw = self.faults.apply(op, s.file.load(Ordering::Relaxed), s.offset.load(Ordering::Relaxed), raw);
+        s.raw_result.store(raw, Ordering::Relaxed);
+        s.executor.store(executor.encode(), Ordering::Relaxed);
+        let mut result = IoResult::from_raw(op, raw, s.length.load(Ordering::Relaxed));
+        let n = s.num_callbacks.load(Ordering::Relaxed) as usize;
+        let ctx = IoContext { core: self, index: i };
+        for k in (0..n).rev() {
+            let id = s.callbacks[k].load(Ordering::Relaxed);
+            let data = s.callback_data[k].load(Ordering::Relaxed);
+            let Some(cb) = self.callbacks.get(id) else { continue };
+            match catch_unwind(AssertUnwindSafe(|| cb.complete_shared(&ctx, result, data))) {
+                Ok(r) => result = r,
+                Err(_) => {
+                    tracing::error!(callback = cb.name(), io_id = i, "complete_shared callback panicked; failing the I/O");
+                    result = IoResult { status: Status::Error, callback_id: id, error_data: 0x7f_ffff, result: 0 };
+                }
+            }
+        }
+        s.distilled.store(result.pack(), Ordering::Relaxed);
+        s.set_state(HandleState::CompletedIo, HandleState::CompletedShared);
+    }
+
+    /// Waits until the I/O `(i, generation)` is complete (or the handle was recycled). Any
+    /// thread may call it; when the method can drive completion (io_uring) the caller does so.
+    pub(crate) fn wait_done(&self, method: &dyn IoMethod, i: u32, generation: u64) -> Result<(), AioError> {
+        let s = self.slot(i);
+        loop {
+            let st = s.state();
+            if s.generation.load(Ordering::Acquire) != generation {
+                return Ok(());
+            }
+            match st {
+                HandleState::CompletedShared | HandleState::CompletedLocal => return Ok(()),
+                HandleState::Idle | HandleState::HandedOut => {
+                    return Err(AioError::ApiViolation("waiting on an I/O that was never started"));
+                }
+                HandleState::Submitted if method.wait_one(self, i, generation) => {}
+                _ => s.sleep_while(st),
+            }
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! Owned, aligned I/O memory.
+//!
+//! An [`IoBuf`] is moved into a handle when an I/O starts and handed back with its
+//! [`Completion`](crate::Completion); while the I/O is in flight nothing else can reach it, and
+//! if the caller drops the in-flight value the buffer stays parked in the issuer until the I/O
+//! is done (the buffer-ownership rule). See `docs/design.md`, "Buffer ownership".
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::ptr::NonNull;
+
+/// The default alignment: enough for O_DIRECT on every common device.
+pub const IO_ALIGN: usize = 4096;
+
+/// A heap buffer with a fixed alignment, suitable for O_DIRECT.
+pub struct IoBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+    align: usize,
+}
+
+// SAFETY: IoBuf uniquely owns its allocation (like Box<[u8]>); moving it between threads moves
+// that ownership.
+unsafe impl Send for IoBuf {}
+// SAFETY: shared references only give `&[u8]`, which is Sync.
+unsafe impl Sync for IoBuf {}
+
+impl IoBuf {
+    /// A zeroed buffer of `len` bytes aligned to [`IO_ALIGN`].
+    pub fn new(len: usize) -> IoBuf {
+        IoBuf::with_alignment(len, IO_ALIGN)
+    }
+
+    /// A zeroed buffer of `len` bytes aligned to `align` (a power of two).
+    pub fn with_alignment(len: usize, align: usize) -> IoBuf {
+        let layout = Layout::from_size_align(len.max(1), align).expect("IoBuf: alignment must be a power of two");
+        // SAFETY: the layout has a non-zero size (len.max(1)).
+        let p = unsafe { alloc_zeroed(layout) };
+        let ptr = NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        IoBuf { ptr, len, align }
+    }
+
+    /// A buffer holding a copy of `data`.
+    pub fn from_slice(data: &[u8]) -> IoBuf {
+        let mut b = IoBuf::new(data.len());
+        b.copy_from_slice(data);
+        b
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for a zero-length buffer.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The alignment it was allocated with.
+    pub fn alignment(&self) -> usize {
+        self.align
+    }
+
+    pub(crate) fn raw(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+}
+
+impl std::ops::Deref for IoBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: ptr is valid for len initialised (zeroed at allocation) bytes owned by self.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl std::ops::DerefMut for IoBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in deref; `&mut self` makes the access unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for IoBuf {
+    fn drop(&mut self) {
+        let layout = Layout::from_size_align(self.len.max(1), self.align).expect("layout was valid at allocation");
+        // SAFETY: ptr was allocated in `with_alignment` with exactly this layout.
+        unsafe { dealloc(self.ptr.as_ptr(), layout) }
+    }
+}
+
+impl std::fmt::Debug for IoBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "IoBuf({} bytes, align {})", self.len, self.align)
+    }
+}

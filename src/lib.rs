@@ -1,0 +1,71 @@
+//! # dbaio — an embeddable, database-style asynchronous I/O subsystem
+//!
+//! A storage engine starts an [`Aio`] from [`Settings`] (`io_method = sync | worker |
+//! io_uring`), registers one [`Issuer`] per thread, opens its files as [`File`] targets, and
+//! starts I/Os on handles. Any thread can wait on a [`WaitRef`]; results come back as
+//! [`Completion`]s with the memory the I/O used. PostgreSQL 18's AIO subsystem is the reference
+//! design; `docs/design.md` explains this one module by module.
+//!
+//! ```
+//! use dbaio::{Aio, IoBuf, OpenOptions, Settings};
+//! let dir = tempfile::tempdir().unwrap();
+//! let mut settings = Settings::default();
+//! settings.set("io_method", "sync").unwrap();
+//! let aio = Aio::start(settings).unwrap();
+//! let me = aio.register_issuer("docs").unwrap();
+//! let file = aio.open(dir.path().join("f"), &OpenOptions::read_write()).unwrap();
+//! me.write_all_at(&file, 0, IoBuf::from_slice(b"hello")).unwrap();
+//! let back = me.read_exact_at(&file, 0, IoBuf::new(5)).unwrap();
+//! assert_eq!(&back[..], b"hello");
+//! ```
+//!
+//! ## File map
+//!
+//! | file | role |
+//! |---|---|
+//! | `settings.rs` | parameters, parsing, PostgreSQL-style errors |
+//! | `aio.rs` | [`Aio`]: start, open files, wait from any thread, shutdown |
+//! | `issuer.rs` | [`Issuer`]: acquire, batch mode, submit, reclaim, close |
+//! | `io.rs` | [`Handle`], [`InFlight`], [`Completion`]: what callers hold |
+//! | `handle.rs` | the shared handle slot, its eight states, [`WaitRef`] |
+//! | `core.rs` | handle table in the shared region; completion and waiting |
+//! | `shmem.rs` | the anonymous shared mapping |
+//! | `target.rs` | the file table and [`File`] |
+//! | `op.rs`, `result.rs`, `error.rs` | ops and flags; packed results; errors |
+//! | `callback.rs` | callback kinds and what they see |
+//! | `iobuf.rs` | owned aligned I/O memory |
+//! | `fault.rs` | fault injection at completion |
+//! | `method/` | the method trait; `sync.rs`, `worker.rs`, `io_uring.rs` |
+//! | `bench.rs` | `dbaio bench` |
+//! | `main.rs` | the `dbaio` command |
+
+pub mod bench;
+mod aio;
+mod callback;
+mod core;
+mod error;
+mod fault;
+mod handle;
+mod io;
+mod iobuf;
+mod issuer;
+mod method;
+mod op;
+mod result;
+pub mod settings;
+mod shmem;
+mod target;
+
+pub use aio::{Aio, AioBuilder};
+pub use callback::{CallbackId, HandleCallbacks, IoContext, MAX_CALLBACK_KINDS};
+pub use error::{AioError, IoError};
+pub use fault::{FaultAction, FaultRule};
+pub use handle::{Executor, HandleState, WaitRef, MAX_CALLBACKS};
+pub use io::{Completion, Handle, InFlight};
+pub use iobuf::{IoBuf, IO_ALIGN};
+pub use issuer::{Issuer, SUBMIT_BATCH_SIZE};
+pub use method::io_uring_available;
+pub use op::{HandleFlags, Op};
+pub use result::{IoResult, Status};
+pub use settings::{IoMethodKind, IoUringFallback, Settings, SettingsError};
+pub use target::{File, OpenOptions};

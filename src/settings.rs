@@ -1,0 +1,532 @@
+//! Settings: PostgreSQL's AIO parameter names, units, defaults and ranges, plus dbaio's own.
+//!
+//! Parsed from `name = value` text (`#` comments, single quotes, units `B kB MB GB TB`) or set
+//! in code with [`Settings::set`]. Every error reads like PostgreSQL's, with its DETAIL and
+//! HINT lines. See `docs/settings.md` and `docs/design.md`, "Settings".
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// Which I/O method executes I/Os (`io_method`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IoMethodKind {
+    /// Execute every I/O synchronously in the issuer (the oracle).
+    Sync,
+    /// Hand I/Os to `io_workers` worker threads.
+    Worker,
+    /// Submit I/Os to a per-issuer io_uring.
+    IoUring,
+}
+
+impl IoMethodKind {
+    /// Every method, in the order tables show them.
+    pub const ALL: [IoMethodKind; 3] = [Self::Sync, Self::Worker, Self::IoUring];
+
+    /// The setting's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sync => "sync",
+            Self::Worker => "worker",
+            Self::IoUring => "io_uring",
+        }
+    }
+}
+
+impl fmt::Display for IoMethodKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for IoMethodKind {
+    type Err = SettingsError;
+    fn from_str(s: &str) -> Result<Self, SettingsError> {
+        parse_enum("io_method", s, &[("sync", Self::Sync), ("worker", Self::Worker), ("io_uring", Self::IoUring)])
+    }
+}
+
+/// What to do when `io_method = io_uring` is refused by the kernel (`io_uring_fallback`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoUringFallback {
+    /// Fail to start, naming the cause (the default).
+    Error,
+    /// Start with the worker method and log a warning.
+    Worker,
+    /// Start with the sync method and log a warning.
+    Sync,
+}
+
+/// A settings error, shaped like a PostgreSQL `ereport`: message, optional DETAIL and HINT.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SettingsError {
+    /// The primary message, e.g. `invalid value for parameter "io_method": "uring"`.
+    pub message: String,
+    /// Optional DETAIL line.
+    pub detail: Option<String>,
+    /// Optional HINT line.
+    pub hint: Option<String>,
+}
+
+impl SettingsError {
+    fn new(message: String) -> Self {
+        SettingsError { message, detail: None, hint: None }
+    }
+    fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+    fn detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
+    }
+}
+
+impl fmt::Display for SettingsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        if let Some(d) = &self.detail {
+            write!(f, "\nDETAIL:  {d}")?;
+        }
+        if let Some(h) = &self.hint {
+            write!(f, "\nHINT:  {h}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for SettingsError {}
+
+/// All settings. [`Settings::default`] gives PostgreSQL 18's defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    /// `io_method` (default `worker`).
+    pub io_method: IoMethodKind,
+    /// `io_workers`: worker threads for the worker method (1..32, default 3).
+    pub io_workers: u32,
+    /// `io_max_concurrency`: handles per issuer; -1 derives it from `buffer_pool_size`
+    /// and `max_issuers` like PostgreSQL (clamped to 1..64).
+    pub io_max_concurrency: i32,
+    /// `effective_io_concurrency` (0..1000, default 16): read-stream I/O depth.
+    pub effective_io_concurrency: u32,
+    /// `maintenance_io_concurrency` (0..1000, default 16).
+    pub maintenance_io_concurrency: u32,
+    /// `io_combine_limit` in blocks (default 128kB).
+    pub io_combine_limit: u32,
+    /// `io_max_combine_limit` in blocks (default 128kB): sizes the per-handle iovec arrays.
+    pub io_max_combine_limit: u32,
+    /// `block_size` in bytes (dbaio's; 512..32kB, a power of two, default 8kB).
+    pub block_size: u32,
+    /// `buffer_pool_size` in blocks (dbaio's `shared_buffers`; default 128MB).
+    pub buffer_pool_size: u64,
+    /// `direct_io`: open data files with O_DIRECT (default off).
+    pub direct_io: bool,
+    /// `io_uring_fallback`: `error` (default), `worker` or `sync`.
+    pub io_uring_fallback: IoUringFallback,
+    /// `io_uring_registered_files`: register files with each ring (default on).
+    pub io_uring_registered_files: bool,
+    /// `io_worker_queue_size`: entries in the worker queue (16..65536, default 256).
+    pub io_worker_queue_size: u32,
+    /// `max_issuers`: how many issuers may be registered at once (1..4096, default 64).
+    pub max_issuers: u32,
+    /// `max_files`: files open in the subsystem at once (1..1048576, default 1024).
+    pub max_files: u32,
+    /// `introspection_socket`: path of the owner-only unix socket serving the aios view
+    /// (empty: none).
+    pub introspection_socket: Option<PathBuf>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            io_method: IoMethodKind::Worker,
+            io_workers: 3,
+            io_max_concurrency: -1,
+            effective_io_concurrency: 16,
+            maintenance_io_concurrency: 16,
+            io_combine_limit: 16,
+            io_max_combine_limit: 16,
+            block_size: 8192,
+            buffer_pool_size: 16384,
+            direct_io: false,
+            io_uring_fallback: IoUringFallback::Error,
+            io_uring_registered_files: true,
+            io_worker_queue_size: 256,
+            max_issuers: 64,
+            max_files: 1024,
+            introspection_socket: None,
+        }
+    }
+}
+
+/// The largest `io_max_combine_limit`, in blocks (PostgreSQL's `PG_IOV_MAX`).
+pub const MAX_IO_COMBINE_LIMIT: u32 = 128;
+/// The largest `io_max_concurrency` and `io_workers`.
+pub const MAX_IO_CONCURRENCY: i64 = 1024;
+
+/// The unit a numeric parameter's plain numbers are in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    None,
+    Bytes,
+    Blocks,
+}
+
+/// Every parameter name, for "unrecognized" hints and docs.
+pub const PARAMETERS: &[&str] = &[
+    "io_method",
+    "io_workers",
+    "io_max_concurrency",
+    "effective_io_concurrency",
+    "maintenance_io_concurrency",
+    "io_combine_limit",
+    "io_max_combine_limit",
+    "block_size",
+    "buffer_pool_size",
+    "direct_io",
+    "io_uring_fallback",
+    "io_uring_registered_files",
+    "io_worker_queue_size",
+    "max_issuers",
+    "max_files",
+    "introspection_socket",
+];
+
+fn parse_enum<T: Copy>(name: &str, value: &str, values: &[(&str, T)]) -> Result<T, SettingsError> {
+    let v = value.trim();
+    for (spelling, t) in values {
+        if spelling.eq_ignore_ascii_case(v) {
+            return Ok(*t);
+        }
+    }
+    let list: Vec<&str> = values.iter().map(|(s, _)| *s).collect();
+    Err(SettingsError::new(format!("invalid value for parameter \"{name}\": \"{value}\""))
+        .hint(format!("Available values: {}.", list.join(", "))))
+}
+
+fn parse_bool(name: &str, value: &str) -> Result<bool, SettingsError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" | "1" | "t" | "y" => Ok(true),
+        "off" | "false" | "no" | "0" | "f" | "n" => Ok(false),
+        _ => Err(SettingsError::new(format!("parameter \"{name}\" requires a Boolean value"))),
+    }
+}
+
+/// Parses an integer with an optional memory unit into the parameter's base unit.
+fn parse_int(name: &str, value: &str, unit: Unit, block_size: u32, min: i64, max: i64) -> Result<i64, SettingsError> {
+    let invalid = || SettingsError::new(format!("invalid value for parameter \"{name}\": \"{value}\""));
+    let v = value.trim();
+    let split = v
+        .char_indices()
+        .find(|&(i, c)| !(c.is_ascii_digit() || (i == 0 && (c == '-' || c == '+'))))
+        .map_or(v.len(), |(i, _)| i);
+    let (num, suffix) = v.split_at(split);
+    let n: i64 = num.parse().map_err(|_| invalid())?;
+    let suffix = suffix.trim();
+    let base = if suffix.is_empty() {
+        n
+    } else {
+        if unit == Unit::None {
+            return Err(invalid());
+        }
+        let mult: i64 = match suffix {
+            "B" => 1,
+            "kB" => 1 << 10,
+            "MB" => 1 << 20,
+            "GB" => 1 << 30,
+            "TB" => 1 << 40,
+            _ => {
+                return Err(invalid()
+                    .hint("Valid units for this parameter are \"B\", \"kB\", \"MB\", \"GB\", and \"TB\"."))
+            }
+        };
+        let bytes = n.checked_mul(mult).ok_or_else(invalid)?;
+        match unit {
+            Unit::Bytes => bytes,
+            // PostgreSQL rounds a memory value to the nearest whole block.
+            _ => (bytes + i64::from(block_size) / 2) / i64::from(block_size),
+        }
+    };
+    if base < min || base > max {
+        return Err(SettingsError::new(format!(
+            "{} is outside the valid range for parameter \"{name}\" ({} .. {})",
+            if suffix.is_empty() { base.to_string() } else { format!("{base} {}", unit_word(unit)) },
+            min,
+            max
+        )));
+    }
+    Ok(base)
+}
+
+fn unit_word(unit: Unit) -> &'static str {
+    match unit {
+        Unit::Bytes => "B",
+        Unit::Blocks => "blocks",
+        Unit::None => "",
+    }
+}
+
+impl Settings {
+    /// Sets one parameter from its text form, as in a settings file.
+    ///
+    /// ```
+    /// let mut s = dbaio::Settings::default();
+    /// s.set("io_method", "io_uring").unwrap();
+    /// let e = s.set("io_method", "uring").unwrap_err();
+    /// assert_eq!(e.to_string(), "invalid value for parameter \"io_method\": \"uring\"\n\
+    ///                            HINT:  Available values: sync, worker, io_uring.");
+    /// ```
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), SettingsError> {
+        let bs = self.block_size;
+        match name.trim().to_ascii_lowercase().as_str() {
+            "io_method" => self.io_method = value.parse()?,
+            "io_workers" => self.io_workers = parse_int("io_workers", value, Unit::None, bs, 1, 32)? as u32,
+            "io_max_concurrency" => {
+                let v = parse_int("io_max_concurrency", value, Unit::None, bs, -1, MAX_IO_CONCURRENCY)?;
+                if v == 0 {
+                    return Err(SettingsError::new(format!(
+                        "invalid value for parameter \"io_max_concurrency\": {v}"
+                    ))
+                    .detail("Only -1 or values bigger than 0 are valid."));
+                }
+                self.io_max_concurrency = v as i32;
+            }
+            "effective_io_concurrency" => {
+                self.effective_io_concurrency =
+                    parse_int("effective_io_concurrency", value, Unit::None, bs, 0, 1000)? as u32
+            }
+            "maintenance_io_concurrency" => {
+                self.maintenance_io_concurrency =
+                    parse_int("maintenance_io_concurrency", value, Unit::None, bs, 0, 1000)? as u32
+            }
+            "io_combine_limit" => {
+                self.io_combine_limit =
+                    parse_int("io_combine_limit", value, Unit::Blocks, bs, 1, MAX_IO_COMBINE_LIMIT.into())? as u32
+            }
+            "io_max_combine_limit" => {
+                self.io_max_combine_limit =
+                    parse_int("io_max_combine_limit", value, Unit::Blocks, bs, 1, MAX_IO_COMBINE_LIMIT.into())? as u32
+            }
+            "block_size" => {
+                let v = parse_int("block_size", value, Unit::Bytes, bs, 512, 32768)?;
+                if !(v as u64).is_power_of_two() {
+                    return Err(SettingsError::new(format!(
+                        "invalid value for parameter \"block_size\": \"{value}\""
+                    ))
+                    .detail("The block size must be a power of two."));
+                }
+                self.block_size = v as u32;
+            }
+            "buffer_pool_size" => {
+                self.buffer_pool_size =
+                    parse_int("buffer_pool_size", value, Unit::Blocks, bs, 16, 1 << 30)? as u64
+            }
+            "direct_io" => self.direct_io = parse_bool("direct_io", value)?,
+            "io_uring_fallback" => {
+                self.io_uring_fallback = parse_enum(
+                    "io_uring_fallback",
+                    value,
+                    &[("error", IoUringFallback::Error), ("worker", IoUringFallback::Worker), ("sync", IoUringFallback::Sync)],
+                )?
+            }
+            "io_uring_registered_files" => {
+                self.io_uring_registered_files = parse_bool("io_uring_registered_files", value)?
+            }
+            "io_worker_queue_size" => {
+                self.io_worker_queue_size =
+                    parse_int("io_worker_queue_size", value, Unit::None, bs, 16, 65536)? as u32
+            }
+            "max_issuers" => self.max_issuers = parse_int("max_issuers", value, Unit::None, bs, 1, 4096)? as u32,
+            "max_files" => self.max_files = parse_int("max_files", value, Unit::None, bs, 1, 1 << 20)? as u32,
+            "introspection_socket" => {
+                let v = value.trim();
+                self.introspection_socket = if v.is_empty() { None } else { Some(PathBuf::from(v)) };
+            }
+            other => {
+                return Err(SettingsError::new(format!("unrecognized configuration parameter \"{other}\"")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Parses settings text (`name = value` per line, `#` comments, optional single quotes)
+    /// over the defaults. `origin` names the text in errors (a file name, or `None`).
+    ///
+    /// ```
+    /// let s = dbaio::Settings::parse("io_method = 'sync'  # the oracle\nio_combine_limit = 256kB\n", None).unwrap();
+    /// assert_eq!(s.io_method, dbaio::IoMethodKind::Sync);
+    /// assert_eq!(s.io_combine_limit, 32);
+    /// ```
+    pub fn parse(text: &str, origin: Option<&str>) -> Result<Settings, SettingsError> {
+        let mut s = Settings::default();
+        s.apply(text, origin)?;
+        Ok(s)
+    }
+
+    /// Like [`Settings::parse`], over the current values.
+    pub fn apply(&mut self, text: &str, origin: Option<&str>) -> Result<(), SettingsError> {
+        for (i, raw) in text.lines().enumerate() {
+            let line = strip_comment(raw);
+            if line.trim().is_empty() {
+                continue;
+            }
+            let syntax = |near: &str| {
+                let place = match origin {
+                    Some(f) => format!("in file \"{f}\" line {}", i + 1),
+                    None => format!("in line {}", i + 1),
+                };
+                SettingsError::new(format!("syntax error {place}, near token \"{near}\""))
+            };
+            let (name, value) = match line.split_once('=') {
+                Some((n, v)) => (n.trim(), v.trim()),
+                None => {
+                    let mut parts = line.split_whitespace();
+                    let n = parts.next().unwrap_or("");
+                    (n, line.trim()[n.len()..].trim())
+                }
+            };
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.') {
+                return Err(syntax(name));
+            }
+            if value.is_empty() {
+                return Err(syntax(name));
+            }
+            let value = unquote(value).ok_or_else(|| syntax(value))?;
+            self.set(name, &value)?;
+        }
+        Ok(())
+    }
+
+    /// Reads and parses a settings file over the defaults.
+    pub fn from_file(path: &std::path::Path) -> Result<Settings, SettingsError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            SettingsError::new(format!("could not open configuration file \"{}\": {e}", path.display()))
+        })?;
+        Settings::parse(&text, Some(&path.display().to_string()))
+    }
+
+    /// `io_max_concurrency` with -1 resolved as PostgreSQL does: buffer-pool blocks divided by
+    /// the number of issuers, clamped to 1..64.
+    pub fn effective_io_max_concurrency(&self) -> u32 {
+        if self.io_max_concurrency > 0 {
+            return self.io_max_concurrency as u32;
+        }
+        (self.buffer_pool_size / u64::from(self.max_issuers)).clamp(1, 64) as u32
+    }
+
+    /// `min(io_combine_limit, io_max_combine_limit)`, as PostgreSQL applies it.
+    pub fn effective_io_combine_limit(&self) -> u32 {
+        self.io_combine_limit.min(self.io_max_combine_limit)
+    }
+
+    /// Every setting in text form, as `name = value` lines that [`Settings::parse`] reads back.
+    pub fn to_text(&self) -> String {
+        let fb = match self.io_uring_fallback {
+            IoUringFallback::Error => "error",
+            IoUringFallback::Worker => "worker",
+            IoUringFallback::Sync => "sync",
+        };
+        let onoff = |b: bool| if b { "on" } else { "off" };
+        format!(
+            "io_method = {}\nio_workers = {}\nio_max_concurrency = {}\neffective_io_concurrency = {}\n\
+             maintenance_io_concurrency = {}\nio_combine_limit = {}\nio_max_combine_limit = {}\n\
+             block_size = {}\nbuffer_pool_size = {}\ndirect_io = {}\nio_uring_fallback = {}\n\
+             io_uring_registered_files = {}\nio_worker_queue_size = {}\nmax_issuers = {}\nmax_files = {}\n\
+             introspection_socket = '{}'\n",
+            self.io_method,
+            self.io_workers,
+            self.io_max_concurrency,
+            self.effective_io_concurrency,
+            self.maintenance_io_concurrency,
+            self.io_combine_limit,
+            self.io_max_combine_limit,
+            self.block_size,
+            self.buffer_pool_size,
+            onoff(self.direct_io),
+            fb,
+            onoff(self.io_uring_registered_files),
+            self.io_worker_queue_size,
+            self.max_issuers,
+            self.max_files,
+            self.introspection_socket.as_ref().map(|p| p.display().to_string()).unwrap_or_default()
+        )
+    }
+}
+
+fn strip_comment(line: &str) -> &str {
+    let mut in_quote = false;
+    for (i, c) in line.char_indices() {
+        match c {
+            '\'' => in_quote = !in_quote,
+            '#' if !in_quote => return &line[..i],
+            _ => {}
+        }
+    }
+    line
+}
+
+/// Removes one level of single quotes (`''` inside stands for one quote); None if unbalanced.
+fn unquote(v: &str) -> Option<String> {
+    if let Some(inner) = v.strip_prefix('\'') {
+        let inner = inner.strip_suffix('\'')?;
+        Some(inner.replace("''", "'"))
+    } else if v.contains('\'') {
+        None
+    } else {
+        Some(v.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pg_style_errors() {
+        let mut s = Settings::default();
+        let e = s.set("io_workers", "33").unwrap_err();
+        assert_eq!(e.message, "33 is outside the valid range for parameter \"io_workers\" (1 .. 32)");
+        let e = s.set("io_max_concurrency", "0").unwrap_err();
+        assert_eq!(e.detail.as_deref(), Some("Only -1 or values bigger than 0 are valid."));
+        let e = s.set("io_combine_limit", "12xB").unwrap_err();
+        assert!(e.hint.unwrap().starts_with("Valid units"));
+        let e = s.set("nope", "1").unwrap_err();
+        assert_eq!(e.message, "unrecognized configuration parameter \"nope\"");
+        let e = s.set("direct_io", "maybe").unwrap_err();
+        assert_eq!(e.message, "parameter \"direct_io\" requires a Boolean value");
+        assert_eq!(s, Settings::default(), "a failed set changes nothing");
+    }
+
+    #[test]
+    fn units_and_blocks() {
+        let mut s = Settings::default();
+        s.set("io_combine_limit", "1MB").unwrap();
+        assert_eq!(s.io_combine_limit, 128);
+        s.set("io_combine_limit", "4").unwrap();
+        assert_eq!(s.io_combine_limit, 4);
+        let e = s.set("io_combine_limit", "2MB").unwrap_err();
+        assert_eq!(e.message, "256 blocks is outside the valid range for parameter \"io_combine_limit\" (1 .. 128)");
+        s.set("buffer_pool_size", "1GB").unwrap();
+        assert_eq!(s.buffer_pool_size, 131072);
+    }
+
+    #[test]
+    fn file_syntax() {
+        let e = Settings::parse("io_method = 'sync\n", Some("x.conf")).unwrap_err();
+        assert_eq!(e.message, "syntax error in file \"x.conf\" line 1, near token \"'sync\"");
+        let s = Settings::parse("# c\n\n io_workers 8 \nintrospection_socket = '/tmp/a b'\n", None).unwrap();
+        assert_eq!(s.io_workers, 8);
+        assert_eq!(s.introspection_socket, Some(PathBuf::from("/tmp/a b")));
+        let round = Settings::parse(&s.to_text(), None).unwrap();
+        assert_eq!(round, s);
+    }
+
+    #[test]
+    fn auto_concurrency() {
+        let s = Settings::default();
+        assert_eq!(s.effective_io_max_concurrency(), 64);
+        let mut s = Settings::default();
+        s.set("max_issuers", "4096").unwrap();
+        assert_eq!(s.effective_io_max_concurrency(), 4);
+    }
+}

@@ -1,0 +1,400 @@
+//! `dbaio-uring`: the io_uring engine beneath dbaio's `io_uring` method.
+//!
+//! One [`Ring`] per issuer. The owner pushes plain operations ([`Op`]) and submits a whole batch
+//! with one `io_uring_enter`; anyone may reap completions (user data, raw result) under the
+//! ring's completion lock, which is how a waiter that is not the issuer drives an I/O to
+//! completion. [`probe`] tells at start whether the kernel lets this process use io_uring and,
+//! if not, why. This is the only crate with ring `unsafe`. See `docs/design.md`, "Engines".
+
+use io_uring::{opcode, squeue, types, IoUring, Probe};
+use parking_lot::{Mutex, MutexGuard};
+use std::io;
+use std::os::fd::RawFd;
+
+/// `IORING_ENTER_GETEVENTS`: wait for completions.
+const ENTER_GETEVENTS: u32 = 1;
+
+/// A file descriptor as the ring should see it.
+#[derive(Clone, Copy, Debug)]
+pub enum Fd {
+    /// A plain descriptor.
+    Raw(RawFd),
+    /// An index into the ring's registered-file table.
+    Fixed(u32),
+}
+
+/// One plain operation, described by pointers the submitter keeps valid until completion.
+#[derive(Clone, Copy, Debug)]
+pub enum Op {
+    /// Vectored read at `offset`.
+    Readv {
+        /// Target file.
+        fd: Fd,
+        /// The iovecs.
+        iov: *const libc::iovec,
+        /// Number of iovecs.
+        iovcnt: u32,
+        /// File offset in bytes.
+        offset: u64,
+    },
+    /// Vectored write at `offset`.
+    Writev {
+        /// Target file.
+        fd: Fd,
+        /// The iovecs.
+        iov: *const libc::iovec,
+        /// Number of iovecs.
+        iovcnt: u32,
+        /// File offset in bytes.
+        offset: u64,
+    },
+    /// `fsync`, or `fdatasync` when `datasync`.
+    Fsync {
+        /// Target file.
+        fd: Fd,
+        /// Only data (and the metadata needed to read it back).
+        datasync: bool,
+    },
+    /// `unlink(path)`.
+    Unlink {
+        /// NUL-terminated path.
+        path: *const libc::c_char,
+    },
+    /// `posix_fadvise(WILLNEED)`.
+    FadviseWillneed {
+        /// Target file.
+        fd: Fd,
+        /// Start in bytes.
+        offset: u64,
+        /// Length in bytes.
+        len: u64,
+    },
+    /// `fallocate(mode 0)`.
+    Fallocate {
+        /// Target file.
+        fd: Fd,
+        /// Start in bytes.
+        offset: u64,
+        /// Length in bytes.
+        len: u64,
+    },
+    /// `ftruncate(len)`.
+    Ftruncate {
+        /// Target file.
+        fd: Fd,
+        /// New size in bytes.
+        len: u64,
+    },
+}
+
+/// Which operations the running kernel's io_uring supports (older kernels lack some).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Support {
+    /// `IORING_OP_UNLINKAT` (5.11).
+    pub unlink: bool,
+    /// `IORING_OP_FADVISE` (5.6).
+    pub fadvise: bool,
+    /// `IORING_OP_FALLOCATE` (5.6).
+    pub fallocate: bool,
+    /// `IORING_OP_FTRUNCATE` (6.9).
+    pub ftruncate: bool,
+}
+
+/// Why io_uring cannot be used here.
+#[derive(Clone, Debug)]
+pub struct Refused {
+    /// The errno of the failed `io_uring_setup`.
+    pub errno: i32,
+    /// What that errno means here, in words for an operator.
+    pub cause: String,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.cause, io::Error::from_raw_os_error(self.errno))
+    }
+}
+
+fn refusal_cause(errno: i32) -> String {
+    let sysctl = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok());
+    match errno {
+        libc::EPERM => match sysctl {
+            Some(2) => "io_uring is disabled by sysctl kernel.io_uring_disabled = 2".into(),
+            Some(1) => "io_uring is restricted by sysctl kernel.io_uring_disabled = 1 to \
+                        members of kernel.io_uring_group"
+                .into(),
+            _ => "io_uring is denied to this process (a seccomp filter or container policy)"
+                .into(),
+        },
+        libc::ENOSYS => "this kernel has no io_uring (Linux 5.6 or later is needed)".into(),
+        libc::EMFILE | libc::ENFILE => {
+            "no file descriptor left for a ring (raise \"ulimit -n\")".into()
+        }
+        libc::ENOMEM => "the ring's memory could not be allocated or locked (RLIMIT_MEMLOCK)"
+            .into(),
+        _ => "io_uring_setup failed".into(),
+    }
+}
+
+/// Checks that io_uring can be used by this process, and which optional ops it has.
+pub fn probe() -> Result<Support, Refused> {
+    let ring = IoUring::new(2).map_err(|e| {
+        let errno = e.raw_os_error().unwrap_or(libc::EIO);
+        Refused {
+            errno,
+            cause: refusal_cause(errno),
+        }
+    })?;
+    let mut p = Probe::new();
+    if ring.submitter().register_probe(&mut p).is_err() {
+        return Ok(Support::default());
+    }
+    Ok(Support {
+        unlink: p.is_supported(opcode::UnlinkAt::CODE),
+        fadvise: p.is_supported(opcode::Fadvise::CODE),
+        fallocate: p.is_supported(opcode::Fallocate::CODE),
+        ftruncate: p.is_supported(opcode::Ftruncate::CODE),
+    })
+}
+
+/// An io_uring instance with a submission lock (the owner, in practice) and a completion lock
+/// (whoever reaps).
+pub struct Ring {
+    ring: IoUring,
+    sq_lock: Mutex<()>,
+    cq_lock: Mutex<()>,
+    fixed_files: u32,
+}
+
+/// The submission side, locked. Pushed entries go to the kernel on [`Submission::submit`].
+pub struct Submission<'a> {
+    ring: &'a Ring,
+    sq: squeue::SubmissionQueue<'a>,
+    _guard: MutexGuard<'a, ()>,
+}
+
+/// The completion side, locked.
+pub struct Completion<'a> {
+    ring: &'a Ring,
+    _guard: MutexGuard<'a, ()>,
+}
+
+/// The submission queue is full; submit first.
+#[derive(Debug, Clone, Copy)]
+pub struct QueueFull;
+
+impl Ring {
+    /// Creates a ring with room for `entries` submissions (twice that many completions) and,
+    /// when `fixed_files > 0`, a sparse registered-file table of that size.
+    pub fn new(entries: u32, fixed_files: u32) -> Result<Ring, Refused> {
+        let to_refused = |e: io::Error| {
+            let errno = e.raw_os_error().unwrap_or(libc::EIO);
+            Refused {
+                errno,
+                cause: refusal_cause(errno),
+            }
+        };
+        let entries = entries.max(2).next_power_of_two();
+        let ring = IoUring::builder()
+            .setup_cqsize(entries * 2)
+            .build(entries)
+            .map_err(to_refused)?;
+        if fixed_files > 0 {
+            ring.submitter()
+                .register_files_sparse(fixed_files)
+                .map_err(to_refused)?;
+        }
+        Ok(Ring {
+            ring,
+            sq_lock: Mutex::new(()),
+            cq_lock: Mutex::new(()),
+            fixed_files,
+        })
+    }
+
+    /// Size of the registered-file table (0 when files are not registered).
+    pub fn fixed_files(&self) -> u32 {
+        self.fixed_files
+    }
+
+    /// Puts `fd` (or -1 to clear) into registered-file slot `slot`.
+    pub fn update_fixed_file(&self, slot: u32, fd: RawFd) -> io::Result<()> {
+        self.ring
+            .submitter()
+            .register_files_update(slot, &[fd])
+            .map(|_| ())
+    }
+
+    /// Locks the submission side.
+    pub fn submission(&self) -> Submission<'_> {
+        let guard = self.sq_lock.lock();
+        // SAFETY: `sq_lock` is held for the lifetime of the returned SubmissionQueue, so no
+        // other SubmissionQueue of this ring exists at the same time.
+        let sq = unsafe { self.ring.submission_shared() };
+        Submission {
+            ring: self,
+            sq,
+            _guard: guard,
+        }
+    }
+
+    /// Locks the completion side, waiting for another reaper to finish.
+    pub fn completion(&self) -> Completion<'_> {
+        Completion {
+            ring: self,
+            _guard: self.cq_lock.lock(),
+        }
+    }
+
+    /// Locks the completion side if no one else holds it.
+    pub fn try_completion(&self) -> Option<Completion<'_>> {
+        self.cq_lock.try_lock().map(|g| Completion {
+            ring: self,
+            _guard: g,
+        })
+    }
+}
+
+/// Builds an entry with the opcode builder `$b`, passing the file as a plain or fixed fd.
+macro_rules! on_fd {
+    ($fd:expr, |$t:ident| $body:expr) => {
+        match $fd {
+            Fd::Raw(raw) => {
+                let $t = types::Fd(raw);
+                $body
+            }
+            Fd::Fixed(i) => {
+                let $t = types::Fixed(i);
+                $body
+            }
+        }
+    };
+}
+
+fn build(op: &Op) -> squeue::Entry {
+    match *op {
+        Op::Readv { fd, iov, iovcnt: 1, offset } => {
+            // SAFETY: the iovec is valid per `Submission::push`'s contract.
+            let v = unsafe { *iov };
+            on_fd!(fd, |t| opcode::Read::new(t, v.iov_base.cast(), v.iov_len as u32)
+                .offset(offset)
+                .build())
+        }
+        Op::Readv { fd, iov, iovcnt, offset } => {
+            on_fd!(fd, |t| opcode::Readv::new(t, iov, iovcnt).offset(offset).build())
+        }
+        Op::Writev { fd, iov, iovcnt: 1, offset } => {
+            // SAFETY: the iovec is valid per `Submission::push`'s contract.
+            let v = unsafe { *iov };
+            on_fd!(fd, |t| opcode::Write::new(t, v.iov_base.cast(), v.iov_len as u32)
+                .offset(offset)
+                .build())
+        }
+        Op::Writev { fd, iov, iovcnt, offset } => {
+            on_fd!(fd, |t| opcode::Writev::new(t, iov, iovcnt).offset(offset).build())
+        }
+        Op::Fsync { fd, datasync } => {
+            let flags = if datasync {
+                types::FsyncFlags::DATASYNC
+            } else {
+                types::FsyncFlags::empty()
+            };
+            on_fd!(fd, |t| opcode::Fsync::new(t).flags(flags).build())
+        }
+        Op::Unlink { path } => opcode::UnlinkAt::new(types::Fd(libc::AT_FDCWD), path).build(),
+        Op::FadviseWillneed { fd, offset, len } => on_fd!(fd, |t| opcode::Fadvise::new(
+            t,
+            len as libc::off_t,
+            libc::POSIX_FADV_WILLNEED
+        )
+        .offset(offset)
+        .build()),
+        Op::Fallocate { fd, offset, len } => {
+            on_fd!(fd, |t| opcode::Fallocate::new(t, len).offset(offset).build())
+        }
+        Op::Ftruncate { fd, len } => on_fd!(fd, |t| opcode::Ftruncate::new(t, len).build()),
+    }
+}
+
+impl Submission<'_> {
+    /// Queues `op` with `user_data`; `punt_async` sets `IOSQE_ASYNC` (run in io-wq rather than
+    /// inline in the submitter, worthwhile for buffered I/O when many are in flight).
+    ///
+    /// # Safety
+    ///
+    /// Every pointer in `op` must stay valid, and its memory must not be accessed in a way that
+    /// conflicts with the operation, until the completion with `user_data` has been reaped. The
+    /// file descriptor must stay open that long.
+    pub unsafe fn push(&mut self, op: &Op, user_data: u64, punt_async: bool) -> Result<(), QueueFull> {
+        let mut e = build(op).user_data(user_data);
+        if punt_async {
+            e = e.flags(squeue::Flags::ASYNC);
+        }
+        // SAFETY: the caller guarantees the entry's memory outlives its completion (above).
+        unsafe { self.sq.push(&e) }.map_err(|_| QueueFull)
+    }
+
+    /// Number of entries queued and not yet submitted.
+    pub fn pending(&self) -> usize {
+        self.sq.len()
+    }
+
+    /// Hands every queued entry to the kernel with one `io_uring_enter`, retrying on `EINTR`.
+    /// Returns how many the kernel took. `EBUSY`/`EAGAIN` are returned to the caller, who
+    /// should reap completions and try again.
+    pub fn submit(&mut self) -> io::Result<usize> {
+        self.sq.sync();
+        loop {
+            match self.ring.ring.submitter().submit() {
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Ok(n) => {
+                    self.sq.sync();
+                    return Ok(n);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl Completion<'_> {
+    /// Calls `f(user_data, result)` for every completion ready now; returns how many.
+    pub fn drain(&mut self, mut f: impl FnMut(u64, i32)) -> usize {
+        // SAFETY: `cq_lock` is held by this guard, so no other CompletionQueue of the ring
+        // exists at the same time.
+        let mut cq = unsafe { self.ring.ring.completion_shared() };
+        let mut n = 0;
+        for cqe in &mut cq {
+            f(cqe.user_data(), cqe.result());
+            n += 1;
+        }
+        n
+    }
+
+    /// True when no completion is ready.
+    pub fn is_empty(&mut self) -> bool {
+        // SAFETY: as in `drain`: the lock makes this the only CompletionQueue.
+        unsafe { self.ring.ring.completion_shared() }.is_empty()
+    }
+
+    /// Blocks in the kernel until at least one completion is ready (submits nothing).
+    pub fn wait(&mut self) -> io::Result<()> {
+        loop {
+            // SAFETY: `enter` with to_submit = 0 and no argument only waits for completions;
+            // it touches no user memory.
+            let r = unsafe {
+                self.ring
+                    .ring
+                    .submitter()
+                    .enter::<libc::sigset_t>(0, 1, ENTER_GETEVENTS, None)
+            };
+            match r {
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => return Ok(()),
+                Err(e) => return Err(e),
+                Ok(_) => return Ok(()),
+            }
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! Futex wait and wake on a 32-bit word.
+//!
+//! The non-private futex operations are used on purpose: the word may live in a shared
+//! mapping that several processes see (the handle table is built to be placed in one), and a
+//! private futex would not wake a waiter in another process.
+
+use std::sync::atomic::AtomicU32;
+use std::time::Duration;
+
+/// Blocks while `*word == expected`, or until woken, a signal arrives, or `timeout` passes.
+/// Spurious returns are allowed; callers re-check their condition in a loop.
+pub fn wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+    let ts = timeout.map(|d| libc::timespec {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    });
+    let ts_ptr = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `word` is a live, 4-byte-aligned atomic for the duration of the call, and `ts_ptr`
+    // is null or points at `ts`, which outlives the call. FUTEX_WAIT only reads both.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            expected,
+            ts_ptr,
+            std::ptr::null::<u32>(),
+            0u32,
+        );
+    }
+}
+
+/// Wakes up to `count` waiters blocked on `word`.
+pub fn wake(word: &AtomicU32, count: u32) {
+    // SAFETY: `word` is a live, aligned atomic; FUTEX_WAKE does not access memory through it
+    // beyond using its address as the key.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE,
+            count.min(i32::MAX as u32),
+            std::ptr::null::<libc::timespec>(),
+            std::ptr::null::<u32>(),
+            0u32,
+        );
+    }
+}

@@ -1,0 +1,146 @@
+//! The worker pool: `n` threads pulling [`Request`]s from one bounded queue.
+//!
+//! Wakeups follow an event-count protocol so that a busy pool costs no system calls: a worker
+//! that finds the queue empty announces itself in `sleepers`, re-checks the queue, and only then
+//! sleeps on the `epoch` futex; a submitter that sees sleepers bumps `epoch` and wakes as many
+//! as it queued requests. The SeqCst fences on both sides make the lost-wakeup race impossible
+//! (each side sees the other's write: Dekker's pattern).
+
+use crate::futex;
+use crate::request::{perform, Request};
+use crossbeam_queue::ArrayQueue;
+use crossbeam_utils::CachePadded;
+use std::io;
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Receives completions. Called on the worker thread that executed the request.
+pub trait CompletionSink: Send + Sync + 'static {
+    /// The request carrying `user_data` finished with `result` (bytes or `-errno`), executed by
+    /// worker number `worker` (0-based).
+    fn complete(&self, worker: u32, user_data: u64, result: i32);
+
+    /// Lets the sink rewrite a request just before a worker executes it (for example to reopen
+    /// its file in another process). The default keeps it.
+    fn prepare(&self, _worker: u32, _req: &mut Request) {}
+}
+
+struct Shared {
+    queue: ArrayQueue<Request>,
+    sleepers: CachePadded<AtomicU32>,
+    epoch: CachePadded<AtomicU32>,
+    stop: AtomicBool,
+    sink: Arc<dyn CompletionSink>,
+}
+
+/// A pool of I/O worker threads. Dropping it drains the queue and joins the threads.
+pub struct WorkerPool {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl WorkerPool {
+    /// Starts `workers` threads named `{name}-{i}` with a queue of `queue_size` requests.
+    pub fn start(
+        workers: u32,
+        queue_size: usize,
+        name: &str,
+        sink: Arc<dyn CompletionSink>,
+    ) -> io::Result<Self> {
+        assert!(workers > 0, "a worker pool needs at least one worker");
+        assert!(queue_size > 0, "a worker pool needs a queue of at least one entry");
+        let shared = Arc::new(Shared {
+            queue: ArrayQueue::new(queue_size),
+            sleepers: CachePadded::new(AtomicU32::new(0)),
+            epoch: CachePadded::new(AtomicU32::new(0)),
+            stop: AtomicBool::new(false),
+            sink,
+        });
+        let mut pool = WorkerPool {
+            shared,
+            threads: Vec::with_capacity(workers as usize),
+        };
+        for i in 0..workers {
+            let shared = Arc::clone(&pool.shared);
+            let t = std::thread::Builder::new()
+                .name(format!("{name}-{i}"))
+                .spawn(move || worker_main(&shared, i))?;
+            pool.threads.push(t);
+        }
+        Ok(pool)
+    }
+
+    /// Number of worker threads.
+    pub fn workers(&self) -> u32 {
+        self.threads.len() as u32
+    }
+
+    /// Requests queued and not yet picked up by a worker.
+    pub fn queued(&self) -> usize {
+        self.shared.queue.len()
+    }
+
+    /// Queues `req`, or hands it back when the queue is full (the caller then runs it itself).
+    /// Call [`WorkerPool::wake`] after a batch of submissions.
+    ///
+    /// # Safety
+    ///
+    /// The memory that `req`'s pointers name must stay valid, and must not be accessed in a way
+    /// that conflicts with the operation, until the sink has received the completion for
+    /// `req.user_data`.
+    pub unsafe fn try_submit(&self, req: Request) -> Result<(), Request> {
+        self.shared.queue.push(req)
+    }
+
+    /// Wakes up to `queued` sleeping workers after requests were queued.
+    pub fn wake(&self, queued: u32) {
+        fence(Ordering::SeqCst);
+        let sleepers = self.shared.sleepers.load(Ordering::SeqCst);
+        if sleepers > 0 && queued > 0 {
+            self.shared.epoch.fetch_add(1, Ordering::SeqCst);
+            futex::wake(&self.shared.epoch, queued.min(sleepers));
+        }
+    }
+}
+
+impl Drop for WorkerPool {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.epoch.fetch_add(1, Ordering::SeqCst);
+        futex::wake(&self.shared.epoch, u32::MAX);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run(shared: &Shared, id: u32, mut req: Request) {
+    shared.sink.prepare(id, &mut req);
+    // SAFETY: `try_submit`'s contract keeps the request's memory valid until `complete` below.
+    let result = unsafe { perform(&req) };
+    shared.sink.complete(id, req.user_data, result);
+}
+
+fn worker_main(shared: &Shared, id: u32) {
+    loop {
+        if let Some(req) = shared.queue.pop() {
+            run(shared, id, req);
+            continue;
+        }
+        let seen = shared.epoch.load(Ordering::SeqCst);
+        shared.sleepers.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if let Some(req) = shared.queue.pop() {
+            shared.sleepers.fetch_sub(1, Ordering::SeqCst);
+            run(shared, id, req);
+            continue;
+        }
+        if shared.stop.load(Ordering::SeqCst) {
+            shared.sleepers.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+        futex::wait(&shared.epoch, seen, None);
+        shared.sleepers.fetch_sub(1, Ordering::SeqCst);
+    }
+}

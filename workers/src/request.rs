@@ -1,0 +1,136 @@
+//! Plain I/O requests and the blocking executor.
+//!
+//! A [`Request`] is plain old data so that it can sit in a bounded queue (and later in a shared
+//! mapping). Its pointers (iovecs, path) belong to the submitter, which guarantees they stay
+//! valid until the completion for the request has been posted.
+
+use std::os::fd::RawFd;
+
+/// What a request does. The numbering is stable (it is stored in shared memory).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum OpCode {
+    /// `preadv(fd, iov, iovcnt, offset)`.
+    Readv = 1,
+    /// `pwritev(fd, iov, iovcnt, offset)`.
+    Writev = 2,
+    /// `fsync(fd)`.
+    Fsync = 3,
+    /// `fdatasync(fd)`.
+    Fdatasync = 4,
+    /// `unlink(path)`.
+    Unlink = 5,
+    /// `posix_fadvise(fd, offset, len, POSIX_FADV_WILLNEED)`.
+    FadviseWillneed = 6,
+    /// `fallocate(fd, 0, offset, len)`.
+    Fallocate = 7,
+    /// `ftruncate(fd, len)`.
+    Ftruncate = 8,
+}
+
+/// One plain I/O request. `len` is the byte count for fadvise/fallocate and the new size for
+/// ftruncate; read and write lengths come from the iovecs.
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+pub struct Request {
+    /// The operation.
+    pub op: OpCode,
+    /// File descriptor (unused by `Unlink`).
+    pub fd: RawFd,
+    /// File offset in bytes.
+    pub offset: u64,
+    /// Length for fadvise/fallocate, size for ftruncate.
+    pub len: u64,
+    /// The iovec array for readv/writev.
+    pub iov: *const libc::iovec,
+    /// Number of iovecs.
+    pub iovcnt: u32,
+    /// NUL-terminated path for `Unlink`.
+    pub path: *const libc::c_char,
+    /// Returned unchanged with the completion.
+    pub user_data: u64,
+}
+
+// SAFETY: a Request is a description; the submitter guarantees (see `WorkerPool::try_submit`)
+// that the memory its pointers name stays valid and is not mutated until the completion is
+// posted, so handing it to another thread cannot create a dangling access.
+unsafe impl Send for Request {}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// Runs `f` until it stops failing with `EINTR`; returns the result or `-errno`.
+fn retry_eintr(mut f: impl FnMut() -> isize) -> i32 {
+    loop {
+        let r = f();
+        if r >= 0 {
+            return r.min(i32::MAX as isize) as i32;
+        }
+        let e = errno();
+        if e != libc::EINTR {
+            return -e;
+        }
+    }
+}
+
+/// Executes `req` with a blocking system call and returns the raw result: bytes transferred for
+/// readv/writev, 0 for the other ops, or `-errno`. `EINTR` is retried here.
+///
+/// # Safety
+///
+/// `req.iov` must point at `req.iovcnt` valid iovecs whose buffers are valid for the access
+/// (writable for `Readv`), and `req.path` must be a valid NUL-terminated string for `Unlink`,
+/// all for the duration of the call.
+pub unsafe fn perform(req: &Request) -> i32 {
+    let off = req.offset as libc::off_t;
+    match req.op {
+        OpCode::Readv if req.iovcnt == 1 => {
+            // SAFETY: the caller guarantees one valid, writable iovec (function contract).
+            let iov = unsafe { *req.iov };
+            // SAFETY: iov_base/iov_len describe a writable buffer (function contract).
+            retry_eintr(|| unsafe { libc::pread(req.fd, iov.iov_base, iov.iov_len, off) })
+        }
+        // SAFETY: the caller guarantees `iovcnt` valid, writable iovecs (function contract).
+        OpCode::Readv => retry_eintr(|| unsafe {
+            libc::preadv(req.fd, req.iov, req.iovcnt as libc::c_int, off)
+        }),
+        OpCode::Writev if req.iovcnt == 1 => {
+            // SAFETY: the caller guarantees one valid iovec (function contract).
+            let iov = unsafe { *req.iov };
+            // SAFETY: iov_base/iov_len describe a readable buffer (function contract).
+            retry_eintr(|| unsafe { libc::pwrite(req.fd, iov.iov_base, iov.iov_len, off) })
+        }
+        // SAFETY: the caller guarantees `iovcnt` valid iovecs (function contract).
+        OpCode::Writev => retry_eintr(|| unsafe {
+            libc::pwritev(req.fd, req.iov, req.iovcnt as libc::c_int, off)
+        }),
+        // SAFETY: fsync/fdatasync only take an integer fd.
+        OpCode::Fsync => retry_eintr(|| unsafe { libc::fsync(req.fd) } as isize),
+        // SAFETY: as above.
+        OpCode::Fdatasync => retry_eintr(|| unsafe { libc::fdatasync(req.fd) } as isize),
+        // SAFETY: the caller guarantees a valid NUL-terminated path (function contract).
+        OpCode::Unlink => retry_eintr(|| unsafe { libc::unlink(req.path) } as isize),
+        OpCode::FadviseWillneed => {
+            // posix_fadvise returns the error number instead of setting errno.
+            // SAFETY: only integers are passed.
+            let r = unsafe {
+                libc::posix_fadvise(
+                    req.fd,
+                    off,
+                    req.len as libc::off_t,
+                    libc::POSIX_FADV_WILLNEED,
+                )
+            };
+            -r
+        }
+        OpCode::Fallocate => retry_eintr(|| {
+            // SAFETY: only integers are passed.
+            (unsafe { libc::fallocate(req.fd, 0, off, req.len as libc::off_t) }) as isize
+        }),
+        OpCode::Ftruncate => retry_eintr(|| {
+            // SAFETY: only integers are passed.
+            (unsafe { libc::ftruncate(req.fd, req.len as libc::off_t) }) as isize
+        }),
+    }
+}

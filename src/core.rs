@@ -15,7 +15,9 @@ use crate::target::FileTable;
 use dbaio_workers::Request;
 use parking_lot::Mutex;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use crossbeam_utils::CachePadded;
+use dbaio_workers::futex;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
 /// Per-issuer-slot information other threads may read.
@@ -23,6 +25,12 @@ pub(crate) struct IssuerSlot {
     pub in_use: AtomicBool,
     pub tid: AtomicI32,
     pub name: Mutex<String>,
+    /// Bumped by every completion of this issuer's I/Os; the futex `wait_any` sleeps on.
+    pub completed: AtomicU32,
+    /// Non-zero while the issuer sleeps on `completed`.
+    pub waiting: AtomicU32,
+    /// The value of `completed` at which a sleeping issuer wants to be woken.
+    pub wake_at: AtomicU32,
 }
 
 pub(crate) struct Core {
@@ -34,7 +42,7 @@ pub(crate) struct Core {
     pub n_handles: u32,
     pub per_issuer: u32,
     pub max_iov: u32,
-    pub issuers: Box<[IssuerSlot]>,
+    pub issuers: Box<[CachePadded<IssuerSlot>]>,
     pub files: FileTable,
     pub callbacks: CallbackRegistry,
     pub faults: FaultInjector,
@@ -59,7 +67,16 @@ impl Core {
         let region = SharedRegion::new(total).map_err(AioError::Start)?;
         let core = Core {
             issuers: (0..settings.max_issuers)
-                .map(|_| IssuerSlot { in_use: AtomicBool::new(false), tid: AtomicI32::new(0), name: Mutex::new(String::new()) })
+                .map(|_| {
+                    CachePadded::new(IssuerSlot {
+                        in_use: AtomicBool::new(false),
+                        tid: AtomicI32::new(0),
+                        name: Mutex::new(String::new()),
+                        completed: AtomicU32::new(0),
+                        waiting: AtomicU32::new(0),
+                        wake_at: AtomicU32::new(0),
+                    })
+                })
                 .collect(),
             files: FileTable::new(settings.max_files),
             settings,
@@ -170,6 +187,14 @@ impl Core {
         }
         s.distilled.store(result.pack(), Ordering::Relaxed);
         s.set_state(HandleState::CompletedIo, HandleState::CompletedShared);
+        let issuer = &self.issuers[s.owner.load(Ordering::Relaxed) as usize];
+        let c = issuer.completed.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
+        if issuer.waiting.load(Ordering::SeqCst) != 0
+            && c.wrapping_sub(issuer.wake_at.load(Ordering::SeqCst)) as i32 >= 0
+            && issuer.waiting.swap(0, Ordering::SeqCst) != 0
+        {
+            futex::wake(&issuer.completed, 1);
+        }
     }
 
     /// Waits until the I/O `(i, generation)` is complete (or the handle was recycled). Any

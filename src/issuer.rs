@@ -16,6 +16,7 @@ use crate::io::{Completion, Handle, InFlight, IoMemory};
 use crate::op::{HandleFlags, Op};
 use crate::result::{IoResult, Status};
 use crate::target::{File, NO_FILE};
+use dbaio_workers::futex;
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -312,6 +313,55 @@ impl Issuer {
         self.aio.core.wait_done(&*self.aio.method, wref.index, wref.generation)?;
         self.reclaim_finished();
         Ok(())
+    }
+
+    /// Submits staged I/Os, then blocks until at least one of this issuer's I/Os is complete
+    /// (returns at once if one already is, or if none is in flight). Redeem finished ones with
+    /// [`InFlight::is_done`] and [`Issuer::wait`]. Under io_uring the issuer reaps its ring.
+    pub fn wait_any(&self) {
+        self.wait_for_completions(1);
+    }
+
+    /// Like [`Issuer::wait_any`], but returns only once `n` of the in-flight I/Os (or all of
+    /// them, if fewer) are complete. Waking once per `n` completions instead of once per
+    /// completion is what keeps a deep queue cheap to drive.
+    pub fn wait_for_completions(&self, n: u32) {
+        self.submit_staged();
+        let core = &self.aio.core;
+        let info = &core.issuers[self.slot as usize];
+        loop {
+            let seen = info.completed.load(Ordering::SeqCst);
+            let (complete, total) = self.count_complete();
+            let want = n.max(1).min(total);
+            if complete >= want {
+                return;
+            }
+            let need = want - complete;
+            if self.aio.method.wait_completions(core, self.slot, need) {
+                continue;
+            }
+            info.wake_at.store(seen.wrapping_add(need), Ordering::SeqCst);
+            info.waiting.store(1, Ordering::SeqCst);
+            let now = info.completed.load(Ordering::SeqCst);
+            if now.wrapping_sub(seen) < need {
+                futex::wait(&info.completed, now, None);
+            }
+            info.waiting.store(0, Ordering::SeqCst);
+        }
+    }
+
+    /// (complete, total) over this issuer's in-flight I/Os.
+    fn count_complete(&self) -> (u32, u32) {
+        let l = self.local.borrow();
+        let mut li = l.head;
+        let mut complete = 0;
+        while li != NIL {
+            if self.aio.core.slot(self.base + li).state().is_complete() {
+                complete += 1;
+            }
+            li = l.h[li as usize].next;
+        }
+        (complete, l.in_flight)
     }
 
     fn submit_if_staged(&self, idx: u32) {

@@ -159,11 +159,28 @@ impl IoMethod for UringMethod {
             if cq.drain(|ud, res| self.complete(core, issuer, ud, res)) > 0 {
                 continue;
             }
-            if let Err(e) = cq.wait() {
+            if let Err(e) = cq.wait(1) {
                 tracing::warn!("waiting on io_uring failed: {e}; sleeping on the handle instead");
                 return false;
             }
         }
+    }
+
+    fn wait_completions(&self, core: &Core, issuer: u32, n: u32) -> bool {
+        let Some(ring) = self.ring(issuer) else { return false };
+        let mut cq = ring.completion();
+        if cq.drain(|ud, res| self.complete(core, issuer, ud, res)) > 0 {
+            return true;
+        }
+        if self.rings[issuer as usize].in_flight.load(Ordering::Relaxed) == 0 {
+            return true;
+        }
+        if let Err(e) = cq.wait(n) {
+            tracing::warn!("waiting on io_uring failed: {e}; sleeping instead");
+            return false;
+        }
+        cq.drain(|ud, res| self.complete(core, issuer, ud, res));
+        true
     }
 
     fn poll(&self, core: &Core, issuer: u32) {
@@ -196,7 +213,7 @@ impl Drop for UringMethod {
             if let Some(ring) = r.ring.get() {
                 while r.in_flight.load(Ordering::Relaxed) > 0 {
                     let mut cq = ring.completion();
-                    if cq.drain(|ud, res| self.complete(&self.core, issuer as u32, ud, res)) == 0 && cq.wait().is_err() {
+                    if cq.drain(|ud, res| self.complete(&self.core, issuer as u32, ud, res)) == 0 && cq.wait(1).is_err() {
                         break;
                     }
                 }

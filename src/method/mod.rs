@@ -41,6 +41,13 @@ pub(crate) trait IoMethod: Send + Sync {
         false
     }
 
+    /// Optional. Blocks until about `n` more of `issuer`'s I/Os complete, driving completion
+    /// from the calling thread (the issuer). Returns false when the method cannot; the issuer
+    /// then sleeps until a completer wakes it.
+    fn wait_completions(&self, _core: &Core, _issuer: u32, _n: u32) -> bool {
+        false
+    }
+
     /// Optional. Completes whatever of `issuer`'s I/Os are ready, without blocking.
     fn poll(&self, _core: &Core, _issuer: u32) {}
 

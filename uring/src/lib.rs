@@ -379,8 +379,9 @@ impl Completion<'_> {
         unsafe { self.ring.ring.completion_shared() }.is_empty()
     }
 
-    /// Blocks in the kernel until at least one completion is ready (submits nothing).
-    pub fn wait(&mut self) -> io::Result<()> {
+    /// Blocks in the kernel until at least `n` completions are ready (submits nothing). May
+    /// return early on a signal.
+    pub fn wait(&mut self, n: u32) -> io::Result<()> {
         loop {
             // SAFETY: `enter` with to_submit = 0 and no argument only waits for completions;
             // it touches no user memory.
@@ -388,7 +389,7 @@ impl Completion<'_> {
                 self.ring
                     .ring
                     .submitter()
-                    .enter::<libc::sigset_t>(0, 1, ENTER_GETEVENTS, None)
+                    .enter::<libc::sigset_t>(0, n.max(1), ENTER_GETEVENTS, None)
             };
             match r {
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => return Ok(()),

@@ -1,0 +1,61 @@
+//! Foreign completion: while the issuer is blocked elsewhere (here on a channel), another
+//! thread waiting on its I/O gets it completed — under io_uring by reaping the issuer's ring
+//! itself, under worker by the worker. The shared callback records which thread ran it.
+//! Guards against: an issuer that blocks stalling everyone waiting on its I/Os.
+
+use crate::support::*;
+use dbaio::{Aio, HandleCallbacks, IoBuf, IoContext, IoMethodKind, IoResult, OpenOptions};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+struct RecordThread(Arc<Mutex<Vec<String>>>);
+
+impl HandleCallbacks for RecordThread {
+    fn name(&self) -> &'static str {
+        "record-thread"
+    }
+    fn complete_shared(&self, _io: &IoContext<'_>, prior: IoResult, _data: u8) -> IoResult {
+        let t = std::thread::current();
+        self.0.lock().unwrap().push(t.name().unwrap_or("?").to_string());
+        prior
+    }
+}
+
+fn scenario(m: IoMethodKind) {
+    let d = dir();
+    let path = data_file(&d, "f", 1 << 20);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut b = Aio::builder(settings(m));
+    let cb = b.callback(RecordThread(Arc::clone(&seen))).unwrap();
+    let aio = b.start().unwrap();
+    let (to_issuer, issuer_rx) = mpsc::channel::<()>();
+    let (refs_tx, refs_rx) = mpsc::channel();
+    let a2 = aio.clone();
+    let issuer = std::thread::Builder::new()
+        .name("issuer".into())
+        .spawn(move || {
+            let me = a2.register_issuer("blocked").unwrap();
+            let f = a2.open(&path, &OpenOptions::read()).unwrap();
+            let mut h = me.acquire().unwrap();
+            h.add_callback(cb, 0).unwrap();
+            let io = h.read(&f, 4096, IoBuf::new(4096));
+            refs_tx.send(io.wait_ref()).unwrap();
+            issuer_rx.recv().unwrap(); // blocked, not reaping anything
+            let c = me.wait(io);
+            c.check().unwrap();
+            assert_pattern(&c.into_buf(), 4096);
+        })
+        .unwrap();
+    let wref = refs_rx.recv().unwrap();
+    std::thread::Builder::new().name("waiter".into()).spawn(move || aio.wait(wref).unwrap()).unwrap().join().unwrap();
+    let completer = seen.lock().unwrap()[0].clone();
+    match m {
+        IoMethodKind::Sync => assert_eq!(completer, "issuer"),
+        IoMethodKind::Worker => assert!(completer.starts_with("dbaio-io-worker"), "{completer}"),
+        IoMethodKind::IoUring => assert_eq!(completer, "waiter", "the waiter reaped the issuer's ring"),
+    }
+    to_issuer.send(()).unwrap();
+    issuer.join().unwrap();
+}
+
+crate::for_every_method!(scenario);

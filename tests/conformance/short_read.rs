@@ -1,0 +1,29 @@
+//! Short reads: a file shorter than the request gives PARTIAL with the bytes read; `resume`
+//! continues with the rest, which then hits end of file — an error that says how much was
+//! read; `read_exact_at` reports it the same way.
+
+use crate::support::*;
+use dbaio::{IoBuf, IoMethodKind, OpenOptions, Status};
+
+fn scenario(m: IoMethodKind) {
+    let d = dir();
+    let path = data_file(&d, "short", 6000);
+    let aio = start(m);
+    let me = aio.register_issuer("short").unwrap();
+    let f = aio.open(&path, &OpenOptions::read()).unwrap();
+    let c = me.wait(me.acquire().unwrap().read(&f, 0, IoBuf::new(8192)));
+    assert_eq!(c.result().status, Status::Partial);
+    assert_eq!(c.bytes(), 6000);
+    let rest = me.wait(c.resume(me.acquire().unwrap(), &f));
+    assert_eq!(rest.result().status, Status::Error);
+    let e = rest.check().unwrap_err();
+    assert_eq!(e.to_string(), format!("could not read 2192 bytes at offset 6000 of file \"{}\": read only 0 of 2192 bytes", path.display()));
+    let buf = rest.into_buf();
+    assert_pattern(&buf[..6000], 0);
+    let e = me.read_exact_at(&f, 4096, IoBuf::new(4096)).unwrap_err();
+    assert!(e.to_string().contains("read only 0 of 2192 bytes"), "{e}");
+    // A read that fits comes back whole.
+    assert_pattern(&me.read_exact_at(&f, 1000, IoBuf::new(5000)).unwrap(), 1000);
+}
+
+crate::for_every_method!(scenario);

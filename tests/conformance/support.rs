@@ -1,0 +1,105 @@
+//! Shared helpers: start a subsystem on a method, make data files, capture warnings.
+
+use dbaio::{Aio, IoMethodKind, Settings};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// Expands to one `#[test]` per method, each calling `scenario(method)`.
+#[macro_export]
+macro_rules! for_every_method {
+    ($scenario:ident) => {
+        #[test]
+        fn sync() {
+            $crate::support::run(module_path!(), dbaio::IoMethodKind::Sync, $scenario);
+        }
+        #[test]
+        fn worker() {
+            $crate::support::run(module_path!(), dbaio::IoMethodKind::Worker, $scenario);
+        }
+        #[test]
+        fn io_uring() {
+            $crate::support::run(module_path!(), dbaio::IoMethodKind::IoUring, $scenario);
+        }
+    };
+}
+
+/// Runs `scenario` on `method`, or prints why the method is skipped here.
+pub fn run(name: &str, method: IoMethodKind, scenario: fn(IoMethodKind)) {
+    if method == IoMethodKind::IoUring {
+        if let Err(why) = dbaio::io_uring_available() {
+            eprintln!("SKIPPED {name} on io_uring: {why}");
+            return;
+        }
+    }
+    scenario(method);
+    eprintln!("conformance {name} on {method}: ok");
+}
+
+/// Settings for `method` with small, test-friendly sizes.
+pub fn settings(method: IoMethodKind) -> Settings {
+    let mut s = Settings::default();
+    s.io_method = method;
+    s.max_issuers = 16;
+    s.max_files = 64;
+    s
+}
+
+/// Starts a subsystem on `method`, after `tweak` adjusts the settings.
+pub fn start_with(method: IoMethodKind, tweak: impl FnOnce(&mut Settings)) -> Aio {
+    let mut s = settings(method);
+    tweak(&mut s);
+    let aio = Aio::start(s).expect("start");
+    assert_eq!(aio.io_method(), method, "no silent fallback in tests");
+    aio
+}
+
+/// Starts a subsystem on `method` with the test defaults.
+pub fn start(method: IoMethodKind) -> Aio {
+    start_with(method, |_| {})
+}
+
+/// A fresh directory on the build's file system (ext4 here, so O_DIRECT works).
+pub fn dir() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("dbaio-test").tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir")
+}
+
+/// The byte a data file holds at `offset` (distinct per 4 KiB page and position).
+pub fn pattern_byte(offset: u64) -> u8 {
+    ((offset / 4096).wrapping_mul(31) ^ (offset % 251)) as u8
+}
+
+/// Writes a file of `len` pattern bytes and returns its path.
+pub fn data_file(dir: &tempfile::TempDir, name: &str, len: u64) -> PathBuf {
+    let p = dir.path().join(name);
+    let data: Vec<u8> = (0..len).map(pattern_byte).collect();
+    std::fs::write(&p, data).expect("write data file");
+    p
+}
+
+/// Asserts `buf` holds the pattern for a read at `offset`.
+pub fn assert_pattern(buf: &[u8], offset: u64) {
+    for (i, b) in buf.iter().enumerate() {
+        assert_eq!(*b, pattern_byte(offset + i as u64), "byte {} of a read at offset {offset}", i);
+    }
+}
+
+/// Captures `tracing` output (warnings the subsystem logs) while `f` runs.
+pub fn capture_logs(f: impl FnOnce()) -> String {
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buf = Buf::default();
+    let writer = buf.clone();
+    let sub = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+    tracing::subscriber::with_default(sub, f);
+    let out = buf.0.lock().unwrap().clone();
+    String::from_utf8_lossy(&out).into_owned()
+}

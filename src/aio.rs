@@ -12,8 +12,8 @@ use crate::method::{self, IoMethod};
 use crate::settings::{IoMethodKind, Settings};
 use crate::target::{File, OpenOptions};
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 pub(crate) struct AioInner {
     pub core: Arc<Core>,
@@ -28,7 +28,10 @@ impl AioInner {
             // SAFETY: the table handed us the fd exactly once (refcount reached zero), no I/O
             // references it any more, and no one else will close it.
             if unsafe { libc::close(fd) } < 0 {
-                tracing::warn!("could not close file slot {slot}: {}", std::io::Error::last_os_error());
+                tracing::warn!(
+                    "could not close file slot {slot}: {}",
+                    std::io::Error::last_os_error()
+                );
             }
             self.core.files.free_slot(slot);
         }
@@ -45,7 +48,9 @@ impl AioBuilder {
     /// Registers a callback kind; handles refer to it by the returned id.
     pub fn callback(&mut self, cb: impl HandleCallbacks) -> Result<CallbackId, AioError> {
         if self.callbacks.kinds.len() >= MAX_CALLBACK_KINDS {
-            return Err(AioError::ApiViolation("at most 63 callback kinds can be registered"));
+            return Err(AioError::ApiViolation(
+                "at most 63 callback kinds can be registered",
+            ));
         }
         self.callbacks.kinds.push(Arc::new(cb));
         Ok(CallbackId(self.callbacks.kinds.len() as u8))
@@ -55,7 +60,9 @@ impl AioBuilder {
     pub fn start(self) -> Result<Aio, AioError> {
         let core = Arc::new(Core::new(self.settings.clone(), self.callbacks)?);
         let method = method::start(&self.settings, &core)?;
-        Ok(Aio { inner: Arc::new(AioInner { core, method }) })
+        Ok(Aio {
+            inner: Arc::new(AioInner { core, method }),
+        })
     }
 }
 
@@ -89,7 +96,10 @@ impl Aio {
 
     /// A builder, to register callback kinds before starting.
     pub fn builder(settings: Settings) -> AioBuilder {
-        AioBuilder { settings, callbacks: CallbackRegistry::default() }
+        AioBuilder {
+            settings,
+            callbacks: CallbackRegistry::default(),
+        }
     }
 
     /// The method actually running (after any io_uring fallback).
@@ -149,7 +159,9 @@ impl Aio {
         if s.generation.load(Ordering::Acquire) != wref.generation || s.state().is_complete() {
             return true;
         }
-        self.inner.method.poll(core, s.owner.load(Ordering::Relaxed));
+        self.inner
+            .method
+            .poll(core, s.owner.load(Ordering::Relaxed));
         s.generation.load(Ordering::Acquire) != wref.generation || s.state().is_complete()
     }
 
@@ -185,6 +197,8 @@ impl Aio {
 
 impl std::fmt::Debug for Aio {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Aio").field("io_method", &self.io_method()).finish()
+        f.debug_struct("Aio")
+            .field("io_method", &self.io_method())
+            .finish()
     }
 }

@@ -116,28 +116,46 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let (num, mult) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
         None => (t, 1u64),
         Some((i, _)) => {
-            let m = match t[i..].to_ascii_lowercase().trim_end_matches("ib").trim_end_matches('b') {
+            let m = match t[i..]
+                .to_ascii_lowercase()
+                .trim_end_matches("ib")
+                .trim_end_matches('b')
+            {
                 "" => 1,
                 "k" => 1 << 10,
                 "m" => 1 << 20,
                 "g" => 1 << 30,
                 "t" => 1 << 40,
-                _ => return Err(format!("invalid size \"{s}\" (use a number with k, m, g or t)")),
+                _ => {
+                    return Err(format!(
+                        "invalid size \"{s}\" (use a number with k, m, g or t)"
+                    ));
+                }
             };
             (&t[..i], m)
         }
     };
     let n: u64 = num.parse().map_err(|_| format!("invalid size \"{s}\""))?;
-    n.checked_mul(mult).ok_or_else(|| format!("size \"{s}\" is too large"))
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("size \"{s}\" is too large"))
 }
 
 /// Makes sure `path` exists with at least `size` bytes of non-zero data.
 pub fn prepare_file(path: &Path, size: u64) -> std::io::Result<()> {
-    if std::fs::metadata(path).map(|m| m.len() >= size).unwrap_or(false) {
+    if std::fs::metadata(path)
+        .map(|m| m.len() >= size)
+        .unwrap_or(false)
+    {
         return Ok(());
     }
-    let mut f = std::fs::OpenOptions::new().create(true).write(true).truncate(false).open(path)?;
-    let chunk: Vec<u8> = (0..1 << 20).map(|i: u32| (i.wrapping_mul(2654435761) >> 24) as u8 | 1).collect();
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(false)
+        .open(path)?;
+    let chunk: Vec<u8> = (0..1 << 20)
+        .map(|i: u32| (i.wrapping_mul(2654435761) >> 24) as u8 | 1)
+        .collect();
     let mut left = size;
     while left > 0 {
         let n = left.min(chunk.len() as u64) as usize;
@@ -160,31 +178,53 @@ impl Rng {
 
 /// Runs one benchmark with `method`.
 pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, AioError> {
-    let mut settings = Settings::default();
-    settings.io_method = method;
-    settings.io_workers = opts.io_workers;
-    settings.io_max_concurrency = opts.iodepth.max(1) as i32;
-    settings.max_issuers = 4;
+    let settings = Settings {
+        io_method: method,
+        io_workers: opts.io_workers,
+        io_max_concurrency: opts.iodepth.max(1) as i32,
+        max_issuers: 4,
+        ..Settings::default()
+    };
     let aio = Aio::start(settings)?;
     let issuer = aio.register_issuer("bench")?;
-    let opts_file = OpenOptions { write: opts.rw.is_write(), direct: Some(opts.direct), ..OpenOptions::default() };
+    let opts_file = OpenOptions {
+        write: opts.rw.is_write(),
+        direct: Some(opts.direct),
+        ..OpenOptions::default()
+    };
     let file = aio.open(&opts.filename, &opts_file)?;
     let blocks = (opts.size / u64::from(opts.bs)).max(1);
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut seq = 0u64;
     let mut next_offset = || {
-        let b = if opts.rw.is_random() { rng.next() % blocks } else { let b = seq % blocks; seq += 1; b };
+        let b = if opts.rw.is_random() {
+            rng.next() % blocks
+        } else {
+            let b = seq % blocks;
+            seq += 1;
+            b
+        };
         b * u64::from(opts.bs)
     };
     // The sync method runs each I/O inside `start`, so its real depth is 1 (as fio's psync).
-    let depth = if aio.io_method() == IoMethodKind::Sync { 1 } else { opts.iodepth.max(1) as usize };
-    let mut free: Vec<IoBuf> = (0..depth).map(|_| IoBuf::from_slice(&vec![0x5a; opts.bs as usize])).collect();
+    let depth = if aio.io_method() == IoMethodKind::Sync {
+        1
+    } else {
+        opts.iodepth.max(1) as usize
+    };
+    let mut free: Vec<IoBuf> = (0..depth)
+        .map(|_| IoBuf::from_slice(&vec![0x5a; opts.bs as usize]))
+        .collect();
     let mut pending: Vec<(InFlight<'_>, Instant)> = Vec::with_capacity(depth);
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds are valid");
+    let mut hist =
+        Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds are valid");
     let (mut ios, mut bytes, mut errors) = (0u64, 0u64, 0u64);
     let bar = opts.progress.then(|| {
         let b = indicatif::ProgressBar::new(opts.runtime.as_secs());
-        b.set_style(indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len}s {msg}").expect("valid template"));
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len}s {msg}")
+                .expect("valid template"),
+        );
         b.set_prefix(format!("{method:>8}"));
         b
     });
@@ -214,7 +254,11 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
                 let h = issuer.acquire()?;
                 let off = next_offset();
                 let t0 = Instant::now();
-                let io = if opts.rw.is_write() { h.write(&file, off, buf) } else { h.read(&file, off, buf) };
+                let io = if opts.rw.is_write() {
+                    h.write(&file, off, buf)
+                } else {
+                    h.read(&file, off, buf)
+                };
                 pending.push((io, t0));
             }
             issuer.end_batch();
@@ -260,7 +304,12 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
         seconds,
         iops: ios as f64 / seconds,
         bw_bytes_per_sec: bytes as f64 / seconds,
-        lat_us: Latency { p50: us(0.5), p99: us(0.99), p999: us(0.999), max: hist.max() as f64 },
+        lat_us: Latency {
+            p50: us(0.5),
+            p99: us(0.99),
+            p999: us(0.999),
+            max: hist.max() as f64,
+        },
         errors,
     })
 }
@@ -269,7 +318,17 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
 pub fn table(reports: &[BenchReport]) -> String {
     let mut s = format!(
         "{:<9} {:<9} {:>6} {:>7} {:>10} {:>9} {:>8} {:>8} {:>9} {:>9} {:>6}\n",
-        "method", "rw", "bs", "iodepth", "IOPS", "MB/s", "p50 us", "p99 us", "p99.9 us", "max us", "errors"
+        "method",
+        "rw",
+        "bs",
+        "iodepth",
+        "IOPS",
+        "MB/s",
+        "p50 us",
+        "p99 us",
+        "p99.9 us",
+        "max us",
+        "errors"
     );
     for r in reports {
         s += &format!(

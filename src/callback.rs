@@ -12,8 +12,8 @@ use crate::handle::{Executor, NO_BLOCK};
 use crate::op::Op;
 use crate::result::IoResult;
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 /// Identifies a registered callback kind (1..=63; 0 is the subsystem's base result).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -49,7 +49,12 @@ pub trait HandleCallbacks: Send + Sync + 'static {
 
     /// Words for a result this callback produced (becomes [`IoError::detail`](crate::IoError)).
     fn report(&self, result: &IoResult) -> String {
-        format!("{} reported status {} (data {})", self.name(), result.status.name(), result.error_data)
+        format!(
+            "{} reported status {} (data {})",
+            self.name(),
+            result.status.name(),
+            result.error_data
+        )
     }
 }
 
@@ -74,7 +79,10 @@ impl IoContext<'_> {
     }
     /// The raw result (bytes or -errno); 0 before completion.
     pub fn raw_result(&self) -> i32 {
-        self.core.slot(self.index).raw_result.load(Ordering::Relaxed)
+        self.core
+            .slot(self.index)
+            .raw_result
+            .load(Ordering::Relaxed)
     }
     /// The handle's index (`io_id`).
     pub fn io_id(&self) -> u32 {
@@ -98,7 +106,10 @@ impl IoContext<'_> {
     pub fn handle_data(&self) -> Vec<u64> {
         let s = self.core.slot(self.index);
         let n = s.handle_data_len.load(Ordering::Relaxed) as usize;
-        self.core.handle_data(self.index)[..n].iter().map(|d| d.load(Ordering::Relaxed)).collect()
+        self.core.handle_data(self.index)[..n]
+            .iter()
+            .map(|d| d.load(Ordering::Relaxed))
+            .collect()
     }
     /// Calls `f` with handle data entry `i` (no allocation).
     pub fn handle_data_at(&self, i: usize) -> Option<u64> {
@@ -108,7 +119,9 @@ impl IoContext<'_> {
     }
     /// The target file's path.
     pub fn path(&self) -> Arc<Path> {
-        self.core.files.path(self.core.slot(self.index).file.load(Ordering::Relaxed))
+        self.core
+            .files
+            .path(self.core.slot(self.index).file.load(Ordering::Relaxed))
     }
     /// The I/O memory, one slice per iovec. Only meaningful once the I/O completed (in
     /// `complete_shared`/`complete_local`): the memory belongs to the I/O until the issuer

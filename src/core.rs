@@ -12,11 +12,11 @@ use crate::result::{IoResult, Status};
 use crate::settings::Settings;
 use crate::shmem::SharedRegion;
 use crate::target::FileTable;
-use dbaio_workers::Request;
-use parking_lot::Mutex;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use crossbeam_utils::CachePadded;
+use dbaio_workers::Request;
 use dbaio_workers::futex;
+use parking_lot::Mutex;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -57,7 +57,9 @@ fn round_up(v: usize, a: usize) -> usize {
 impl Core {
     pub(crate) fn new(settings: Settings, callbacks: CallbackRegistry) -> Result<Core, AioError> {
         let per_issuer = settings.effective_io_max_concurrency();
-        let n_handles = per_issuer.checked_mul(settings.max_issuers).expect("handle count fits in u32");
+        let n_handles = per_issuer
+            .checked_mul(settings.max_issuers)
+            .expect("handle count fits in u32");
         let max_iov = settings.io_max_combine_limit;
         let handles_off = 0;
         let iovecs_off = round_up(n_handles as usize * size_of::<HandleSlot>(), 64);
@@ -107,16 +109,31 @@ impl Core {
         // SAFETY: the region holds n_handles HandleSlots at handles_off (sized in `new`), is
         // 64-byte aligned (mmap gives page alignment), zero-filled memory is a valid HandleSlot
         // (all fields are atomics), and the region lives as long as `self`.
-        unsafe { &*self.region.base().add(self.handles_off).cast::<HandleSlot>().add(i as usize) }
+        unsafe {
+            &*self
+                .region
+                .base()
+                .add(self.handles_off)
+                .cast::<HandleSlot>()
+                .add(i as usize)
+        }
     }
 
     /// Handle `i`'s iovec array (`max_iov` entries). Written only by the owning issuer while
     /// the handle is HANDED_OUT; read by executors after it is published.
     pub(crate) fn iovecs(&self, i: u32) -> *mut libc::iovec {
         assert!(i < self.n_handles, "handle index {i} out of range");
-        debug_assert!(self.iovecs_off + (i as usize + 1) * self.max_iov as usize * 16 <= self.region.len());
+        debug_assert!(
+            self.iovecs_off + (i as usize + 1) * self.max_iov as usize * 16 <= self.region.len()
+        );
         // SAFETY: in bounds of the region by the layout computed in `new`.
-        unsafe { self.region.base().add(self.iovecs_off).cast::<libc::iovec>().add(i as usize * self.max_iov as usize) }
+        unsafe {
+            self.region
+                .base()
+                .add(self.iovecs_off)
+                .cast::<libc::iovec>()
+                .add(i as usize * self.max_iov as usize)
+        }
     }
 
     /// Handle `i`'s data words (`max_iov` entries).
@@ -126,7 +143,11 @@ impl Core {
         // the region outlives `self`'s borrows.
         unsafe {
             std::slice::from_raw_parts(
-                self.region.base().add(self.data_off).cast::<AtomicU64>().add(i as usize * self.max_iov as usize),
+                self.region
+                    .base()
+                    .add(self.data_off)
+                    .cast::<AtomicU64>()
+                    .add(i as usize * self.max_iov as usize),
                 self.max_iov as usize,
             )
         }
@@ -167,28 +188,50 @@ impl Core {
         let s = self.slot(i);
         s.set_state(HandleState::Submitted, HandleState::CompletedIo);
         let op = s.op();
-        let raw = self.faults.apply(op, s.file.load(Ordering::Relaxed), s.offset.load(Ordering::Relaxed), raw);
+        let raw = self.faults.apply(
+            op,
+            s.file.load(Ordering::Relaxed),
+            s.offset.load(Ordering::Relaxed),
+            raw,
+        );
         s.raw_result.store(raw, Ordering::Relaxed);
         s.executor.store(executor.encode(), Ordering::Relaxed);
         let mut result = IoResult::from_raw(op, raw, s.length.load(Ordering::Relaxed));
         let n = s.num_callbacks.load(Ordering::Relaxed) as usize;
-        let ctx = IoContext { core: self, index: i };
+        let ctx = IoContext {
+            core: self,
+            index: i,
+        };
         for k in (0..n).rev() {
             let id = s.callbacks[k].load(Ordering::Relaxed);
             let data = s.callback_data[k].load(Ordering::Relaxed);
-            let Some(cb) = self.callbacks.get(id) else { continue };
+            let Some(cb) = self.callbacks.get(id) else {
+                continue;
+            };
             match catch_unwind(AssertUnwindSafe(|| cb.complete_shared(&ctx, result, data))) {
                 Ok(r) => result = r,
                 Err(_) => {
-                    tracing::error!(callback = cb.name(), io_id = i, "complete_shared callback panicked; failing the I/O");
-                    result = IoResult { status: Status::Error, callback_id: id, error_data: 0x7f_ffff, result: 0 };
+                    tracing::error!(
+                        callback = cb.name(),
+                        io_id = i,
+                        "complete_shared callback panicked; failing the I/O"
+                    );
+                    result = IoResult {
+                        status: Status::Error,
+                        callback_id: id,
+                        error_data: 0x7f_ffff,
+                        result: 0,
+                    };
                 }
             }
         }
         s.distilled.store(result.pack(), Ordering::Relaxed);
         s.set_state(HandleState::CompletedIo, HandleState::CompletedShared);
         let issuer = &self.issuers[s.owner.load(Ordering::Relaxed) as usize];
-        let c = issuer.completed.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
+        let c = issuer
+            .completed
+            .fetch_add(1, Ordering::SeqCst)
+            .wrapping_add(1);
         if issuer.waiting.load(Ordering::SeqCst) != 0
             && c.wrapping_sub(issuer.wake_at.load(Ordering::SeqCst)) as i32 >= 0
             && issuer.waiting.swap(0, Ordering::SeqCst) != 0
@@ -199,7 +242,12 @@ impl Core {
 
     /// Waits until the I/O `(i, generation)` is complete (or the handle was recycled). Any
     /// thread may call it; when the method can drive completion (io_uring) the caller does so.
-    pub(crate) fn wait_done(&self, method: &dyn IoMethod, i: u32, generation: u64) -> Result<(), AioError> {
+    pub(crate) fn wait_done(
+        &self,
+        method: &dyn IoMethod,
+        i: u32,
+        generation: u64,
+    ) -> Result<(), AioError> {
         let s = self.slot(i);
         loop {
             let st = s.state();
@@ -209,7 +257,9 @@ impl Core {
             match st {
                 HandleState::CompletedShared | HandleState::CompletedLocal => return Ok(()),
                 HandleState::Idle | HandleState::HandedOut => {
-                    return Err(AioError::ApiViolation("waiting on an I/O that was never started"));
+                    return Err(AioError::ApiViolation(
+                        "waiting on an I/O that was never started",
+                    ));
                 }
                 HandleState::Submitted if method.wait_one(self, i, generation) => {}
                 _ => s.sleep_while(st),

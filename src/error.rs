@@ -17,7 +17,9 @@ pub enum AioError {
     #[error("{0}")]
     Settings(#[from] SettingsError),
     /// `io_method = io_uring` was refused and `io_uring_fallback = error`.
-    #[error("could not start io_method \"io_uring\": {cause}\nHINT:  Allow io_uring, or set io_uring_fallback = worker (or sync) to start with another method, or choose io_method = worker.")]
+    #[error(
+        "could not start io_method \"io_uring\": {cause}\nHINT:  Allow io_uring, or set io_uring_fallback = worker (or sync) to start with another method, or choose io_method = worker."
+    )]
     IoUringRefused {
         /// Why the kernel refused.
         cause: String,
@@ -32,16 +34,22 @@ pub enum AioError {
     #[error("too many issuers: all {0} slots are in use\nHINT:  Raise max_issuers.")]
     TooManyIssuers(u32),
     /// All `max_files` file slots are taken.
-    #[error("too many open files in the AIO subsystem: all {0} slots are in use\nHINT:  Raise max_files.")]
+    #[error(
+        "too many open files in the AIO subsystem: all {0} slots are in use\nHINT:  Raise max_files."
+    )]
     TooManyFiles(u32),
     /// Every handle of the issuer holds a result its caller has not taken yet.
-    #[error("all {0} I/O handles of this issuer hold results not yet taken\nHINT:  Wait on (or drop) an InFlight before starting another I/O, or raise io_max_concurrency.")]
+    #[error(
+        "all {0} I/O handles of this issuer hold results not yet taken\nHINT:  Wait on (or drop) an InFlight before starting another I/O, or raise io_max_concurrency."
+    )]
     AllHandlesClaimed(u32),
     /// The subsystem is shutting down.
     #[error("the AIO subsystem is shut down")]
     ShutDown,
     /// Too many buffers for one vectored I/O.
-    #[error("{given} buffers exceed the {max} iovecs a handle holds\nHINT:  Raise io_max_combine_limit.")]
+    #[error(
+        "{given} buffers exceed the {max} iovecs a handle holds\nHINT:  Raise io_max_combine_limit."
+    )]
     TooManyBuffers {
         /// Buffers passed.
         given: usize,
@@ -98,9 +106,14 @@ impl IoError {
     fn where_(&self) -> String {
         let p = self.path.display();
         match self.blocks {
-            Some((first, n)) if n > 1 => format!("blocks {first}..{} in file \"{p}\"", first + n - 1),
+            Some((first, n)) if n > 1 => {
+                format!("blocks {first}..{} in file \"{p}\"", first + n - 1)
+            }
             Some((first, _)) => format!("block {first} in file \"{p}\""),
-            None => format!("{} bytes at offset {} of file \"{p}\"", self.length, self.offset),
+            None => format!(
+                "{} bytes at offset {} of file \"{p}\"",
+                self.length, self.offset
+            ),
         }
     }
 }
@@ -116,7 +129,11 @@ impl fmt::Display for IoError {
             Op::Unlink => write!(f, "could not remove file \"{p}\"")?,
             Op::FadviseWillneed => write!(f, "could not prefetch {}", self.where_())?,
             Op::Fallocate => write!(f, "could not allocate {}", self.where_())?,
-            Op::Ftruncate => write!(f, "could not truncate file \"{p}\" to {} bytes", self.length)?,
+            Op::Ftruncate => write!(
+                f,
+                "could not truncate file \"{p}\" to {} bytes",
+                self.length
+            )?,
             Op::Invalid => write!(f, "could not perform I/O on file \"{p}\"")?,
         }
         if let Some(d) = &self.detail {
@@ -127,7 +144,11 @@ impl fmt::Display for IoError {
             let text = text.split(" (os error").next().unwrap_or(&text);
             write!(f, ": {text} (errno {})", self.errno)?;
         } else {
-            write!(f, ": read only {} of {} bytes", self.transferred, self.length)?;
+            write!(
+                f,
+                ": read only {} of {} bytes",
+                self.transferred, self.length
+            )?;
         }
         if let Some(h) = self.hint {
             write!(f, "\nHINT:  {h}")?;

@@ -35,7 +35,13 @@ pub struct FaultRule {
 impl FaultRule {
     /// A rule hitting every I/O with `action`.
     pub fn new(action: FaultAction) -> FaultRule {
-        FaultRule { op: None, file: None, offsets: None, action, times: None }
+        FaultRule {
+            op: None,
+            file: None,
+            offsets: None,
+            action,
+            times: None,
+        }
     }
     /// Restricts it to `op`.
     pub fn op(mut self, op: Op) -> FaultRule {

@@ -9,7 +9,9 @@
 use crate::op::{HandleFlags, Op};
 use crate::result::IoResult;
 use dbaio_workers::futex;
-use std::sync::atomic::{AtomicI32, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    AtomicI32, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 
 /// The most callbacks one handle can carry.
 pub const MAX_CALLBACKS: usize = 4;
@@ -155,7 +157,12 @@ impl HandleSlot {
     /// The one state mutator: asserts `from → to` is legal and that the handle is in `from`,
     /// publishes everything written before it (release), and wakes sleepers.
     pub(crate) fn set_state(&self, from: HandleState, to: HandleState) {
-        assert!(to.may_follow(from), "illegal handle state transition {} -> {}", from.name(), to.name());
+        assert!(
+            to.may_follow(from),
+            "illegal handle state transition {} -> {}",
+            from.name(),
+            to.name()
+        );
         let old = self.state.swap(to as u32, Ordering::AcqRel);
         assert_eq!(
             HandleState::from_word(old),

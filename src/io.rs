@@ -2,14 +2,14 @@
 //! (started; redeem it with [`Issuer::wait`]) and [`Completion`] (the result, with the
 //! memory handed back). See `docs/design.md`, "Handles" and "Buffer ownership".
 
+use crate::callback::CallbackId;
 use crate::error::{AioError, IoError};
-use crate::handle::{HandleState, WaitRef, MAX_CALLBACKS};
-use crate::issuer::{Definition, Issuer, Reclaimed};
+use crate::handle::{HandleState, MAX_CALLBACKS, WaitRef};
 use crate::iobuf::IoBuf;
+use crate::issuer::{Definition, Issuer, Reclaimed};
 use crate::op::{HandleFlags, Op};
 use crate::result::{IoResult, Status};
 use crate::target::File;
-use crate::callback::CallbackId;
 use std::ffi::CString;
 use std::sync::atomic::Ordering;
 
@@ -29,7 +29,12 @@ impl IoMemory {
     /// # Safety
     ///
     /// `iov` must point at `max` writable iovecs that no one else accesses.
-    pub(crate) unsafe fn fill_iovecs(&self, iov: *mut libc::iovec, max: usize, skip: u32) -> (usize, u64) {
+    pub(crate) unsafe fn fill_iovecs(
+        &self,
+        iov: *mut libc::iovec,
+        max: usize,
+        skip: u32,
+    ) -> (usize, u64) {
         let bufs: &[IoBuf] = match self {
             IoMemory::One(b) => std::slice::from_ref(b),
             IoMemory::Many(v) => v,
@@ -42,11 +47,19 @@ impl IoMemory {
                 skip -= b.len();
                 continue;
             }
-            assert!(n < max, "iovec count was checked against io_max_combine_limit");
+            assert!(
+                n < max,
+                "iovec count was checked against io_max_combine_limit"
+            );
             let len = b.len() - skip;
             // SAFETY: n < max (asserted) and the caller owns the array; the buffer pointer is
             // valid for len bytes past `skip` (it is an IoBuf of b.len() bytes).
-            unsafe { iov.add(n).write(libc::iovec { iov_base: b.raw().add(skip).cast(), iov_len: len }) };
+            unsafe {
+                iov.add(n).write(libc::iovec {
+                    iov_base: b.raw().add(skip).cast(),
+                    iov_len: len,
+                })
+            };
             skip = 0;
             n += 1;
             total += len as u64;
@@ -68,12 +81,18 @@ impl<'a> Handle<'a> {
     }
 
     fn slot(&self) -> &crate::handle::HandleSlot {
-        self.issuer.aio.core.slot(self.issuer.handle_index(self.local))
+        self.issuer
+            .aio
+            .core
+            .slot(self.issuer.handle_index(self.local))
     }
 
     /// The wait reference of the I/O this handle will carry.
     pub fn wait_ref(&self) -> WaitRef {
-        WaitRef { index: self.issuer.handle_index(self.local), generation: self.slot().generation.load(Ordering::Relaxed) }
+        WaitRef {
+            index: self.issuer.handle_index(self.local),
+            generation: self.slot().generation.load(Ordering::Relaxed),
+        }
     }
 
     /// Sets flags (see [`HandleFlags`]).
@@ -102,13 +121,18 @@ impl<'a> Handle<'a> {
     pub fn set_handle_data(&mut self, data: &[u64]) -> Result<&mut Self, AioError> {
         let core = &self.issuer.aio.core;
         if data.len() > core.max_iov as usize {
-            return Err(AioError::TooManyBuffers { given: data.len(), max: core.max_iov as usize });
+            return Err(AioError::TooManyBuffers {
+                given: data.len(),
+                max: core.max_iov as usize,
+            });
         }
         let words = core.handle_data(self.issuer.handle_index(self.local));
         for (w, d) in words.iter().zip(data) {
             w.store(*d, Ordering::Relaxed);
         }
-        self.slot().handle_data_len.store(data.len() as u16, Ordering::Relaxed);
+        self.slot()
+            .handle_data_len
+            .store(data.len() as u16, Ordering::Relaxed);
         Ok(self)
     }
 
@@ -123,11 +147,23 @@ impl<'a> Handle<'a> {
         let (issuer, local) = (self.issuer, self.local);
         std::mem::forget(self);
         let generation = issuer.start(local, def, true);
-        InFlight { issuer, local, generation }
+        InFlight {
+            issuer,
+            local,
+            generation,
+        }
     }
 
     fn data(op: Op, file: &File, offset: u64, memory: IoMemory) -> Definition<'_> {
-        Definition { op, file: Some(file), offset, length: 0, memory, skip: 0, raw_iov: None }
+        Definition {
+            op,
+            file: Some(file),
+            offset,
+            length: 0,
+            memory,
+            skip: 0,
+            raw_iov: None,
+        }
     }
 
     /// Reads `buf.len()` bytes at `offset` into `buf`.
@@ -136,7 +172,12 @@ impl<'a> Handle<'a> {
     }
 
     /// Reads into several buffers in order (one readv).
-    pub fn readv(self, file: &File, offset: u64, bufs: Vec<IoBuf>) -> Result<InFlight<'a>, AioError> {
+    pub fn readv(
+        self,
+        file: &File,
+        offset: u64,
+        bufs: Vec<IoBuf>,
+    ) -> Result<InFlight<'a>, AioError> {
         self.check_count(bufs.len())?;
         Ok(self.start(Self::data(Op::Readv, file, offset, IoMemory::Many(bufs))))
     }
@@ -147,7 +188,12 @@ impl<'a> Handle<'a> {
     }
 
     /// Writes several buffers in order (one writev).
-    pub fn writev(self, file: &File, offset: u64, bufs: Vec<IoBuf>) -> Result<InFlight<'a>, AioError> {
+    pub fn writev(
+        self,
+        file: &File,
+        offset: u64,
+        bufs: Vec<IoBuf>,
+    ) -> Result<InFlight<'a>, AioError> {
         self.check_count(bufs.len())?;
         Ok(self.start(Self::data(Op::Writev, file, offset, IoMemory::Many(bufs))))
     }
@@ -161,7 +207,15 @@ impl<'a> Handle<'a> {
     }
 
     fn plain(self, op: Op, file: &File, offset: u64, length: u64) -> InFlight<'a> {
-        self.start(Definition { op, file: Some(file), offset, length, memory: IoMemory::None, skip: 0, raw_iov: None })
+        self.start(Definition {
+            op,
+            file: Some(file),
+            offset,
+            length,
+            memory: IoMemory::None,
+            skip: 0,
+            raw_iov: None,
+        })
     }
 
     /// `fsync(2)`.
@@ -191,7 +245,15 @@ impl<'a> Handle<'a> {
 
     /// `unlink(2)` of `path` (moved in: the subsystem allocates nothing).
     pub fn unlink(self, path: CString) -> InFlight<'a> {
-        self.start(Definition { op: Op::Unlink, file: None, offset: 0, length: 0, memory: IoMemory::Path(path), skip: 0, raw_iov: None })
+        self.start(Definition {
+            op: Op::Unlink,
+            file: None,
+            offset: 0,
+            length: 0,
+            memory: IoMemory::Path(path),
+            skip: 0,
+            raw_iov: None,
+        })
     }
 
     /// Starts a read into memory the caller manages (a buffer pool), detached: completion is
@@ -201,7 +263,12 @@ impl<'a> Handle<'a> {
     ///
     /// The memory `iov` names must stay valid, and must not be read or written by anyone else,
     /// until the I/O is complete (a waiter on the returned reference has returned).
-    pub unsafe fn readv_raw(self, file: &File, offset: u64, iov: &[libc::iovec]) -> Result<WaitRef, AioError> {
+    pub unsafe fn readv_raw(
+        self,
+        file: &File,
+        offset: u64,
+        iov: &[libc::iovec],
+    ) -> Result<WaitRef, AioError> {
         self.raw(Op::Readv, file, offset, iov)
     }
 
@@ -210,16 +277,35 @@ impl<'a> Handle<'a> {
     /// # Safety
     ///
     /// As for [`Handle::readv_raw`]; the memory must not be written until completion.
-    pub unsafe fn writev_raw(self, file: &File, offset: u64, iov: &[libc::iovec]) -> Result<WaitRef, AioError> {
+    pub unsafe fn writev_raw(
+        self,
+        file: &File,
+        offset: u64,
+        iov: &[libc::iovec],
+    ) -> Result<WaitRef, AioError> {
         self.raw(Op::Writev, file, offset, iov)
     }
 
-    fn raw(self, op: Op, file: &File, offset: u64, iov: &[libc::iovec]) -> Result<WaitRef, AioError> {
+    fn raw(
+        self,
+        op: Op,
+        file: &File,
+        offset: u64,
+        iov: &[libc::iovec],
+    ) -> Result<WaitRef, AioError> {
         self.check_count(iov.len())?;
         let wref = self.wait_ref();
         let (issuer, local) = (self.issuer, self.local);
         std::mem::forget(self);
-        let def = Definition { op, file: Some(file), offset, length: 0, memory: IoMemory::None, skip: 0, raw_iov: Some(iov) };
+        let def = Definition {
+            op,
+            file: Some(file),
+            offset,
+            length: 0,
+            memory: IoMemory::None,
+            skip: 0,
+            raw_iov: Some(iov),
+        };
         issuer.start(local, def, false);
         Ok(wref)
     }
@@ -244,12 +330,20 @@ pub struct InFlight<'a> {
 impl InFlight<'_> {
     /// A reference other threads can wait on.
     pub fn wait_ref(&self) -> WaitRef {
-        WaitRef { index: self.issuer.handle_index(self.local), generation: self.generation }
+        WaitRef {
+            index: self.issuer.handle_index(self.local),
+            generation: self.generation,
+        }
     }
 
     /// True once complete (does not drive completion).
     pub fn is_done(&self) -> bool {
-        self.issuer.aio.core.slot(self.issuer.handle_index(self.local)).state() >= HandleState::CompletedShared
+        self.issuer
+            .aio
+            .core
+            .slot(self.issuer.handle_index(self.local))
+            .state()
+            >= HandleState::CompletedShared
     }
 
     pub(crate) fn local(&self) -> u32 {
@@ -294,7 +388,15 @@ impl std::fmt::Debug for IoMemory {
 
 impl Completion {
     pub(crate) fn from_reclaimed(r: Reclaimed) -> Completion {
-        Completion { result: r.result, op: r.op, offset: r.offset, length: r.length, skip: r.skip, memory: r.memory, error: r.error }
+        Completion {
+            result: r.result,
+            op: r.op,
+            offset: r.offset,
+            length: r.length,
+            skip: r.skip,
+            memory: r.memory,
+            error: r.error,
+        }
     }
 
     /// The distilled result.
@@ -395,7 +497,8 @@ impl Issuer {
     /// `unlink` and wait.
     pub fn unlink(&self, path: &std::path::Path) -> Result<(), AioError> {
         use std::os::unix::ffi::OsStrExt;
-        let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| AioError::ApiViolation("path contains a NUL byte"))?;
+        let c = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| AioError::ApiViolation("path contains a NUL byte"))?;
         let io = self.acquire()?.unlink(c);
         Ok(self.wait(io).check()?)
     }

@@ -5,7 +5,7 @@
 //! if the caller drops the in-flight value the buffer stays parked in the issuer until the I/O
 //! is done (the buffer-ownership rule). See `docs/design.md`, "Buffer ownership".
 
-use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::ptr::NonNull;
 
 /// The default alignment: enough for O_DIRECT on every common device.
@@ -32,7 +32,8 @@ impl IoBuf {
 
     /// A zeroed buffer of `len` bytes aligned to `align` (a power of two).
     pub fn with_alignment(len: usize, align: usize) -> IoBuf {
-        let layout = Layout::from_size_align(len.max(1), align).expect("IoBuf: alignment must be a power of two");
+        let layout = Layout::from_size_align(len.max(1), align)
+            .expect("IoBuf: alignment must be a power of two");
         // SAFETY: the layout has a non-zero size (len.max(1)).
         let p = unsafe { alloc_zeroed(layout) };
         let ptr = NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
@@ -83,7 +84,8 @@ impl std::ops::DerefMut for IoBuf {
 
 impl Drop for IoBuf {
     fn drop(&mut self) {
-        let layout = Layout::from_size_align(self.len.max(1), self.align).expect("layout was valid at allocation");
+        let layout = Layout::from_size_align(self.len.max(1), self.align)
+            .expect("layout was valid at allocation");
         // SAFETY: ptr was allocated in `with_alignment` with exactly this layout.
         unsafe { dealloc(self.ptr.as_ptr(), layout) }
     }

@@ -10,7 +10,7 @@
 
 use crate::aio::AioInner;
 use crate::callback::IoContext;
-use crate::error::{AioError, IoError, DIRECT_HINT};
+use crate::error::{AioError, DIRECT_HINT, IoError};
 use crate::handle::{Executor, HandleState, WaitRef};
 use crate::io::{Completion, Handle, InFlight, IoMemory};
 use crate::op::{HandleFlags, Op};
@@ -19,9 +19,9 @@ use crate::target::{File, NO_FILE};
 use dbaio_workers::futex;
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 /// Staged I/Os are submitted automatically once this many accumulate (PostgreSQL's
 /// `PGAIO_SUBMIT_BATCH_SIZE`).
@@ -121,7 +121,11 @@ impl Issuer {
         let slot = core
             .issuers
             .iter()
-            .position(|s| s.in_use.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).is_ok())
+            .position(|s| {
+                s.in_use
+                    .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            })
             .ok_or(AioError::TooManyIssuers(core.issuers.len() as u32))? as u32;
         let info = &core.issuers[slot as usize];
         // SAFETY: gettid has no preconditions.
@@ -141,10 +145,23 @@ impl Issuer {
             tail: NIL,
             in_flight: 0,
             h: (0..n)
-                .map(|_| LocalHandle { claimed: false, memory: IoMemory::None, skip: 0, file: NO_FILE, prev: NIL, next: NIL })
+                .map(|_| LocalHandle {
+                    claimed: false,
+                    memory: IoMemory::None,
+                    skip: 0,
+                    file: NO_FILE,
+                    prev: NIL,
+                    next: NIL,
+                })
                 .collect(),
         };
-        Ok(Issuer { aio: Arc::clone(aio), slot, base: slot * n, local: RefCell::new(local), _not_sync: PhantomData })
+        Ok(Issuer {
+            aio: Arc::clone(aio),
+            slot,
+            base: slot * n,
+            local: RefCell::new(local),
+            _not_sync: PhantomData,
+        })
     }
 
     /// This issuer's slot number.
@@ -175,7 +192,9 @@ impl Issuer {
     pub fn try_acquire(&self) -> Result<Option<Handle<'_>>, AioError> {
         let mut l = self.local.borrow_mut();
         if l.handed_out.is_some() {
-            return Err(AioError::ApiViolation("only one I/O handle can be handed out at a time"));
+            return Err(AioError::ApiViolation(
+                "only one I/O handle can be handed out at a time",
+            ));
         }
         if self.aio.core.shutting_down.load(Ordering::Relaxed) {
             return Err(AioError::ShutDown);
@@ -183,8 +202,13 @@ impl Issuer {
         if l.staged.len() >= SUBMIT_BATCH_SIZE {
             self.submit_staged_locked(&mut l);
         }
-        let Some(li) = l.idle.pop() else { return Ok(None) };
-        self.aio.core.slot(self.base + li).set_state(HandleState::Idle, HandleState::HandedOut);
+        let Some(li) = l.idle.pop() else {
+            return Ok(None);
+        };
+        self.aio
+            .core
+            .slot(self.base + li)
+            .set_state(HandleState::Idle, HandleState::HandedOut);
         l.handed_out = Some(li);
         Ok(Some(Handle::new(self, li)))
     }
@@ -210,7 +234,9 @@ impl Issuer {
         }
         let idx = self.base + oldest;
         let generation = self.aio.core.slot(idx).generation.load(Ordering::Relaxed);
-        self.aio.core.wait_done(&*self.aio.method, idx, generation)?;
+        self.aio
+            .core
+            .wait_done(&*self.aio.method, idx, generation)?;
         let mut l = self.local.borrow_mut();
         self.reclaim_locked(&mut l, oldest);
         Ok(())
@@ -223,7 +249,9 @@ impl Issuer {
         let mut li = l.head;
         while li != NIL {
             let next = l.h[li as usize].next;
-            if !l.h[li as usize].claimed && self.aio.core.slot(self.base + li).state() == HandleState::CompletedShared {
+            if !l.h[li as usize].claimed
+                && self.aio.core.slot(self.base + li).state() == HandleState::CompletedShared
+            {
                 self.reclaim_locked(&mut l, li);
                 n += 1;
             }
@@ -237,7 +265,9 @@ impl Issuer {
     pub fn begin_batch(&self) -> Result<(), AioError> {
         let mut l = self.local.borrow_mut();
         if l.in_batch {
-            return Err(AioError::ApiViolation("starting batch while batch already in progress"));
+            return Err(AioError::ApiViolation(
+                "starting batch while batch already in progress",
+            ));
         }
         l.in_batch = true;
         Ok(())
@@ -272,14 +302,20 @@ impl Issuer {
         }
         let mut batch = [0u32; SUBMIT_BATCH_SIZE];
         let n = l.staged.len();
-        for k in 0..n {
-            let li = l.staged[k];
-            self.aio.core.slot(self.base + li).set_state(HandleState::Staged, HandleState::Submitted);
+        let mut staged = std::mem::take(&mut l.staged);
+        for (entry, &li) in batch.iter_mut().zip(&staged) {
+            self.aio
+                .core
+                .slot(self.base + li)
+                .set_state(HandleState::Staged, HandleState::Submitted);
             l.link(li);
-            batch[k] = self.base + li;
+            *entry = self.base + li;
         }
-        l.staged.clear();
-        self.aio.method.submit(&self.aio.core, self.slot, &batch[..n]);
+        staged.clear();
+        l.staged = staged;
+        self.aio
+            .method
+            .submit(&self.aio.core, self.slot, &batch[..n]);
     }
 
     /// Waits for an I/O this issuer started and takes its result and memory back.
@@ -288,7 +324,9 @@ impl Issuer {
         let idx = self.base + li;
         self.submit_if_staged(idx);
         if let Err(e) = self.aio.core.wait_done(&*self.aio.method, idx, generation) {
-            unreachable!("a claimed handle cannot be recycled before its InFlight is redeemed: {e}");
+            unreachable!(
+                "a claimed handle cannot be recycled before its InFlight is redeemed: {e}"
+            );
         }
         let mut l = self.local.borrow_mut();
         Completion::from_reclaimed(self.reclaim_locked(&mut l, li))
@@ -310,7 +348,9 @@ impl Issuer {
     /// reclaims whatever finished.
     pub fn wait_ref(&self, wref: WaitRef) -> Result<(), AioError> {
         self.submit_staged();
-        self.aio.core.wait_done(&*self.aio.method, wref.index, wref.generation)?;
+        self.aio
+            .core
+            .wait_done(&*self.aio.method, wref.index, wref.generation)?;
         self.reclaim_finished();
         Ok(())
     }
@@ -340,7 +380,8 @@ impl Issuer {
             if self.aio.method.wait_completions(core, self.slot, need) {
                 continue;
             }
-            info.wake_at.store(seen.wrapping_add(need), Ordering::SeqCst);
+            info.wake_at
+                .store(seen.wrapping_add(need), Ordering::SeqCst);
             info.waiting.store(1, Ordering::SeqCst);
             let now = info.completed.load(Ordering::SeqCst);
             if now.wrapping_sub(seen) < need {
@@ -365,7 +406,10 @@ impl Issuer {
     }
 
     fn submit_if_staged(&self, idx: u32) {
-        if matches!(self.aio.core.slot(idx).state(), HandleState::Defined | HandleState::Staged) {
+        if matches!(
+            self.aio.core.slot(idx).state(),
+            HandleState::Defined | HandleState::Staged
+        ) {
             self.submit_staged();
         }
     }
@@ -376,14 +420,7 @@ impl Issuer {
     pub fn close(&self, file: File) {
         self.submit_staged();
         loop {
-            let target = {
-                let l = self.local.borrow();
-                let mut li = l.head;
-                while li != NIL && !(l.h[li as usize].file == file.slot && !self.aio.core.slot(self.base + li).state().is_complete()) {
-                    li = l.h[li as usize].next;
-                }
-                li
-            };
+            let target = self.first_unfinished_on(file.slot);
             if target == NIL {
                 break;
             }
@@ -393,6 +430,20 @@ impl Issuer {
         }
         self.reclaim_finished();
         drop(file);
+    }
+
+    /// This issuer's oldest in-flight, unfinished I/O on file slot `file` (NIL if none).
+    fn first_unfinished_on(&self, file: u32) -> u32 {
+        let l = self.local.borrow();
+        let mut li = l.head;
+        while li != NIL {
+            let done = self.aio.core.slot(self.base + li).state().is_complete();
+            if l.h[li as usize].file == file && !done {
+                return li;
+            }
+            li = l.h[li as usize].next;
+        }
+        NIL
     }
 
     // ---- used by Handle -------------------------------------------------------------------
@@ -405,7 +456,10 @@ impl Issuer {
         let mut l = self.local.borrow_mut();
         debug_assert_eq!(l.handed_out, Some(li));
         l.handed_out = None;
-        self.aio.core.slot(self.base + li).set_state(HandleState::HandedOut, HandleState::Idle);
+        self.aio
+            .core
+            .slot(self.base + li)
+            .set_state(HandleState::HandedOut, HandleState::Idle);
         l.idle.push(li);
     }
 
@@ -420,7 +474,11 @@ impl Issuer {
         let s = core.slot(idx);
         let r = Ordering::Relaxed;
         let mut l = self.local.borrow_mut();
-        assert_eq!(l.handed_out, Some(li), "starting an I/O on a handle that is not handed out");
+        assert_eq!(
+            l.handed_out,
+            Some(li),
+            "starting an I/O on a handle that is not handed out"
+        );
         l.handed_out = None;
         let generation = s.generation.load(r);
         s.op.store(def.op as u8, r);
@@ -430,7 +488,10 @@ impl Issuer {
         s.file.store(file_slot, r);
         if let Some(f) = def.file {
             core.files.add_ref(f.slot);
-            s.fd.store(core.files.slots[f.slot as usize].fd.load(Ordering::Acquire), r);
+            s.fd.store(
+                core.files.slots[f.slot as usize].fd.load(Ordering::Acquire),
+                r,
+            );
             if !f.is_direct() && def.op.transfers_data() {
                 s.flags.fetch_or(HandleFlags::BUFFERED.0, r);
             }
@@ -464,7 +525,9 @@ impl Issuer {
         self.run_stage_callbacks(idx);
         s.staged_ns.store(core.now_ns(), r);
         s.set_state(HandleState::Defined, HandleState::Staged);
-        if s.flags().contains(HandleFlags::SYNCHRONOUS) || self.aio.method.needs_synchronous_execution(core, idx) {
+        if s.flags().contains(HandleFlags::SYNCHRONOUS)
+            || self.aio.method.needs_synchronous_execution(core, idx)
+        {
             s.set_state(HandleState::Staged, HandleState::Submitted);
             l.link(li);
             core.perform_synchronously(idx, Executor::Issuer);
@@ -504,9 +567,16 @@ impl Issuer {
             let id = s.callbacks[k].load(r);
             if let Some(cb) = core.callbacks.get(id) {
                 let data = s.callback_data[k].load(r);
-                result = match catch_unwind(AssertUnwindSafe(|| cb.complete_local(&ctx, result, data))) {
+                result = match catch_unwind(AssertUnwindSafe(|| {
+                    cb.complete_local(&ctx, result, data)
+                })) {
                     Ok(res) => res,
-                    Err(_) => IoResult { status: Status::Error, callback_id: id, error_data: 0x7f_ffff, result: 0 },
+                    Err(_) => IoResult {
+                        status: Status::Error,
+                        callback_id: id,
+                        error_data: 0x7f_ffff,
+                        result: 0,
+                    },
                 };
             }
         }
@@ -531,7 +601,15 @@ impl Issuer {
         if file != NO_FILE {
             self.aio.release_file(file);
         }
-        Reclaimed { result, op, offset, length, skip, memory, error }
+        Reclaimed {
+            result,
+            op,
+            offset,
+            length,
+            skip,
+            memory,
+            error,
+        }
     }
 
     fn io_error(&self, idx: u32, result: IoResult) -> IoError {
@@ -544,7 +622,9 @@ impl Issuer {
             let p = s.path.load(r) as *const libc::c_char;
             // SAFETY: an unlink's path is a CString parked in the handle until reclaim, which
             // is in progress in this very call (memory not yet taken).
-            let text = unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned();
+            let text = unsafe { std::ffi::CStr::from_ptr(p) }
+                .to_string_lossy()
+                .into_owned();
             Arc::from(std::path::Path::new(&text))
         } else {
             core.files.path(file)
@@ -553,7 +633,11 @@ impl Issuer {
         let direct = file != NO_FILE && core.files.slots[file as usize].direct.load(r);
         let first = s.first_block.load(r);
         let detail = (result.callback_id != 0)
-            .then(|| core.callbacks.get(result.callback_id).map(|cb| cb.report(&result)))
+            .then(|| {
+                core.callbacks
+                    .get(result.callback_id)
+                    .map(|cb| cb.report(&result))
+            })
             .flatten();
         IoError {
             op,
@@ -573,11 +657,17 @@ impl Drop for Issuer {
     fn drop(&mut self) {
         let leaked = self.local.get_mut().handed_out;
         if let Some(li) = leaked {
-            tracing::warn!(issuer = self.slot, "leaked AIO handle: released at issuer exit");
+            tracing::warn!(
+                issuer = self.slot,
+                "leaked AIO handle: released at issuer exit"
+            );
             self.release(li);
         }
         if self.local.get_mut().in_batch {
-            tracing::warn!(issuer = self.slot, "open AIO batch at issuer exit: submitting its staged I/Os");
+            tracing::warn!(
+                issuer = self.slot,
+                "open AIO batch at issuer exit: submitting its staged I/Os"
+            );
             self.local.get_mut().in_batch = false;
         }
         self.submit_staged();

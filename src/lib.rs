@@ -39,8 +39,8 @@
 //! | `bench.rs` | `dbaio bench` |
 //! | `main.rs` | the `dbaio` command |
 
-pub mod bench;
 mod aio;
+pub mod bench;
 mod callback;
 mod core;
 mod error;
@@ -60,9 +60,9 @@ pub use aio::{Aio, AioBuilder};
 pub use callback::{CallbackId, HandleCallbacks, IoContext, MAX_CALLBACK_KINDS};
 pub use error::{AioError, IoError};
 pub use fault::{FaultAction, FaultRule};
-pub use handle::{Executor, HandleState, WaitRef, MAX_CALLBACKS};
+pub use handle::{Executor, HandleState, MAX_CALLBACKS, WaitRef};
 pub use io::{Completion, Handle, InFlight};
-pub use iobuf::{IoBuf, IO_ALIGN};
+pub use iobuf::{IO_ALIGN, IoBuf};
 pub use issuer::{Issuer, SUBMIT_BATCH_SIZE};
 pub use method::io_uring_available;
 pub use op::{HandleFlags, Op};

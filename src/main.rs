@@ -2,15 +2,19 @@
 //! The contract of its flags and JSON fields is in ARCHITECTURE.md and `docs/benchmarks.md`.
 
 use clap::{Parser, Subcommand};
-use dbaio::bench::{self, BenchOptions, Rw};
 use dbaio::IoMethodKind;
+use dbaio::bench::{self, BenchOptions, Rw};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "dbaio", version, about = "dbaio: database-style asynchronous I/O")]
+#[command(
+    name = "dbaio",
+    version,
+    about = "dbaio: database-style asynchronous I/O"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -70,16 +74,24 @@ fn bench_cmd(a: BenchArgs) -> Result<(), String> {
     };
     let temp = tempfile::tempdir().map_err(|e| format!("could not create a temp dir: {e}"))?;
     let compare = a.filename.is_none();
-    let filename = a.filename.clone().unwrap_or_else(|| temp.path().join("dbaio-bench.dat"));
+    let filename = a
+        .filename
+        .clone()
+        .unwrap_or_else(|| temp.path().join("dbaio-bench.dat"));
     let size = a.size.unwrap_or(if compare { 512 << 20 } else { 1 << 30 });
     let runtime = a.runtime.unwrap_or(if compare { 3.0 } else { 5.0 });
     if a.bs == 0 || a.bs > u64::from(u32::MAX) || size < a.bs {
         return Err(format!("invalid block size {} for size {size}", a.bs));
     }
     if compare && !a.json {
-        eprintln!("dbaio bench: writing a {} MiB data file in {} ...", size >> 20, temp.path().display());
+        eprintln!(
+            "dbaio bench: writing a {} MiB data file in {} ...",
+            size >> 20,
+            temp.path().display()
+        );
     }
-    bench::prepare_file(&filename, size).map_err(|e| format!("could not prepare \"{}\": {e}", filename.display()))?;
+    bench::prepare_file(&filename, size)
+        .map_err(|e| format!("could not prepare \"{}\": {e}", filename.display()))?;
     let opts = BenchOptions {
         filename,
         size,
@@ -90,7 +102,11 @@ fn bench_cmd(a: BenchArgs) -> Result<(), String> {
         direct: a.direct || compare,
         io_workers: a.io_workers,
         batch: a.batch.max(1),
-        complete_min: if a.complete_min == 0 { (a.iodepth / 8).max(1) } else { a.complete_min },
+        complete_min: if a.complete_min == 0 {
+            (a.iodepth / 8).max(1)
+        } else {
+            a.complete_min
+        },
         progress: !a.json && runtime > 2.0 && std::io::stderr().is_terminal(),
     };
     let mut reports = Vec::new();
@@ -121,7 +137,10 @@ fn bench_cmd(a: BenchArgs) -> Result<(), String> {
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("DBAIO_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("DBAIO_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();

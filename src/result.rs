@@ -53,22 +53,42 @@ pub const ERROR_DATA_EOF: u32 = 0;
 
 impl IoResult {
     /// Not completed.
-    pub const UNKNOWN: IoResult = IoResult { status: Status::Unknown, callback_id: 0, error_data: 0, result: 0 };
+    pub const UNKNOWN: IoResult = IoResult {
+        status: Status::Unknown,
+        callback_id: 0,
+        error_data: 0,
+        result: 0,
+    };
 
     /// The base interpretation of a raw result (`bytes` or `-errno`) for `op` that asked for
     /// `expected` bytes.
     pub fn from_raw(op: Op, raw: i32, expected: u64) -> IoResult {
         if raw < 0 {
-            return IoResult { status: Status::Error, callback_id: 0, error_data: (-raw) as u32 & 0x7f_ffff, result: 0 };
+            return IoResult {
+                status: Status::Error,
+                callback_id: 0,
+                error_data: (-raw) as u32 & 0x7f_ffff,
+                result: 0,
+            };
         }
         let status = if !op.transfers_data() || raw as u64 >= expected {
             Status::Ok
         } else if raw == 0 {
-            return IoResult { status: Status::Error, callback_id: 0, error_data: ERROR_DATA_EOF, result: 0 };
+            return IoResult {
+                status: Status::Error,
+                callback_id: 0,
+                error_data: ERROR_DATA_EOF,
+                result: 0,
+            };
         } else {
             Status::Partial
         };
-        IoResult { status, callback_id: 0, error_data: 0, result: raw }
+        IoResult {
+            status,
+            callback_id: 0,
+            error_data: 0,
+            result: raw,
+        }
     }
 
     /// True for `Ok` and `Warning` (the data is usable).
@@ -82,7 +102,9 @@ impl IoResult {
     }
 
     pub(crate) fn pack(self) -> u64 {
-        let hi = u64::from(self.callback_id & 0x3f) | (u64::from(self.status as u8) << 6) | (u64::from(self.error_data & 0x7f_ffff) << 9);
+        let hi = u64::from(self.callback_id & 0x3f)
+            | (u64::from(self.status as u8) << 6)
+            | (u64::from(self.error_data & 0x7f_ffff) << 9);
         (hi << 32) | u64::from(self.result as u32)
     }
 
@@ -95,7 +117,12 @@ impl IoResult {
             4 => Status::Error,
             _ => Status::Unknown,
         };
-        IoResult { status, callback_id: (hi & 0x3f) as u8, error_data: hi >> 9, result: v as u32 as i32 }
+        IoResult {
+            status,
+            callback_id: (hi & 0x3f) as u8,
+            error_data: hi >> 9,
+            result: v as u32 as i32,
+        }
     }
 }
 
@@ -116,7 +143,10 @@ mod tests {
     #[test]
     fn base_interpretation() {
         assert_eq!(IoResult::from_raw(Op::Readv, 8192, 8192).status, Status::Ok);
-        assert_eq!(IoResult::from_raw(Op::Readv, 4096, 8192).status, Status::Partial);
+        assert_eq!(
+            IoResult::from_raw(Op::Readv, 4096, 8192).status,
+            Status::Partial
+        );
         assert_eq!(IoResult::from_raw(Op::Readv, 0, 8192).status, Status::Error);
         assert_eq!(IoResult::from_raw(Op::Readv, -5, 8192).errno(), Some(5));
         assert_eq!(IoResult::from_raw(Op::Fsync, 0, 0).status, Status::Ok);

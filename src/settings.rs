@@ -42,7 +42,15 @@ impl fmt::Display for IoMethodKind {
 impl FromStr for IoMethodKind {
     type Err = SettingsError;
     fn from_str(s: &str) -> Result<Self, SettingsError> {
-        parse_enum("io_method", s, &[("sync", Self::Sync), ("worker", Self::Worker), ("io_uring", Self::IoUring)])
+        parse_enum(
+            "io_method",
+            s,
+            &[
+                ("sync", Self::Sync),
+                ("worker", Self::Worker),
+                ("io_uring", Self::IoUring),
+            ],
+        )
     }
 }
 
@@ -70,7 +78,11 @@ pub struct SettingsError {
 
 impl SettingsError {
     fn new(message: String) -> Self {
-        SettingsError { message, detail: None, hint: None }
+        SettingsError {
+            message,
+            detail: None,
+            hint: None,
+        }
     }
     fn hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
@@ -200,21 +212,36 @@ fn parse_enum<T: Copy>(name: &str, value: &str, values: &[(&str, T)]) -> Result<
         }
     }
     let list: Vec<&str> = values.iter().map(|(s, _)| *s).collect();
-    Err(SettingsError::new(format!("invalid value for parameter \"{name}\": \"{value}\""))
-        .hint(format!("Available values: {}.", list.join(", "))))
+    Err(SettingsError::new(format!(
+        "invalid value for parameter \"{name}\": \"{value}\""
+    ))
+    .hint(format!("Available values: {}.", list.join(", "))))
 }
 
 fn parse_bool(name: &str, value: &str) -> Result<bool, SettingsError> {
     match value.trim().to_ascii_lowercase().as_str() {
         "on" | "true" | "yes" | "1" | "t" | "y" => Ok(true),
         "off" | "false" | "no" | "0" | "f" | "n" => Ok(false),
-        _ => Err(SettingsError::new(format!("parameter \"{name}\" requires a Boolean value"))),
+        _ => Err(SettingsError::new(format!(
+            "parameter \"{name}\" requires a Boolean value"
+        ))),
     }
 }
 
 /// Parses an integer with an optional memory unit into the parameter's base unit.
-fn parse_int(name: &str, value: &str, unit: Unit, block_size: u32, min: i64, max: i64) -> Result<i64, SettingsError> {
-    let invalid = || SettingsError::new(format!("invalid value for parameter \"{name}\": \"{value}\""));
+fn parse_int(
+    name: &str,
+    value: &str,
+    unit: Unit,
+    block_size: u32,
+    min: i64,
+    max: i64,
+) -> Result<i64, SettingsError> {
+    let invalid = || {
+        SettingsError::new(format!(
+            "invalid value for parameter \"{name}\": \"{value}\""
+        ))
+    };
     let v = value.trim();
     let split = v
         .char_indices()
@@ -229,17 +256,17 @@ fn parse_int(name: &str, value: &str, unit: Unit, block_size: u32, min: i64, max
         if unit == Unit::None {
             return Err(invalid());
         }
-        let mult: i64 = match suffix {
-            "B" => 1,
-            "kB" => 1 << 10,
-            "MB" => 1 << 20,
-            "GB" => 1 << 30,
-            "TB" => 1 << 40,
-            _ => {
-                return Err(invalid()
-                    .hint("Valid units for this parameter are \"B\", \"kB\", \"MB\", \"GB\", and \"TB\"."))
-            }
-        };
+        let mult: i64 =
+            match suffix {
+                "B" => 1,
+                "kB" => 1 << 10,
+                "MB" => 1 << 20,
+                "GB" => 1 << 30,
+                "TB" => 1 << 40,
+                _ => return Err(invalid().hint(
+                    "Valid units for this parameter are \"B\", \"kB\", \"MB\", \"GB\", and \"TB\".",
+                )),
+            };
         let bytes = n.checked_mul(mult).ok_or_else(invalid)?;
         match unit {
             Unit::Bytes => bytes,
@@ -250,7 +277,11 @@ fn parse_int(name: &str, value: &str, unit: Unit, block_size: u32, min: i64, max
     if base < min || base > max {
         return Err(SettingsError::new(format!(
             "{} is outside the valid range for parameter \"{name}\" ({} .. {})",
-            if suffix.is_empty() { base.to_string() } else { format!("{base} {}", unit_word(unit)) },
+            if suffix.is_empty() {
+                base.to_string()
+            } else {
+                format!("{base} {}", unit_word(unit))
+            },
             min,
             max
         )));
@@ -280,9 +311,18 @@ impl Settings {
         let bs = self.block_size;
         match name.trim().to_ascii_lowercase().as_str() {
             "io_method" => self.io_method = value.parse()?,
-            "io_workers" => self.io_workers = parse_int("io_workers", value, Unit::None, bs, 1, 32)? as u32,
+            "io_workers" => {
+                self.io_workers = parse_int("io_workers", value, Unit::None, bs, 1, 32)? as u32
+            }
             "io_max_concurrency" => {
-                let v = parse_int("io_max_concurrency", value, Unit::None, bs, -1, MAX_IO_CONCURRENCY)?;
+                let v = parse_int(
+                    "io_max_concurrency",
+                    value,
+                    Unit::None,
+                    bs,
+                    -1,
+                    MAX_IO_CONCURRENCY,
+                )?;
                 if v == 0 {
                     return Err(SettingsError::new(format!(
                         "invalid value for parameter \"io_max_concurrency\": {v}"
@@ -300,12 +340,24 @@ impl Settings {
                     parse_int("maintenance_io_concurrency", value, Unit::None, bs, 0, 1000)? as u32
             }
             "io_combine_limit" => {
-                self.io_combine_limit =
-                    parse_int("io_combine_limit", value, Unit::Blocks, bs, 1, MAX_IO_COMBINE_LIMIT.into())? as u32
+                self.io_combine_limit = parse_int(
+                    "io_combine_limit",
+                    value,
+                    Unit::Blocks,
+                    bs,
+                    1,
+                    MAX_IO_COMBINE_LIMIT.into(),
+                )? as u32
             }
             "io_max_combine_limit" => {
-                self.io_max_combine_limit =
-                    parse_int("io_max_combine_limit", value, Unit::Blocks, bs, 1, MAX_IO_COMBINE_LIMIT.into())? as u32
+                self.io_max_combine_limit = parse_int(
+                    "io_max_combine_limit",
+                    value,
+                    Unit::Blocks,
+                    bs,
+                    1,
+                    MAX_IO_COMBINE_LIMIT.into(),
+                )? as u32
             }
             "block_size" => {
                 let v = parse_int("block_size", value, Unit::Bytes, bs, 512, 32768)?;
@@ -326,7 +378,11 @@ impl Settings {
                 self.io_uring_fallback = parse_enum(
                     "io_uring_fallback",
                     value,
-                    &[("error", IoUringFallback::Error), ("worker", IoUringFallback::Worker), ("sync", IoUringFallback::Sync)],
+                    &[
+                        ("error", IoUringFallback::Error),
+                        ("worker", IoUringFallback::Worker),
+                        ("sync", IoUringFallback::Sync),
+                    ],
                 )?
             }
             "io_uring_registered_files" => {
@@ -336,14 +392,24 @@ impl Settings {
                 self.io_worker_queue_size =
                     parse_int("io_worker_queue_size", value, Unit::None, bs, 16, 65536)? as u32
             }
-            "max_issuers" => self.max_issuers = parse_int("max_issuers", value, Unit::None, bs, 1, 4096)? as u32,
-            "max_files" => self.max_files = parse_int("max_files", value, Unit::None, bs, 1, 1 << 20)? as u32,
+            "max_issuers" => {
+                self.max_issuers = parse_int("max_issuers", value, Unit::None, bs, 1, 4096)? as u32
+            }
+            "max_files" => {
+                self.max_files = parse_int("max_files", value, Unit::None, bs, 1, 1 << 20)? as u32
+            }
             "introspection_socket" => {
                 let v = value.trim();
-                self.introspection_socket = if v.is_empty() { None } else { Some(PathBuf::from(v)) };
+                self.introspection_socket = if v.is_empty() {
+                    None
+                } else {
+                    Some(PathBuf::from(v))
+                };
             }
             other => {
-                return Err(SettingsError::new(format!("unrecognized configuration parameter \"{other}\"")));
+                return Err(SettingsError::new(format!(
+                    "unrecognized configuration parameter \"{other}\""
+                )));
             }
         }
         Ok(())
@@ -385,7 +451,11 @@ impl Settings {
                     (n, line.trim()[n.len()..].trim())
                 }
             };
-            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.') {
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+            {
                 return Err(syntax(name));
             }
             if value.is_empty() {
@@ -400,7 +470,10 @@ impl Settings {
     /// Reads and parses a settings file over the defaults.
     pub fn from_file(path: &std::path::Path) -> Result<Settings, SettingsError> {
         let text = std::fs::read_to_string(path).map_err(|e| {
-            SettingsError::new(format!("could not open configuration file \"{}\": {e}", path.display()))
+            SettingsError::new(format!(
+                "could not open configuration file \"{}\": {e}",
+                path.display()
+            ))
         })?;
         Settings::parse(&text, Some(&path.display().to_string()))
     }
@@ -448,7 +521,10 @@ impl Settings {
             self.io_worker_queue_size,
             self.max_issuers,
             self.max_files,
-            self.introspection_socket.as_ref().map(|p| p.display().to_string()).unwrap_or_default()
+            self.introspection_socket
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
         )
     }
 }
@@ -485,15 +561,24 @@ mod tests {
     fn pg_style_errors() {
         let mut s = Settings::default();
         let e = s.set("io_workers", "33").unwrap_err();
-        assert_eq!(e.message, "33 is outside the valid range for parameter \"io_workers\" (1 .. 32)");
+        assert_eq!(
+            e.message,
+            "33 is outside the valid range for parameter \"io_workers\" (1 .. 32)"
+        );
         let e = s.set("io_max_concurrency", "0").unwrap_err();
-        assert_eq!(e.detail.as_deref(), Some("Only -1 or values bigger than 0 are valid."));
+        assert_eq!(
+            e.detail.as_deref(),
+            Some("Only -1 or values bigger than 0 are valid.")
+        );
         let e = s.set("io_combine_limit", "12xB").unwrap_err();
         assert!(e.hint.unwrap().starts_with("Valid units"));
         let e = s.set("nope", "1").unwrap_err();
         assert_eq!(e.message, "unrecognized configuration parameter \"nope\"");
         let e = s.set("direct_io", "maybe").unwrap_err();
-        assert_eq!(e.message, "parameter \"direct_io\" requires a Boolean value");
+        assert_eq!(
+            e.message,
+            "parameter \"direct_io\" requires a Boolean value"
+        );
         assert_eq!(s, Settings::default(), "a failed set changes nothing");
     }
 
@@ -505,7 +590,10 @@ mod tests {
         s.set("io_combine_limit", "4").unwrap();
         assert_eq!(s.io_combine_limit, 4);
         let e = s.set("io_combine_limit", "2MB").unwrap_err();
-        assert_eq!(e.message, "256 blocks is outside the valid range for parameter \"io_combine_limit\" (1 .. 128)");
+        assert_eq!(
+            e.message,
+            "256 blocks is outside the valid range for parameter \"io_combine_limit\" (1 .. 128)"
+        );
         s.set("buffer_pool_size", "1GB").unwrap();
         assert_eq!(s.buffer_pool_size, 131072);
     }
@@ -513,8 +601,15 @@ mod tests {
     #[test]
     fn file_syntax() {
         let e = Settings::parse("io_method = 'sync\n", Some("x.conf")).unwrap_err();
-        assert_eq!(e.message, "syntax error in file \"x.conf\" line 1, near token \"'sync\"");
-        let s = Settings::parse("# c\n\n io_workers 8 \nintrospection_socket = '/tmp/a b'\n", None).unwrap();
+        assert_eq!(
+            e.message,
+            "syntax error in file \"x.conf\" line 1, near token \"'sync\""
+        );
+        let s = Settings::parse(
+            "# c\n\n io_workers 8 \nintrospection_socket = '/tmp/a b'\n",
+            None,
+        )
+        .unwrap();
         assert_eq!(s.io_workers, 8);
         assert_eq!(s.introspection_socket, Some(PathBuf::from("/tmp/a b")));
         let round = Settings::parse(&s.to_text(), None).unwrap();

@@ -37,7 +37,8 @@ impl SharedRegion {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
+        let ptr = NonNull::new(p.cast::<u8>())
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
         Ok(SharedRegion { ptr, len })
     }
 

@@ -13,8 +13,8 @@ use std::ffi::CString;
 use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 
 pub(crate) const NO_FILE: u32 = u32::MAX;
 
@@ -40,7 +40,10 @@ impl FileTable {
                 path: RwLock::new(None),
             })
             .collect();
-        FileTable { slots, free: Mutex::new((0..n).rev().collect()) }
+        FileTable {
+            slots,
+            free: Mutex::new((0..n).rev().collect()),
+        }
     }
 
     pub(crate) fn path(&self, slot: u32) -> Arc<Path> {
@@ -51,7 +54,9 @@ impl FileTable {
     }
 
     pub(crate) fn add_ref(&self, slot: u32) {
-        self.slots[slot as usize].refs.fetch_add(1, Ordering::Relaxed);
+        self.slots[slot as usize]
+            .refs
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// Drops one reference; returns the fd to close when it was the last.
@@ -82,7 +87,7 @@ impl FileTable {
 }
 
 /// How to open a file (like `std::fs::OpenOptions`, plus O_DIRECT).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct OpenOptions {
     /// Open for writing too.
     pub write: bool,
@@ -94,12 +99,6 @@ pub struct OpenOptions {
     pub direct: Option<bool>,
 }
 
-impl Default for OpenOptions {
-    fn default() -> Self {
-        OpenOptions { write: false, create: false, truncate: false, direct: None }
-    }
-}
-
 impl OpenOptions {
     /// Read-only.
     pub fn read() -> OpenOptions {
@@ -107,7 +106,11 @@ impl OpenOptions {
     }
     /// Read-write, created if missing.
     pub fn read_write() -> OpenOptions {
-        OpenOptions { write: true, create: true, ..OpenOptions::default() }
+        OpenOptions {
+            write: true,
+            create: true,
+            ..OpenOptions::default()
+        }
     }
     /// Sets O_DIRECT explicitly.
     pub fn direct(mut self, on: bool) -> OpenOptions {
@@ -129,12 +132,22 @@ pub struct File {
 }
 
 impl File {
-    pub(crate) fn open(aio: &Arc<AioInner>, path: &Path, opts: &OpenOptions) -> Result<File, AioError> {
+    pub(crate) fn open(
+        aio: &Arc<AioInner>,
+        path: &Path,
+        opts: &OpenOptions,
+    ) -> Result<File, AioError> {
         let direct = opts.direct.unwrap_or(aio.core.settings.direct_io);
-        let cpath = CString::new(path.as_os_str().as_bytes())
-            .map_err(|_| AioError::Open { path: path.display().to_string(), source: std::io::Error::from_raw_os_error(libc::EINVAL) })?;
+        let cpath = CString::new(path.as_os_str().as_bytes()).map_err(|_| AioError::Open {
+            path: path.display().to_string(),
+            source: std::io::Error::from_raw_os_error(libc::EINVAL),
+        })?;
         let mut flags = libc::O_CLOEXEC;
-        flags |= if opts.write || opts.create { libc::O_RDWR } else { libc::O_RDONLY };
+        flags |= if opts.write || opts.create {
+            libc::O_RDWR
+        } else {
+            libc::O_RDONLY
+        };
         if opts.create {
             flags |= libc::O_CREAT;
         }
@@ -145,13 +158,20 @@ impl File {
             flags |= libc::O_DIRECT;
         }
         let table = &aio.core.files;
-        let slot = table.free.lock().pop().ok_or(AioError::TooManyFiles(table.slots.len() as u32))?;
+        let slot = table
+            .free
+            .lock()
+            .pop()
+            .ok_or(AioError::TooManyFiles(table.slots.len() as u32))?;
         // SAFETY: cpath is a valid NUL-terminated string for the duration of the call.
         let fd = unsafe { libc::open(cpath.as_ptr(), flags, 0o644 as libc::c_uint) };
         if fd < 0 {
             let source = std::io::Error::last_os_error();
             table.free_slot(slot);
-            return Err(AioError::Open { path: path.display().to_string(), source });
+            return Err(AioError::Open {
+                path: path.display().to_string(),
+                source,
+            });
         }
         let s = &table.slots[slot as usize];
         *s.path.write() = Some(Arc::from(PathBuf::from(path)));
@@ -159,7 +179,10 @@ impl File {
         s.refs.store(1, Ordering::Relaxed);
         s.fd.store(fd, Ordering::Release);
         aio.method.file_opened(slot, fd);
-        Ok(File { aio: Arc::clone(aio), slot })
+        Ok(File {
+            aio: Arc::clone(aio),
+            slot,
+        })
     }
 
     /// The path it was opened with.
@@ -169,12 +192,16 @@ impl File {
 
     /// True if opened with O_DIRECT.
     pub fn is_direct(&self) -> bool {
-        self.aio.core.files.slots[self.slot as usize].direct.load(Ordering::Relaxed)
+        self.aio.core.files.slots[self.slot as usize]
+            .direct
+            .load(Ordering::Relaxed)
     }
 
     /// The raw descriptor (valid while this `File` lives).
     pub fn raw_fd(&self) -> RawFd {
-        self.aio.core.files.slots[self.slot as usize].fd.load(Ordering::Acquire)
+        self.aio.core.files.slots[self.slot as usize]
+            .fd
+            .load(Ordering::Acquire)
     }
 
     /// The file's current size in bytes.
@@ -198,7 +225,10 @@ impl File {
 impl Clone for File {
     fn clone(&self) -> File {
         self.aio.core.files.add_ref(self.slot);
-        File { aio: Arc::clone(&self.aio), slot: self.slot }
+        File {
+            aio: Arc::clone(&self.aio),
+            slot: self.slot,
+        }
     }
 }
 

@@ -41,10 +41,19 @@ impl UringMethod {
     pub(crate) fn start(settings: &Settings, core: &Arc<Core>) -> Result<UringMethod, String> {
         let support = dbaio_uring::probe().map_err(|r| r.to_string())?;
         Ok(UringMethod {
-            rings: (0..settings.max_issuers).map(|_| RingSlot { ring: OnceLock::new(), in_flight: AtomicU32::new(0) }).collect(),
+            rings: (0..settings.max_issuers)
+                .map(|_| RingSlot {
+                    ring: OnceLock::new(),
+                    in_flight: AtomicU32::new(0),
+                })
+                .collect(),
             support,
             entries: core.per_issuer,
-            fixed_files: if settings.io_uring_registered_files { settings.max_files } else { 0 },
+            fixed_files: if settings.io_uring_registered_files {
+                settings.max_files
+            } else {
+                0
+            },
             files_lock: Mutex::new(()),
             core: Arc::clone(core),
         })
@@ -57,7 +66,9 @@ impl UringMethod {
     /// Handles one completion reaped from `issuer`'s ring.
     fn complete(&self, core: &Core, issuer: u32, user_data: u64, res: i32) {
         let i = user_data as u32;
-        self.rings[issuer as usize].in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.rings[issuer as usize]
+            .in_flight
+            .fetch_sub(1, Ordering::Relaxed);
         if res == -libc::EAGAIN || res == -libc::EINTR {
             // The kernel gave up on this attempt; run it again here rather than fail it.
             core.perform_synchronously(i, Executor::Ring);
@@ -70,17 +81,36 @@ impl UringMethod {
         let s = core.slot(i);
         let r = Ordering::Relaxed;
         let file = s.file.load(r);
-        let fd = if file != NO_FILE && file < self.fixed_files { Fd::Fixed(file) } else { Fd::Raw(s.fd.load(r)) };
+        let fd = if file != NO_FILE && file < self.fixed_files {
+            Fd::Fixed(file)
+        } else {
+            Fd::Raw(s.fd.load(r))
+        };
         let offset = s.offset.load(r);
         let len = s.length.load(r);
         let iov = core.iovecs(i);
         let iovcnt = u32::from(s.iov_count.load(r));
         match s.op() {
-            Op::Readv => dbaio_uring::Op::Readv { fd, iov, iovcnt, offset },
-            Op::Writev => dbaio_uring::Op::Writev { fd, iov, iovcnt, offset },
-            Op::Fsync => dbaio_uring::Op::Fsync { fd, datasync: false },
+            Op::Readv => dbaio_uring::Op::Readv {
+                fd,
+                iov,
+                iovcnt,
+                offset,
+            },
+            Op::Writev => dbaio_uring::Op::Writev {
+                fd,
+                iov,
+                iovcnt,
+                offset,
+            },
+            Op::Fsync => dbaio_uring::Op::Fsync {
+                fd,
+                datasync: false,
+            },
             Op::Fdatasync => dbaio_uring::Op::Fsync { fd, datasync: true },
-            Op::Unlink => dbaio_uring::Op::Unlink { path: s.path.load(r) as *const libc::c_char },
+            Op::Unlink => dbaio_uring::Op::Unlink {
+                path: s.path.load(r) as *const libc::c_char,
+            },
             Op::FadviseWillneed => dbaio_uring::Op::FadviseWillneed { fd, offset, len },
             Op::Fallocate => dbaio_uring::Op::Fallocate { fd, offset, len },
             Op::Ftruncate => dbaio_uring::Op::Ftruncate { fd, len },
@@ -110,7 +140,10 @@ impl IoMethod for UringMethod {
             return Ok(());
         }
         let _g = self.files_lock.lock();
-        let ring = Ring::new(self.entries, self.fixed_files).map_err(|r| AioError::IoUringRefused { cause: r.to_string() })?;
+        let ring =
+            Ring::new(self.entries, self.fixed_files).map_err(|r| AioError::IoUringRefused {
+                cause: r.to_string(),
+            })?;
         for (file, fd) in core.files.open_files() {
             if file < self.fixed_files {
                 ring.update_fixed_file(file, fd).map_err(AioError::Start)?;
@@ -121,18 +154,24 @@ impl IoMethod for UringMethod {
     }
 
     fn submit(&self, core: &Core, issuer: u32, handles: &[u32]) {
-        let ring = self.ring(issuer).expect("an issuer's ring exists from registration on");
+        let ring = self
+            .ring(issuer)
+            .expect("an issuer's ring exists from registration on");
         let counter = &self.rings[issuer as usize].in_flight;
         let mut sq = ring.submission();
         for &i in handles {
             let op = self.build(core, i);
             let in_flight = counter.fetch_add(1, Ordering::Relaxed);
-            let punt = core.slot(i).flags().contains(HandleFlags::BUFFERED) && in_flight >= INLINE_BUFFERED_MAX;
+            let punt = core.slot(i).flags().contains(HandleFlags::BUFFERED)
+                && in_flight >= INLINE_BUFFERED_MAX;
             // SAFETY: the handle is SUBMITTED: its iovecs, buffers and path are parked in the
             // handle until reclaim, which waits for this entry's completion; the file's fd is
             // held open by the handle's file reference until then too.
             let pushed = unsafe { sq.push(&op, u64::from(i), punt) };
-            assert!(pushed.is_ok(), "ring has one entry per handle of its issuer; it cannot be full");
+            assert!(
+                pushed.is_ok(),
+                "ring has one entry per handle of its issuer; it cannot be full"
+            );
         }
         loop {
             match sq.submit() {
@@ -142,7 +181,10 @@ impl IoMethod for UringMethod {
                     let mut cq = ring.completion();
                     cq.drain(|ud, res| self.complete(core, issuer, ud, res));
                 }
-                Err(e) => panic!("io_uring_enter failed to submit {} I/Os: {e}", handles.len()),
+                Err(e) => panic!(
+                    "io_uring_enter failed to submit {} I/Os: {e}",
+                    handles.len()
+                ),
             }
         }
     }
@@ -150,10 +192,14 @@ impl IoMethod for UringMethod {
     fn wait_one(&self, core: &Core, i: u32, generation: u64) -> bool {
         let s = core.slot(i);
         let issuer = s.owner.load(Ordering::Relaxed);
-        let Some(ring) = self.ring(issuer) else { return false };
+        let Some(ring) = self.ring(issuer) else {
+            return false;
+        };
         let mut cq = ring.completion();
         loop {
-            if s.generation.load(Ordering::Acquire) != generation || s.state() != HandleState::Submitted {
+            if s.generation.load(Ordering::Acquire) != generation
+                || s.state() != HandleState::Submitted
+            {
                 return true;
             }
             if cq.drain(|ud, res| self.complete(core, issuer, ud, res)) > 0 {
@@ -167,12 +213,18 @@ impl IoMethod for UringMethod {
     }
 
     fn wait_completions(&self, core: &Core, issuer: u32, n: u32) -> bool {
-        let Some(ring) = self.ring(issuer) else { return false };
+        let Some(ring) = self.ring(issuer) else {
+            return false;
+        };
         let mut cq = ring.completion();
         if cq.drain(|ud, res| self.complete(core, issuer, ud, res)) > 0 {
             return true;
         }
-        if self.rings[issuer as usize].in_flight.load(Ordering::Relaxed) == 0 {
+        if self.rings[issuer as usize]
+            .in_flight
+            .load(Ordering::Relaxed)
+            == 0
+        {
             return true;
         }
         if let Err(e) = cq.wait(n) {
@@ -213,7 +265,9 @@ impl Drop for UringMethod {
             if let Some(ring) = r.ring.get() {
                 while r.in_flight.load(Ordering::Relaxed) > 0 {
                     let mut cq = ring.completion();
-                    if cq.drain(|ud, res| self.complete(&self.core, issuer as u32, ud, res)) == 0 && cq.wait(1).is_err() {
+                    if cq.drain(|ud, res| self.complete(&self.core, issuer as u32, ud, res)) == 0
+                        && cq.wait(1).is_err()
+                    {
                         break;
                     }
                 }

@@ -68,11 +68,15 @@ pub(crate) fn start(settings: &Settings, core: &Arc<Core>) -> Result<Box<dyn IoM
             Err(cause) => match settings.io_uring_fallback {
                 IoUringFallback::Error => Err(AioError::IoUringRefused { cause }),
                 IoUringFallback::Worker => {
-                    tracing::warn!("io_method \"io_uring\" refused ({cause}); falling back to \"worker\" as io_uring_fallback asks");
+                    tracing::warn!(
+                        "io_method \"io_uring\" refused ({cause}); falling back to \"worker\" as io_uring_fallback asks"
+                    );
                     Ok(Box::new(worker::WorkerMethod::start(settings, core)?))
                 }
                 IoUringFallback::Sync => {
-                    tracing::warn!("io_method \"io_uring\" refused ({cause}); falling back to \"sync\" as io_uring_fallback asks");
+                    tracing::warn!(
+                        "io_method \"io_uring\" refused ({cause}); falling back to \"sync\" as io_uring_fallback asks"
+                    );
                     Ok(Box::new(sync::SyncMethod))
                 }
             },

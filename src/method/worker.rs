@@ -16,7 +16,8 @@ struct Sink(Arc<Core>);
 
 impl CompletionSink for Sink {
     fn complete(&self, worker: u32, user_data: u64, result: i32) {
-        self.0.process_completion(user_data as u32, result, Executor::Worker(worker));
+        self.0
+            .process_completion(user_data as u32, result, Executor::Worker(worker));
     }
 }
 

@@ -24,7 +24,9 @@ fn scenario(m: IoMethodKind) {
         }
     }
     // Now claim all four and ask for a fifth.
-    let held: Vec<_> = (0..4u64).map(|i| me.acquire().unwrap().read(&f, i * 4096, IoBuf::new(4096))).collect();
+    let held: Vec<_> = (0..4u64)
+        .map(|i| me.acquire().unwrap().read(&f, i * 4096, IoBuf::new(4096)))
+        .collect();
     match me.acquire() {
         Err(AioError::AllHandlesClaimed(4)) => {}
         other => panic!("expected AllHandlesClaimed, got {:?}", other.map(|_| ())),

@@ -13,13 +13,21 @@ fn scenario(m: IoMethodKind) {
     let f = aio.open(&path, &OpenOptions::read()).unwrap();
 
     me.begin_batch().unwrap();
-    assert!(matches!(me.begin_batch(), Err(AioError::ApiViolation(_))), "nested batch is an error");
-    let ios: Vec<_> = (0..3u64).map(|i| me.acquire().unwrap().read(&f, i * 4096, IoBuf::new(4096))).collect();
+    assert!(
+        matches!(me.begin_batch(), Err(AioError::ApiViolation(_))),
+        "nested batch is an error"
+    );
+    let ios: Vec<_> = (0..3u64)
+        .map(|i| me.acquire().unwrap().read(&f, i * 4096, IoBuf::new(4096)))
+        .collect();
     if m == IoMethodKind::Sync {
         assert_eq!(me.staged(), 0, "sync executes at staging");
     } else {
         assert_eq!(me.staged(), 3);
-        assert!(ios.iter().all(|io| !io.is_done()), "staged I/Os are not submitted yet");
+        assert!(
+            ios.iter().all(|io| !io.is_done()),
+            "staged I/Os are not submitted yet"
+        );
     }
     me.end_batch();
     assert_eq!(me.staged(), 0);
@@ -43,14 +51,23 @@ fn scenario(m: IoMethodKind) {
     }
 
     // Leftover batch at issuer exit: warned about, submitted, completed.
-    let wf = aio.open(d.path().join("w"), &dbaio::OpenOptions::read_write()).unwrap();
+    let wf = aio
+        .open(d.path().join("w"), &dbaio::OpenOptions::read_write())
+        .unwrap();
     let logs = capture_logs(|| {
         let me2 = aio.register_issuer("leftover").unwrap();
         me2.begin_batch().unwrap();
-        drop(me2.acquire().unwrap().write(&wf, 0, IoBuf::from_slice(&[9u8; 4096])));
+        drop(
+            me2.acquire()
+                .unwrap()
+                .write(&wf, 0, IoBuf::from_slice(&[9u8; 4096])),
+        );
         drop(me2);
     });
-    assert!(logs.contains("open AIO batch at issuer exit"), "logs: {logs}");
+    assert!(
+        logs.contains("open AIO batch at issuer exit"),
+        "logs: {logs}"
+    );
     assert_eq!(std::fs::read(d.path().join("w")).unwrap(), vec![9u8; 4096]);
 }
 

@@ -13,19 +13,29 @@ fn scenario(m: IoMethodKind) {
     let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
     me.begin_batch().unwrap();
     for i in 0..8u64 {
-        drop(me.acquire().unwrap().write(&f, i * 4096, IoBuf::from_slice(&[i as u8 + 1; 4096])));
+        drop(
+            me.acquire()
+                .unwrap()
+                .write(&f, i * 4096, IoBuf::from_slice(&[i as u8 + 1; 4096])),
+        );
     }
     me.close(f); // staged writes: submitted, then waited for
     let data = std::fs::read(&path).unwrap();
     assert_eq!(data.len(), 8 * 4096);
     for i in 0..8 {
-        assert!(data[i * 4096..(i + 1) * 4096].iter().all(|&b| b == i as u8 + 1));
+        assert!(
+            data[i * 4096..(i + 1) * 4096]
+                .iter()
+                .all(|&b| b == i as u8 + 1)
+        );
     }
     me.end_batch();
 
     let r = data_file(&d, "r", 1 << 20);
     let f = aio.open(&r, &OpenOptions::read()).unwrap();
-    let ios: Vec<_> = (0..8u64).map(|i| me.acquire().unwrap().read(&f, i * 65536, IoBuf::new(65536))).collect();
+    let ios: Vec<_> = (0..8u64)
+        .map(|i| me.acquire().unwrap().read(&f, i * 65536, IoBuf::new(65536)))
+        .collect();
     me.close(f);
     for (i, io) in ios.into_iter().enumerate() {
         assert!(io.is_done());

@@ -10,10 +10,16 @@ fn scenario(writer: IoMethodKind) {
     {
         let aio = start(writer);
         let me = aio.register_issuer("writer").unwrap();
-        let f = aio.open(&path, &OpenOptions::read_write().direct(true)).unwrap();
+        let f = aio
+            .open(&path, &OpenOptions::read_write().direct(true))
+            .unwrap();
         for i in 0..16u64 {
-            let bufs: Vec<IoBuf> = (0..4u64).map(|k| IoBuf::from_slice(&vec![(i * 4 + k) as u8; 4096])).collect();
-            me.wait(me.acquire().unwrap().writev(&f, i * 16384, bufs).unwrap()).check().unwrap();
+            let bufs: Vec<IoBuf> = (0..4u64)
+                .map(|k| IoBuf::from_slice(&vec![(i * 4 + k) as u8; 4096]))
+                .collect();
+            me.wait(me.acquire().unwrap().writev(&f, i * 16384, bufs).unwrap())
+                .check()
+                .unwrap();
         }
         me.fsync(&f).unwrap();
     }
@@ -24,12 +30,17 @@ fn scenario(writer: IoMethodKind) {
         let aio = start_with(reader, |s| s.io_max_combine_limit = 64);
         let me = aio.register_issuer("reader").unwrap();
         for direct in [false, true] {
-            let f = aio.open(&path, &OpenOptions::read().direct(direct)).unwrap();
+            let f = aio
+                .open(&path, &OpenOptions::read().direct(direct))
+                .unwrap();
             let bufs: Vec<IoBuf> = (0..64).map(|_| IoBuf::new(4096)).collect();
             let c = me.wait(me.acquire().unwrap().readv(&f, 0, bufs).unwrap());
             c.check().unwrap();
             for (j, b) in c.into_bufs().iter().enumerate() {
-                assert!(b.iter().all(|&x| x == j as u8), "{writer} wrote, {reader} read block {j} wrong");
+                assert!(
+                    b.iter().all(|&x| x == j as u8),
+                    "{writer} wrote, {reader} read block {j} wrong"
+                );
             }
         }
     }

@@ -17,11 +17,18 @@ fn scenario(m: IoMethodKind) {
         let w = aio.open(&wpath, &OpenOptions::read_write()).unwrap();
         drop(me.acquire().unwrap());
         for i in 0..200u64 {
-            let io = me.acquire().unwrap().read(&f, (i % 64) * 65536, IoBuf::new(65536));
+            let io = me
+                .acquire()
+                .unwrap()
+                .read(&f, (i % 64) * 65536, IoBuf::new(65536));
             let wref = io.wait_ref();
             drop(io);
             let _ = wref;
-            drop(me.acquire().unwrap().write(&w, i * 512, IoBuf::from_slice(&[(i % 250) as u8 + 1; 512])));
+            drop(me.acquire().unwrap().write(
+                &w,
+                i * 512,
+                IoBuf::from_slice(&[(i % 250) as u8 + 1; 512]),
+            ));
         }
         drop(f);
         drop(w);
@@ -30,7 +37,12 @@ fn scenario(m: IoMethodKind) {
     let data = std::fs::read(&wpath).unwrap();
     assert_eq!(data.len(), 200 * 512);
     for i in 0..200usize {
-        assert!(data[i * 512..(i + 1) * 512].iter().all(|&b| b == (i % 250) as u8 + 1), "block {i}");
+        assert!(
+            data[i * 512..(i + 1) * 512]
+                .iter()
+                .all(|&b| b == (i % 250) as u8 + 1),
+            "block {i}"
+        );
     }
 }
 

@@ -16,7 +16,10 @@ impl HandleCallbacks for RecordThread {
     }
     fn complete_shared(&self, _io: &IoContext<'_>, prior: IoResult, _data: u8) -> IoResult {
         let t = std::thread::current();
-        self.0.lock().unwrap().push(t.name().unwrap_or("?").to_string());
+        self.0
+            .lock()
+            .unwrap()
+            .push(t.name().unwrap_or("?").to_string());
         prior
     }
 }
@@ -47,12 +50,19 @@ fn scenario(m: IoMethodKind) {
         })
         .unwrap();
     let wref = refs_rx.recv().unwrap();
-    std::thread::Builder::new().name("waiter".into()).spawn(move || aio.wait(wref).unwrap()).unwrap().join().unwrap();
+    std::thread::Builder::new()
+        .name("waiter".into())
+        .spawn(move || aio.wait(wref).unwrap())
+        .unwrap()
+        .join()
+        .unwrap();
     let completer = seen.lock().unwrap()[0].clone();
     match m {
         IoMethodKind::Sync => assert_eq!(completer, "issuer"),
         IoMethodKind::Worker => assert!(completer.starts_with("dbaio-io-worker"), "{completer}"),
-        IoMethodKind::IoUring => assert_eq!(completer, "waiter", "the waiter reaped the issuer's ring"),
+        IoMethodKind::IoUring => {
+            assert_eq!(completer, "waiter", "the waiter reaped the issuer's ring")
+        }
     }
     to_issuer.send(()).unwrap();
     issuer.join().unwrap();

@@ -24,7 +24,10 @@ fn scenario(m: IoMethodKind) {
         refs.push(wref);
     }
     // One handle, reused five times: same io_id, strictly growing generations.
-    assert!(refs.windows(2).all(|w| w[0].io_id() == w[1].io_id() && w[0].generation() < w[1].generation()));
+    assert!(
+        refs.windows(2)
+            .all(|w| w[0].io_id() == w[1].io_id() && w[0].generation() < w[1].generation())
+    );
     for r in refs {
         assert!(aio.is_done(r));
         aio.wait(r).unwrap();

@@ -17,6 +17,6 @@ mod lifecycle;
 mod many_issuers;
 mod one_handed_out;
 mod ops;
-mod shutdown;
 mod short_read;
+mod shutdown;
 mod wait_from_other_thread;

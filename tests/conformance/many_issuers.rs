@@ -18,16 +18,31 @@ fn scenario(m: IoMethodKind) {
                 for round in 0..4u8 {
                     me.begin_batch().unwrap();
                     let ws: Vec<_> = (0..64u64)
-                        .map(|i| me.acquire().unwrap().write(&f, base + i * 4096, IoBuf::from_slice(&[round ^ (t as u8) ^ (i as u8); 4096])))
+                        .map(|i| {
+                            me.acquire().unwrap().write(
+                                &f,
+                                base + i * 4096,
+                                IoBuf::from_slice(&[round ^ (t as u8) ^ (i as u8); 4096]),
+                            )
+                        })
                         .collect();
                     me.end_batch();
                     for w in ws {
                         me.wait(w).check().unwrap();
                     }
-                    let rs: Vec<_> = (0..64u64).map(|i| me.acquire().unwrap().read(&f, base + i * 4096, IoBuf::new(4096))).collect();
+                    let rs: Vec<_> = (0..64u64)
+                        .map(|i| {
+                            me.acquire()
+                                .unwrap()
+                                .read(&f, base + i * 4096, IoBuf::new(4096))
+                        })
+                        .collect();
                     for (i, r) in rs.into_iter().enumerate() {
                         let b = me.wait(r).into_buf();
-                        assert!(b.iter().all(|&x| x == round ^ (t as u8) ^ (i as u8)), "issuer {t} block {i}");
+                        assert!(
+                            b.iter().all(|&x| x == round ^ (t as u8) ^ (i as u8)),
+                            "issuer {t} block {i}"
+                        );
                     }
                 }
             });

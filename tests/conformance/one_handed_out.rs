@@ -11,7 +11,10 @@ fn scenario(m: IoMethodKind) {
     let h = me.acquire().unwrap();
     match me.acquire() {
         Err(AioError::ApiViolation(msg)) => assert!(msg.contains("only one I/O handle")),
-        other => panic!("second acquire should be an API violation, got {:?}", other.map(|_| ())),
+        other => panic!(
+            "second acquire should be an API violation, got {:?}",
+            other.map(|_| ())
+        ),
     }
     assert!(matches!(me.try_acquire(), Err(AioError::ApiViolation(_))));
     drop(h);

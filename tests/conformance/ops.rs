@@ -11,21 +11,41 @@ fn scenario(m: IoMethodKind) {
     let me = aio.register_issuer("ops").unwrap();
     let path = d.path().join("ops");
     let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
-    me.write_all_at(&f, 0, IoBuf::from_slice(&[3u8; 8192])).unwrap();
-    me.wait(me.acquire().unwrap().fdatasync(&f)).check().unwrap();
+    me.write_all_at(&f, 0, IoBuf::from_slice(&[3u8; 8192]))
+        .unwrap();
+    me.wait(me.acquire().unwrap().fdatasync(&f))
+        .check()
+        .unwrap();
     me.wait(me.acquire().unwrap().fsync(&f)).check().unwrap();
-    me.wait(me.acquire().unwrap().fadvise_willneed(&f, 0, 8192)).check().unwrap();
-    me.wait(me.acquire().unwrap().fallocate(&f, 0, 1 << 20)).check().unwrap();
+    me.wait(me.acquire().unwrap().fadvise_willneed(&f, 0, 8192))
+        .check()
+        .unwrap();
+    me.wait(me.acquire().unwrap().fallocate(&f, 0, 1 << 20))
+        .check()
+        .unwrap();
     assert_eq!(f.len().unwrap(), 1 << 20);
-    me.wait(me.acquire().unwrap().ftruncate(&f, 12345)).check().unwrap();
+    me.wait(me.acquire().unwrap().ftruncate(&f, 12345))
+        .check()
+        .unwrap();
     assert_eq!(f.len().unwrap(), 12345);
     me.close(f);
     let c = CString::new(path.to_str().unwrap()).unwrap();
-    me.wait(me.acquire().unwrap().unlink(c.clone())).check().unwrap();
+    me.wait(me.acquire().unwrap().unlink(c.clone()))
+        .check()
+        .unwrap();
     assert!(!path.exists());
-    let e = me.wait(me.acquire().unwrap().unlink(c)).check().unwrap_err();
+    let e = me
+        .wait(me.acquire().unwrap().unlink(c))
+        .check()
+        .unwrap_err();
     assert_eq!((e.op, e.errno), (Op::Unlink, libc::ENOENT));
-    assert_eq!(e.to_string(), format!("could not remove file \"{}\": No such file or directory (errno 2)", path.display()));
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "could not remove file \"{}\": No such file or directory (errno 2)",
+            path.display()
+        )
+    );
 }
 
 crate::for_every_method!(scenario);

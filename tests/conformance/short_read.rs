@@ -17,7 +17,13 @@ fn scenario(m: IoMethodKind) {
     let rest = me.wait(c.resume(me.acquire().unwrap(), &f));
     assert_eq!(rest.result().status, Status::Error);
     let e = rest.check().unwrap_err();
-    assert_eq!(e.to_string(), format!("could not read 2192 bytes at offset 6000 of file \"{}\": read only 0 of 2192 bytes", path.display()));
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "could not read 2192 bytes at offset 6000 of file \"{}\": read only 0 of 2192 bytes",
+            path.display()
+        )
+    );
     let buf = rest.into_buf();
     assert_pattern(&buf[..6000], 0);
     let e = me.read_exact_at(&f, 4096, IoBuf::new(4096)).unwrap_err();

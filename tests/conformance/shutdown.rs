@@ -11,11 +11,20 @@ fn scenario(m: IoMethodKind) {
     let aio = start(m);
     let me = aio.register_issuer("shut").unwrap();
     let f = aio.open(&path, &OpenOptions::read()).unwrap();
-    let ios: Vec<_> = (0..16u64).map(|i| me.acquire().unwrap().read(&f, i * 262144, IoBuf::new(262144))).collect();
+    let ios: Vec<_> = (0..16u64)
+        .map(|i| {
+            me.acquire()
+                .unwrap()
+                .read(&f, i * 262144, IoBuf::new(262144))
+        })
+        .collect();
     let a2 = aio.clone();
     std::thread::spawn(move || a2.shutdown()).join().unwrap();
     assert!(aio.is_shut_down());
-    assert!(ios.iter().all(|io| io.is_done()), "shutdown drained every submitted I/O");
+    assert!(
+        ios.iter().all(|io| io.is_done()),
+        "shutdown drained every submitted I/O"
+    );
     assert!(matches!(me.acquire(), Err(AioError::ShutDown)));
     for (i, io) in ios.into_iter().enumerate() {
         assert_pattern(&me.wait(io).into_buf(), i as u64 * 262144);

@@ -37,11 +37,12 @@ pub fn run(name: &str, method: IoMethodKind, scenario: fn(IoMethodKind)) {
 
 /// Settings for `method` with small, test-friendly sizes.
 pub fn settings(method: IoMethodKind) -> Settings {
-    let mut s = Settings::default();
-    s.io_method = method;
-    s.max_issuers = 16;
-    s.max_files = 64;
-    s
+    Settings {
+        io_method: method,
+        max_issuers: 16,
+        max_files: 64,
+        ..Settings::default()
+    }
 }
 
 /// Starts a subsystem on `method`, after `tweak` adjusts the settings.
@@ -60,7 +61,10 @@ pub fn start(method: IoMethodKind) -> Aio {
 
 /// A fresh directory on the build's file system (ext4 here, so O_DIRECT works).
 pub fn dir() -> tempfile::TempDir {
-    tempfile::Builder::new().prefix("dbaio-test").tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir")
+    tempfile::Builder::new()
+        .prefix("dbaio-test")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("temp dir")
 }
 
 /// The byte a data file holds at `offset` (distinct per 4 KiB page and position).
@@ -79,7 +83,12 @@ pub fn data_file(dir: &tempfile::TempDir, name: &str, len: u64) -> PathBuf {
 /// Asserts `buf` holds the pattern for a read at `offset`.
 pub fn assert_pattern(buf: &[u8], offset: u64) {
     for (i, b) in buf.iter().enumerate() {
-        assert_eq!(*b, pattern_byte(offset + i as u64), "byte {} of a read at offset {offset}", i);
+        assert_eq!(
+            *b,
+            pattern_byte(offset + i as u64),
+            "byte {} of a read at offset {offset}",
+            i
+        );
     }
 }
 
@@ -98,7 +107,10 @@ pub fn capture_logs(f: impl FnOnce()) -> String {
     }
     let buf = Buf::default();
     let writer = buf.clone();
-    let sub = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+    let sub = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
     tracing::subscriber::with_default(sub, f);
     let out = buf.0.lock().unwrap().clone();
     String::from_utf8_lossy(&out).into_owned()

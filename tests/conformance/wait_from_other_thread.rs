@@ -10,7 +10,9 @@ fn scenario(m: IoMethodKind) {
     let aio = start(m);
     let me = aio.register_issuer("main").unwrap();
     let f = aio.open(&path, &OpenOptions::read()).unwrap();
-    let ios: Vec<_> = (0..8u64).map(|i| me.acquire().unwrap().read(&f, i * 65536, IoBuf::new(65536))).collect();
+    let ios: Vec<_> = (0..8u64)
+        .map(|i| me.acquire().unwrap().read(&f, i * 65536, IoBuf::new(65536)))
+        .collect();
     let refs: Vec<_> = ios.iter().map(|io| io.wait_ref()).collect();
     let other = aio.clone();
     std::thread::spawn(move || {

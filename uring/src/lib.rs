@@ -6,7 +6,7 @@
 //! completion. [`probe`] tells at start whether the kernel lets this process use io_uring and,
 //! if not, why. This is the only crate with ring `unsafe`. See `docs/design.md`, "Engines".
 
-use io_uring::{opcode, squeue, types, IoUring, Probe};
+use io_uring::{IoUring, Probe, opcode, squeue, types};
 use parking_lot::{Mutex, MutexGuard};
 use std::io;
 use std::os::fd::RawFd;
@@ -111,7 +111,12 @@ pub struct Refused {
 
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({})", self.cause, io::Error::from_raw_os_error(self.errno))
+        write!(
+            f,
+            "{} ({})",
+            self.cause,
+            io::Error::from_raw_os_error(self.errno)
+        )
     }
 }
 
@@ -125,15 +130,15 @@ fn refusal_cause(errno: i32) -> String {
             Some(1) => "io_uring is restricted by sysctl kernel.io_uring_disabled = 1 to \
                         members of kernel.io_uring_group"
                 .into(),
-            _ => "io_uring is denied to this process (a seccomp filter or container policy)"
-                .into(),
+            _ => "io_uring is denied to this process (a seccomp filter or container policy)".into(),
         },
         libc::ENOSYS => "this kernel has no io_uring (Linux 5.6 or later is needed)".into(),
         libc::EMFILE | libc::ENFILE => {
             "no file descriptor left for a ring (raise \"ulimit -n\")".into()
         }
-        libc::ENOMEM => "the ring's memory could not be allocated or locked (RLIMIT_MEMLOCK)"
-            .into(),
+        libc::ENOMEM => {
+            "the ring's memory could not be allocated or locked (RLIMIT_MEMLOCK)".into()
+        }
         _ => "io_uring_setup failed".into(),
     }
 }
@@ -275,25 +280,57 @@ macro_rules! on_fd {
 
 fn build(op: &Op) -> squeue::Entry {
     match *op {
-        Op::Readv { fd, iov, iovcnt: 1, offset } => {
+        Op::Readv {
+            fd,
+            iov,
+            iovcnt: 1,
+            offset,
+        } => {
             // SAFETY: the iovec is valid per `Submission::push`'s contract.
             let v = unsafe { *iov };
-            on_fd!(fd, |t| opcode::Read::new(t, v.iov_base.cast(), v.iov_len as u32)
+            on_fd!(fd, |t| opcode::Read::new(
+                t,
+                v.iov_base.cast(),
+                v.iov_len as u32
+            )
+            .offset(offset)
+            .build())
+        }
+        Op::Readv {
+            fd,
+            iov,
+            iovcnt,
+            offset,
+        } => {
+            on_fd!(fd, |t| opcode::Readv::new(t, iov, iovcnt)
                 .offset(offset)
                 .build())
         }
-        Op::Readv { fd, iov, iovcnt, offset } => {
-            on_fd!(fd, |t| opcode::Readv::new(t, iov, iovcnt).offset(offset).build())
-        }
-        Op::Writev { fd, iov, iovcnt: 1, offset } => {
+        Op::Writev {
+            fd,
+            iov,
+            iovcnt: 1,
+            offset,
+        } => {
             // SAFETY: the iovec is valid per `Submission::push`'s contract.
             let v = unsafe { *iov };
-            on_fd!(fd, |t| opcode::Write::new(t, v.iov_base.cast(), v.iov_len as u32)
+            on_fd!(fd, |t| opcode::Write::new(
+                t,
+                v.iov_base.cast(),
+                v.iov_len as u32
+            )
+            .offset(offset)
+            .build())
+        }
+        Op::Writev {
+            fd,
+            iov,
+            iovcnt,
+            offset,
+        } => {
+            on_fd!(fd, |t| opcode::Writev::new(t, iov, iovcnt)
                 .offset(offset)
                 .build())
-        }
-        Op::Writev { fd, iov, iovcnt, offset } => {
-            on_fd!(fd, |t| opcode::Writev::new(t, iov, iovcnt).offset(offset).build())
         }
         Op::Fsync { fd, datasync } => {
             let flags = if datasync {
@@ -312,7 +349,9 @@ fn build(op: &Op) -> squeue::Entry {
         .offset(offset)
         .build()),
         Op::Fallocate { fd, offset, len } => {
-            on_fd!(fd, |t| opcode::Fallocate::new(t, len).offset(offset).build())
+            on_fd!(fd, |t| opcode::Fallocate::new(t, len)
+                .offset(offset)
+                .build())
         }
         Op::Ftruncate { fd, len } => on_fd!(fd, |t| opcode::Ftruncate::new(t, len).build()),
     }
@@ -327,7 +366,12 @@ impl Submission<'_> {
     /// Every pointer in `op` must stay valid, and its memory must not be accessed in a way that
     /// conflicts with the operation, until the completion with `user_data` has been reaped. The
     /// file descriptor must stay open that long.
-    pub unsafe fn push(&mut self, op: &Op, user_data: u64, punt_async: bool) -> Result<(), QueueFull> {
+    pub unsafe fn push(
+        &mut self,
+        op: &Op,
+        user_data: u64,
+        punt_async: bool,
+    ) -> Result<(), QueueFull> {
         let mut e = build(op).user_data(user_data);
         if punt_async {
             e = e.flags(squeue::Flags::ASYNC);
@@ -382,20 +426,19 @@ impl Completion<'_> {
     /// Blocks in the kernel until at least `n` completions are ready (submits nothing). May
     /// return early on a signal.
     pub fn wait(&mut self, n: u32) -> io::Result<()> {
-        loop {
-            // SAFETY: `enter` with to_submit = 0 and no argument only waits for completions;
-            // it touches no user memory.
-            let r = unsafe {
-                self.ring
-                    .ring
-                    .submitter()
-                    .enter::<libc::sigset_t>(0, n.max(1), ENTER_GETEVENTS, None)
-            };
-            match r {
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => return Ok(()),
-                Err(e) => return Err(e),
-                Ok(_) => return Ok(()),
-            }
+        // SAFETY: `enter` with to_submit = 0 and no argument only waits for completions; it
+        // touches no user memory.
+        let r = unsafe {
+            self.ring
+                .ring
+                .submitter()
+                .enter::<libc::sigset_t>(0, n.max(1), ENTER_GETEVENTS, None)
+        };
+        match r {
+            // A signal: the caller re-checks its condition and waits again if needed.
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => Ok(()),
+            Err(e) => Err(e),
+            Ok(_) => Ok(()),
         }
     }
 }

@@ -16,4 +16,4 @@ mod pool;
 mod request;
 
 pub use pool::{CompletionSink, WorkerPool};
-pub use request::{perform, OpCode, Request};
+pub use request::{OpCode, Request, perform};

@@ -7,12 +7,12 @@
 //! (each side sees the other's write: Dekker's pattern).
 
 use crate::futex;
-use crate::request::{perform, Request};
+use crate::request::{Request, perform};
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 use std::io;
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering, fence};
 use std::thread::JoinHandle;
 
 /// Receives completions. Called on the worker thread that executed the request.
@@ -49,7 +49,10 @@ impl WorkerPool {
         sink: Arc<dyn CompletionSink>,
     ) -> io::Result<Self> {
         assert!(workers > 0, "a worker pool needs at least one worker");
-        assert!(queue_size > 0, "a worker pool needs a queue of at least one entry");
+        assert!(
+            queue_size > 0,
+            "a worker pool needs a queue of at least one entry"
+        );
         let shared = Arc::new(Shared {
             queue: ArrayQueue::new(queue_size),
             sleepers: CachePadded::new(AtomicU32::new(0)),

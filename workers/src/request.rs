@@ -57,7 +57,9 @@ pub struct Request {
 unsafe impl Send for Request {}
 
 fn errno() -> i32 {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
 }
 
 /// Runs `f` until it stops failing with `EINTR`; returns the result or `-errno`.
@@ -84,53 +86,56 @@ fn retry_eintr(mut f: impl FnMut() -> isize) -> i32 {
 /// all for the duration of the call.
 pub unsafe fn perform(req: &Request) -> i32 {
     let off = req.offset as libc::off_t;
+    let (fd, iov, iovcnt, len) = (req.fd, req.iov, req.iovcnt as libc::c_int, req.len);
     match req.op {
-        OpCode::Readv if req.iovcnt == 1 => {
+        OpCode::Readv if iovcnt == 1 => {
             // SAFETY: the caller guarantees one valid, writable iovec (function contract).
-            let iov = unsafe { *req.iov };
-            // SAFETY: iov_base/iov_len describe a writable buffer (function contract).
-            retry_eintr(|| unsafe { libc::pread(req.fd, iov.iov_base, iov.iov_len, off) })
+            let v = unsafe { *iov };
+            retry_eintr(|| {
+                // SAFETY: iov_base/iov_len describe a writable buffer (function contract).
+                unsafe { libc::pread(fd, v.iov_base, v.iov_len, off) }
+            })
         }
-        // SAFETY: the caller guarantees `iovcnt` valid, writable iovecs (function contract).
-        OpCode::Readv => retry_eintr(|| unsafe {
-            libc::preadv(req.fd, req.iov, req.iovcnt as libc::c_int, off)
+        OpCode::Readv => retry_eintr(|| {
+            // SAFETY: the caller guarantees `iovcnt` valid, writable iovecs (function contract).
+            unsafe { libc::preadv(fd, iov, iovcnt, off) }
         }),
-        OpCode::Writev if req.iovcnt == 1 => {
+        OpCode::Writev if iovcnt == 1 => {
             // SAFETY: the caller guarantees one valid iovec (function contract).
-            let iov = unsafe { *req.iov };
-            // SAFETY: iov_base/iov_len describe a readable buffer (function contract).
-            retry_eintr(|| unsafe { libc::pwrite(req.fd, iov.iov_base, iov.iov_len, off) })
+            let v = unsafe { *iov };
+            retry_eintr(|| {
+                // SAFETY: iov_base/iov_len describe a readable buffer (function contract).
+                unsafe { libc::pwrite(fd, v.iov_base, v.iov_len, off) }
+            })
         }
-        // SAFETY: the caller guarantees `iovcnt` valid iovecs (function contract).
-        OpCode::Writev => retry_eintr(|| unsafe {
-            libc::pwritev(req.fd, req.iov, req.iovcnt as libc::c_int, off)
+        OpCode::Writev => retry_eintr(|| {
+            // SAFETY: the caller guarantees `iovcnt` valid iovecs (function contract).
+            unsafe { libc::pwritev(fd, iov, iovcnt, off) }
         }),
-        // SAFETY: fsync/fdatasync only take an integer fd.
-        OpCode::Fsync => retry_eintr(|| unsafe { libc::fsync(req.fd) } as isize),
-        // SAFETY: as above.
-        OpCode::Fdatasync => retry_eintr(|| unsafe { libc::fdatasync(req.fd) } as isize),
-        // SAFETY: the caller guarantees a valid NUL-terminated path (function contract).
-        OpCode::Unlink => retry_eintr(|| unsafe { libc::unlink(req.path) } as isize),
+        OpCode::Fsync => retry_eintr(|| {
+            // SAFETY: fsync only takes an integer fd.
+            unsafe { libc::fsync(fd) as isize }
+        }),
+        OpCode::Fdatasync => retry_eintr(|| {
+            // SAFETY: fdatasync only takes an integer fd.
+            unsafe { libc::fdatasync(fd) as isize }
+        }),
+        OpCode::Unlink => retry_eintr(|| {
+            // SAFETY: the caller guarantees a valid NUL-terminated path (function contract).
+            unsafe { libc::unlink(req.path) as isize }
+        }),
         OpCode::FadviseWillneed => {
             // posix_fadvise returns the error number instead of setting errno.
             // SAFETY: only integers are passed.
-            let r = unsafe {
-                libc::posix_fadvise(
-                    req.fd,
-                    off,
-                    req.len as libc::off_t,
-                    libc::POSIX_FADV_WILLNEED,
-                )
-            };
-            -r
+            -unsafe { libc::posix_fadvise(fd, off, len as libc::off_t, libc::POSIX_FADV_WILLNEED) }
         }
         OpCode::Fallocate => retry_eintr(|| {
             // SAFETY: only integers are passed.
-            (unsafe { libc::fallocate(req.fd, 0, off, req.len as libc::off_t) }) as isize
+            unsafe { libc::fallocate(fd, 0, off, len as libc::off_t) as isize }
         }),
         OpCode::Ftruncate => retry_eintr(|| {
             // SAFETY: only integers are passed.
-            (unsafe { libc::ftruncate(req.fd, req.len as libc::off_t) }) as isize
+            unsafe { libc::ftruncate(fd, len as libc::off_t) as isize }
         }),
     }
 }

@@ -241,45 +241,54 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
         }
         free.push(c.into_buf());
     };
+    let start_io = |buf: IoBuf, next_offset: &mut dyn FnMut() -> u64| -> Result<_, AioError> {
+        let h = issuer.acquire()?;
+        let off = next_offset();
+        let t0 = Instant::now();
+        let io = if opts.rw.is_write() { h.write(&file, off, buf) } else { h.read(&file, off, buf) };
+        Ok((io, t0))
+    };
+    let mut fresh = Vec::with_capacity(depth);
+    // Batch mode throughout: starts are submitted every `batch`, and the last partial group
+    // goes to the kernel with the wait for completions (one system call under io_uring).
+    issuer.begin_batch()?;
     loop {
-        if Instant::now() < deadline && !free.is_empty() {
-            issuer.begin_batch()?;
-            let mut in_batch = 0;
-            while let Some(buf) = free.pop() {
-                if in_batch == opts.batch {
-                    issuer.submit_staged();
-                    in_batch = 0;
-                }
-                in_batch += 1;
-                let h = issuer.acquire()?;
-                let off = next_offset();
-                let t0 = Instant::now();
-                let io = if opts.rw.is_write() {
-                    h.write(&file, off, buf)
-                } else {
-                    h.read(&file, off, buf)
-                };
-                pending.push((io, t0));
+        let running = Instant::now() < deadline;
+        // Redeem each finished I/O and at once start the next one with its buffer, so the
+        // device gets work back as early as possible.
+        let mut staged = 0;
+        let mut k = 0;
+        while k < pending.len() {
+            if !pending[k].0.is_done() {
+                k += 1;
+                continue;
             }
-            issuer.end_batch();
+            let (io, t0) = pending.swap_remove(k);
+            account(issuer.wait(io), t0, &mut free);
+            if running {
+                let buf = free.pop().expect("a buffer was just returned");
+                fresh.push(start_io(buf, &mut next_offset)?);
+                staged += 1;
+                if staged == opts.batch {
+                    issuer.submit_staged();
+                    staged = 0;
+                }
+            }
         }
+        while running && !free.is_empty() {
+            let buf = free.pop().expect("checked non-empty");
+            fresh.push(start_io(buf, &mut next_offset)?);
+            staged += 1;
+            if staged == opts.batch {
+                issuer.submit_staged();
+                staged = 0;
+            }
+        }
+        pending.append(&mut fresh);
         if pending.is_empty() {
             break;
         }
-        // Take every finished I/O, in any order; if none is finished, wait for the oldest.
-        let mut k = 0;
-        let before = free.len();
-        while k < pending.len() {
-            if pending[k].0.is_done() {
-                let (io, t0) = pending.swap_remove(k);
-                account(issuer.wait(io), t0, &mut free);
-            } else {
-                k += 1;
-            }
-        }
-        if free.len() == before {
-            issuer.wait_for_completions(opts.complete_min);
-        }
+        issuer.wait_for_completions(opts.complete_min);
         if let Some(b) = &bar {
             if last_tick.elapsed() >= Duration::from_millis(250) {
                 last_tick = Instant::now();
@@ -287,6 +296,7 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
             }
         }
     }
+    issuer.end_batch();
     let seconds = start.elapsed().as_secs_f64();
     if let Some(b) = bar {
         b.finish_and_clear();

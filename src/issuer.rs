@@ -297,25 +297,27 @@ impl Issuer {
     }
 
     fn submit_staged_locked(&self, l: &mut Local) {
-        if l.staged.is_empty() {
-            return;
+        let (batch, n) = self.prepare_staged(l);
+        if n > 0 {
+            self.aio.method.submit(&self.aio.core, self.slot, &batch[..n]);
         }
+    }
+
+    /// Moves every staged handle to SUBMITTED and onto the in-flight list; returns their
+    /// indices for the method.
+    fn prepare_staged(&self, l: &mut Local) -> ([u32; SUBMIT_BATCH_SIZE], usize) {
         let mut batch = [0u32; SUBMIT_BATCH_SIZE];
         let n = l.staged.len();
         let mut staged = std::mem::take(&mut l.staged);
         for (entry, &li) in batch.iter_mut().zip(&staged) {
-            self.aio
-                .core
-                .slot(self.base + li)
-                .set_state(HandleState::Staged, HandleState::Submitted);
+            let s = self.aio.core.slot(self.base + li);
+            s.set_state(HandleState::Staged, HandleState::Submitted);
             l.link(li);
             *entry = self.base + li;
         }
         staged.clear();
         l.staged = staged;
-        self.aio
-            .method
-            .submit(&self.aio.core, self.slot, &batch[..n]);
+        (batch, n)
     }
 
     /// Waits for an I/O this issuer started and takes its result and memory back.
@@ -366,22 +368,26 @@ impl Issuer {
     /// them, if fewer) are complete. Waking once per `n` completions instead of once per
     /// completion is what keeps a deep queue cheap to drive.
     pub fn wait_for_completions(&self, n: u32) {
-        self.submit_staged();
         let core = &self.aio.core;
         let info = &core.issuers[self.slot as usize];
+        // Staged I/Os go to the method together with the wait (one system call on io_uring).
+        let (batch, mut staged) = self.prepare_staged(&mut self.local.borrow_mut());
         loop {
             let seen = info.completed.load(Ordering::SeqCst);
             let (complete, total) = self.count_complete();
             let want = n.max(1).min(total);
+            let handles = &batch[..std::mem::take(&mut staged)];
             if complete >= want {
+                if !handles.is_empty() {
+                    self.aio.method.submit(core, self.slot, handles);
+                }
                 return;
             }
             let need = want - complete;
-            if self.aio.method.wait_completions(core, self.slot, need) {
+            if self.aio.method.submit_and_wait(core, self.slot, handles, need) {
                 continue;
             }
-            info.wake_at
-                .store(seen.wrapping_add(need), Ordering::SeqCst);
+            info.wake_at.store(seen.wrapping_add(need), Ordering::SeqCst);
             info.waiting.store(1, Ordering::SeqCst);
             let now = info.completed.load(Ordering::SeqCst);
             if now.wrapping_sub(seen) < need {

@@ -12,7 +12,7 @@ use crate::handle::{Executor, HandleState};
 use crate::op::{HandleFlags, Op};
 use crate::settings::{IoMethodKind, Settings};
 use crate::target::NO_FILE;
-use dbaio_uring::{Fd, Ring, Support};
+use dbaio_uring::{Fd, Ring, Submission, Support};
 use parking_lot::Mutex;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -74,6 +74,40 @@ impl UringMethod {
             core.perform_synchronously(i, Executor::Ring);
         } else {
             core.process_completion(i, res, Executor::Ring);
+        }
+    }
+
+    /// Queues `handles` on the locked submission side of `issuer`'s ring.
+    fn push(&self, core: &Core, issuer: u32, sq: &mut Submission<'_>, handles: &[u32]) {
+        let counter = &self.rings[issuer as usize].in_flight;
+        for &i in handles {
+            let op = self.build(core, i);
+            let in_flight = counter.fetch_add(1, Ordering::Relaxed);
+            let punt = core.slot(i).flags().contains(HandleFlags::BUFFERED)
+                && in_flight >= INLINE_BUFFERED_MAX;
+            // SAFETY: the handle is SUBMITTED: its iovecs, buffers and path are parked in the
+            // handle until reclaim, which waits for this entry's completion; the file's fd is
+            // held open by the handle's file reference until then too.
+            let pushed = unsafe { sq.push(&op, u64::from(i), punt) };
+            assert!(
+                pushed.is_ok(),
+                "ring has one entry per handle of its issuer; it cannot be full"
+            );
+        }
+    }
+
+    /// Hands everything queued to the kernel, reaping first if the completion queue is full.
+    fn flush(&self, core: &Core, issuer: u32, ring: &Ring, mut sq: Submission<'_>) {
+        loop {
+            match sq.submit() {
+                Ok(_) => return,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EAGAIN)) => {
+                    // The completion queue is backed up: reap, then try again.
+                    let mut cq = ring.completion();
+                    cq.drain(|ud, res| self.complete(core, issuer, ud, res));
+                }
+                Err(e) => panic!("io_uring_enter failed to submit: {e}"),
+            }
         }
     }
 
@@ -157,36 +191,9 @@ impl IoMethod for UringMethod {
         let ring = self
             .ring(issuer)
             .expect("an issuer's ring exists from registration on");
-        let counter = &self.rings[issuer as usize].in_flight;
         let mut sq = ring.submission();
-        for &i in handles {
-            let op = self.build(core, i);
-            let in_flight = counter.fetch_add(1, Ordering::Relaxed);
-            let punt = core.slot(i).flags().contains(HandleFlags::BUFFERED)
-                && in_flight >= INLINE_BUFFERED_MAX;
-            // SAFETY: the handle is SUBMITTED: its iovecs, buffers and path are parked in the
-            // handle until reclaim, which waits for this entry's completion; the file's fd is
-            // held open by the handle's file reference until then too.
-            let pushed = unsafe { sq.push(&op, u64::from(i), punt) };
-            assert!(
-                pushed.is_ok(),
-                "ring has one entry per handle of its issuer; it cannot be full"
-            );
-        }
-        loop {
-            match sq.submit() {
-                Ok(_) => return,
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EAGAIN)) => {
-                    // The completion queue is backed up: reap, then try again.
-                    let mut cq = ring.completion();
-                    cq.drain(|ud, res| self.complete(core, issuer, ud, res));
-                }
-                Err(e) => panic!(
-                    "io_uring_enter failed to submit {} I/Os: {e}",
-                    handles.len()
-                ),
-            }
-        }
+        self.push(core, issuer, &mut sq, handles);
+        self.flush(core, issuer, ring, sq);
     }
 
     fn wait_one(&self, core: &Core, i: u32, generation: u64) -> bool {
@@ -212,25 +219,28 @@ impl IoMethod for UringMethod {
         }
     }
 
-    fn wait_completions(&self, core: &Core, issuer: u32, n: u32) -> bool {
+    fn submit_and_wait(&self, core: &Core, issuer: u32, handles: &[u32], n: u32) -> bool {
         let Some(ring) = self.ring(issuer) else {
             return false;
         };
+        let mut sq = ring.submission();
+        self.push(core, issuer, &mut sq, handles);
         let mut cq = ring.completion();
         if cq.drain(|ud, res| self.complete(core, issuer, ud, res)) > 0 {
+            drop(cq);
+            self.flush(core, issuer, ring, sq);
             return true;
         }
-        if self.rings[issuer as usize]
-            .in_flight
-            .load(Ordering::Relaxed)
-            == 0
-        {
-            return true;
+        if let Err(e) = sq.submit_and_wait(n) {
+            if matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EAGAIN)) {
+                cq.drain(|ud, res| self.complete(core, issuer, ud, res));
+                drop(cq);
+                self.flush(core, issuer, ring, sq);
+                return true;
+            }
+            panic!("io_uring_enter failed to submit and wait: {e}");
         }
-        if let Err(e) = cq.wait(n) {
-            tracing::warn!("waiting on io_uring failed: {e}; sleeping instead");
-            return false;
-        }
+        drop(sq);
         cq.drain(|ud, res| self.complete(core, issuer, ud, res));
         true
     }

@@ -41,10 +41,14 @@ pub(crate) trait IoMethod: Send + Sync {
         false
     }
 
-    /// Optional. Blocks until about `n` more of `issuer`'s I/Os complete, driving completion
-    /// from the calling thread (the issuer). Returns false when the method cannot; the issuer
-    /// then sleeps until a completer wakes it.
-    fn wait_completions(&self, _core: &Core, _issuer: u32, _n: u32) -> bool {
+    /// Optional. Submits `handles` (as [`IoMethod::submit`]; may be empty), then blocks until
+    /// about `n` more of `issuer`'s I/Os complete, driving completion from the calling thread
+    /// (the issuer). Returns false when the method cannot wait that way (after submitting);
+    /// the issuer then sleeps until a completer wakes it.
+    fn submit_and_wait(&self, core: &Core, issuer: u32, handles: &[u32], _n: u32) -> bool {
+        if !handles.is_empty() {
+            self.submit(core, issuer, handles);
+        }
         false
     }
 

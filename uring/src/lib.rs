@@ -403,6 +403,30 @@ impl Submission<'_> {
     }
 }
 
+impl Submission<'_> {
+    /// Submits everything queued and waits until `n` completions are ready, in one
+    /// `io_uring_enter`. Call it while holding the ring's completion side, so no other
+    /// reaper takes the completions this call waits for.
+    pub fn submit_and_wait(&mut self, n: u32) -> io::Result<usize> {
+        self.sq.sync();
+        loop {
+            match self.ring.ring.submitter().submit_and_wait(n.max(1) as usize) {
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {
+                    self.sq.sync();
+                    if self.sq.is_empty() {
+                        return Ok(0);
+                    }
+                }
+                Ok(k) => {
+                    self.sq.sync();
+                    return Ok(k);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
 impl Completion<'_> {
     /// Calls `f(user_data, result)` for every completion ready now; returns how many.
     pub fn drain(&mut self, mut f: impl FnMut(u64, i32)) -> usize {

@@ -245,7 +245,11 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
         let h = issuer.acquire()?;
         let off = next_offset();
         let t0 = Instant::now();
-        let io = if opts.rw.is_write() { h.write(&file, off, buf) } else { h.read(&file, off, buf) };
+        let io = if opts.rw.is_write() {
+            h.write(&file, off, buf)
+        } else {
+            h.read(&file, off, buf)
+        };
         Ok((io, t0))
     };
     let mut fresh = Vec::with_capacity(depth);
@@ -308,7 +312,7 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
         io_method: aio.io_method().name().to_string(),
         rw: opts.rw,
         bs: opts.bs,
-        iodepth: opts.iodepth,
+        iodepth: depth as u32,
         ios,
         bytes,
         seconds,

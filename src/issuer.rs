@@ -299,7 +299,9 @@ impl Issuer {
     fn submit_staged_locked(&self, l: &mut Local) {
         let (batch, n) = self.prepare_staged(l);
         if n > 0 {
-            self.aio.method.submit(&self.aio.core, self.slot, &batch[..n]);
+            self.aio
+                .method
+                .submit(&self.aio.core, self.slot, &batch[..n]);
         }
     }
 
@@ -384,10 +386,15 @@ impl Issuer {
                 return;
             }
             let need = want - complete;
-            if self.aio.method.submit_and_wait(core, self.slot, handles, need) {
+            if self
+                .aio
+                .method
+                .submit_and_wait(core, self.slot, handles, need)
+            {
                 continue;
             }
-            info.wake_at.store(seen.wrapping_add(need), Ordering::SeqCst);
+            info.wake_at
+                .store(seen.wrapping_add(need), Ordering::SeqCst);
             info.waiting.store(1, Ordering::SeqCst);
             let now = info.completed.load(Ordering::SeqCst);
             if now.wrapping_sub(seen) < need {

@@ -13,6 +13,7 @@ mod cross_method_data;
 mod drop_in_flight;
 mod errors;
 mod foreign_completion;
+mod issuer_exit;
 mod lifecycle;
 mod many_issuers;
 mod one_handed_out;

@@ -410,7 +410,12 @@ impl Submission<'_> {
     pub fn submit_and_wait(&mut self, n: u32) -> io::Result<usize> {
         self.sq.sync();
         loop {
-            match self.ring.ring.submitter().submit_and_wait(n.max(1) as usize) {
+            match self
+                .ring
+                .ring
+                .submitter()
+                .submit_and_wait(n.max(1) as usize)
+            {
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {
                     self.sq.sync();
                     if self.sq.is_empty() {

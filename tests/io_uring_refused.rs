@@ -1,0 +1,131 @@
+//! io_uring refused: in a child process whose thread has a seccomp filter making
+//! `io_uring_setup` fail with EPERM (as a container policy would), starting with
+//! `io_method = io_uring` fails with an error naming the cause and the fallback setting, and
+//! with `io_uring_fallback = worker` it starts on the worker method and does I/O.
+//! Guards against: a silent fallback, or a panic, when the kernel says no.
+
+use dbaio::{Aio, AioError, IoBuf, IoMethodKind, OpenOptions, Settings};
+use std::process::Command;
+
+const CHILD: &str = "DBAIO_REFUSED_CHILD";
+
+/// Denies io_uring_setup (EPERM) to the calling thread.
+fn deny_io_uring() {
+    let nr = libc::SYS_io_uring_setup as u32;
+    let filter = [
+        // A = seccomp_data.nr
+        libc::sock_filter {
+            code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+        libc::sock_filter {
+            code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 1,
+            k: nr,
+        },
+        libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
+        },
+        libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_ALLOW,
+        },
+    ];
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr().cast_mut(),
+    };
+    // SAFETY: plain prctl calls; `prog` and `filter` outlive them (the kernel copies the
+    // program).
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        assert_eq!(
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &prog as *const libc::sock_fprog
+            ),
+            0
+        );
+    }
+}
+
+fn child() {
+    deny_io_uring();
+    let s = Settings {
+        io_method: IoMethodKind::IoUring,
+        ..Settings::default()
+    };
+    match Aio::start(s.clone()) {
+        Err(e @ AioError::IoUringRefused { .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.starts_with("could not start io_method \"io_uring\": "),
+                "{text}"
+            );
+            assert!(
+                text.contains("seccomp") || text.contains("io_uring_disabled"),
+                "{text}"
+            );
+            assert!(text.contains("Operation not permitted"), "{text}");
+            assert!(text.contains("io_uring_fallback = worker"), "{text}");
+            println!("refusal message: {text}");
+        }
+        other => panic!("expected IoUringRefused, got {other:?}"),
+    }
+    let fallback = Settings {
+        io_uring_fallback: dbaio::IoUringFallback::Worker,
+        ..s
+    };
+    let aio = Aio::start(fallback).expect("fallback start");
+    assert_eq!(aio.io_method(), IoMethodKind::Worker);
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let me = aio.register_issuer("fallback").unwrap();
+    let f = aio
+        .open(dir.path().join("f"), &OpenOptions::read_write())
+        .unwrap();
+    me.write_all_at(&f, 0, IoBuf::from_slice(b"still works"))
+        .unwrap();
+    assert_eq!(
+        &me.read_exact_at(&f, 0, IoBuf::new(11)).unwrap()[..],
+        b"still works"
+    );
+}
+
+#[test]
+fn refused_io_uring_errors_or_falls_back() {
+    if std::env::var_os(CHILD).is_some() {
+        return child();
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "refused_io_uring_errors_or_falls_back",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed:\n{text}");
+    assert!(
+        text.contains("refusal message: could not start io_method"),
+        "{text}"
+    );
+    eprintln!(
+        "{}",
+        text.lines()
+            .find(|l| l.contains("refusal message"))
+            .unwrap_or("")
+    );
+}

@@ -111,12 +111,9 @@ pub struct Refused {
 
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} ({})",
-            self.cause,
-            io::Error::from_raw_os_error(self.errno)
-        )
+        let os = io::Error::from_raw_os_error(self.errno).to_string();
+        let os = os.split(" (os error").next().unwrap_or(&os).to_string();
+        write!(f, "{}: {os} (errno {})", self.cause, self.errno)
     }
 }
 

@@ -7,15 +7,20 @@ use crate::core::Core;
 use crate::error::AioError;
 use crate::fault::FaultRule;
 use crate::handle::{HandleState, WaitRef};
+use crate::introspect::Introspection;
 use crate::issuer::Issuer;
 use crate::method::{self, IoMethod};
 use crate::settings::{IoMethodKind, Settings};
+use crate::stats::IssuerStatsRow;
 use crate::target::{File, OpenOptions};
+use crate::view::{AioRow, WaitRow};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 pub(crate) struct AioInner {
+    /// Declared first so it stops before the method does.
+    pub _introspection: Option<Introspection>,
     pub core: Arc<Core>,
     pub method: Box<dyn IoMethod>,
 }
@@ -60,8 +65,20 @@ impl AioBuilder {
     pub fn start(self) -> Result<Aio, AioError> {
         let core = Arc::new(Core::new(self.settings.clone(), self.callbacks)?);
         let method = method::start(&self.settings, &core)?;
+        let introspection = match &self.settings.introspection_socket {
+            Some(path) => Some(Introspection::start(
+                path,
+                Arc::clone(&core),
+                method.kind().name(),
+            )?),
+            None => None,
+        };
         Ok(Aio {
-            inner: Arc::new(AioInner { core, method }),
+            inner: Arc::new(AioInner {
+                _introspection: introspection,
+                core,
+                method,
+            }),
         })
     }
 }
@@ -165,9 +182,37 @@ impl Aio {
         s.generation.load(Ordering::Acquire) != wref.generation || s.state().is_complete()
     }
 
+    /// The aios view: every I/O handle not idle, with PostgreSQL's `pg_aios` columns plus the
+    /// issuer, its thread, the executor and the age. Taken without stopping I/O; never a torn
+    /// row.
+    pub fn aios(&self) -> Vec<AioRow> {
+        self.inner.core.aios()
+    }
+
+    /// What each registered issuer is waiting for now.
+    pub fn waits(&self) -> Vec<WaitRow> {
+        self.inner.core.waits()
+    }
+
+    /// Per-issuer statistics: count, bytes, errors, time and latency percentiles per op, and
+    /// I/Os per executor.
+    pub fn stats(&self) -> Vec<IssuerStatsRow> {
+        self.inner.core.stats()
+    }
+
+    /// Zeroes every issuer's statistics.
+    pub fn reset_stats(&self) {
+        self.inner.core.reset_stats()
+    }
+
     /// Arms a fault-injection rule (tests).
     pub fn inject_fault(&self, rule: FaultRule) {
         self.inner.core.faults.add(rule);
+    }
+
+    /// Lets every completion parked by a [`FaultAction::Hold`](crate::FaultAction) rule go on.
+    pub fn release_held(&self) {
+        self.inner.core.faults.release_held();
     }
 
     /// Disarms every fault-injection rule.

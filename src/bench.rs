@@ -68,6 +68,8 @@ pub struct BenchOptions {
     pub complete_min: u32,
     /// Show a progress bar.
     pub progress: bool,
+    /// Serve the aios view on this socket while running.
+    pub socket: Option<PathBuf>,
 }
 
 /// Latency percentiles in microseconds.
@@ -183,6 +185,7 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
         io_workers: opts.io_workers,
         io_max_concurrency: opts.iodepth.max(1) as i32,
         max_issuers: 4,
+        introspection_socket: opts.socket.clone(),
         ..Settings::default()
     };
     let aio = Aio::start(settings)?;

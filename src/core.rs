@@ -11,7 +11,9 @@ use crate::method::IoMethod;
 use crate::result::{IoResult, Status};
 use crate::settings::Settings;
 use crate::shmem::SharedRegion;
+use crate::stats::IssuerStats;
 use crate::target::FileTable;
+use crate::view::WaitEvent;
 use crossbeam_utils::CachePadded;
 use dbaio_workers::Request;
 use dbaio_workers::futex;
@@ -31,6 +33,29 @@ pub(crate) struct IssuerSlot {
     pub waiting: AtomicU32,
     /// The value of `completed` at which a sleeping issuer wants to be woken.
     pub wake_at: AtomicU32,
+    /// What the issuer is waiting for now (a `WaitEvent` code; 0: nothing).
+    pub wait_event: AtomicU32,
+    /// What it waits on (an io_id, a count…), meaning per event.
+    pub wait_object: AtomicU64,
+    /// Since when (ns since the subsystem started).
+    pub wait_since_ns: AtomicU64,
+    /// Its statistics; created when the slot is first used.
+    pub stats: Mutex<Option<Box<IssuerStats>>>,
+}
+
+impl IssuerSlot {
+    /// Publishes that the issuer starts waiting for `event` on `object`.
+    pub(crate) fn begin_wait(&self, event: WaitEvent, object: u64, now_ns: u64) {
+        self.wait_object.store(object, Ordering::Relaxed);
+        self.wait_since_ns.store(now_ns, Ordering::Relaxed);
+        self.wait_event.store(event as u32, Ordering::Release);
+    }
+
+    /// Publishes that the wait is over.
+    pub(crate) fn end_wait(&self) {
+        self.wait_event
+            .store(WaitEvent::None as u32, Ordering::Release);
+    }
 }
 
 pub(crate) struct Core {
@@ -77,6 +102,10 @@ impl Core {
                         completed: AtomicU32::new(0),
                         waiting: AtomicU32::new(0),
                         wake_at: AtomicU32::new(0),
+                        wait_event: AtomicU32::new(0),
+                        wait_object: AtomicU64::new(0),
+                        wait_since_ns: AtomicU64::new(0),
+                        stats: Mutex::new(None),
                     })
                 })
                 .collect(),
@@ -176,9 +205,21 @@ impl Core {
     /// Executes handle `i` (SUBMITTED) in the calling thread and completes it.
     pub(crate) fn perform_synchronously(&self, i: u32, executor: Executor) {
         let req = self.request(i);
+        let issuer = (executor == Executor::Issuer)
+            .then(|| &self.issuers[self.slot(i).owner.load(Ordering::Relaxed) as usize]);
+        if let Some(info) = issuer {
+            info.begin_wait(
+                WaitEvent::for_sync_op(self.slot(i).op()),
+                u64::from(i),
+                self.now_ns(),
+            );
+        }
         // SAFETY: the iovecs and path of a SUBMITTED handle name memory the issuer parked in
         // the handle until reclaim, which cannot happen before the completion below.
         let raw = unsafe { dbaio_workers::perform(&req) };
+        if let Some(info) = issuer {
+            info.end_wait();
+        }
         self.process_completion(i, raw, executor);
     }
 
@@ -186,16 +227,28 @@ impl Core {
     /// publishes COMPLETED_SHARED, waking waiters. Runs in whichever thread completed the I/O.
     pub(crate) fn process_completion(&self, i: u32, raw: i32, executor: Executor) {
         let s = self.slot(i);
-        s.set_state(HandleState::Submitted, HandleState::CompletedIo);
+        // Acquire: see everything the issuer wrote before it published SUBMITTED.
+        assert_eq!(
+            s.state(),
+            HandleState::Submitted,
+            "completing an I/O that is not submitted"
+        );
         let op = s.op();
-        let raw = self.faults.apply(
-            op,
+        let (file, offset) = (
             s.file.load(Ordering::Relaxed),
             s.offset.load(Ordering::Relaxed),
-            raw,
         );
+        // The injection point sees the real raw result, as PostgreSQL's does.
+        let (raw, hold) = self.faults.apply(op, file, offset, raw);
+        // Written before COMPLETED_IO is published, so the view never sees that state without
+        // its raw result.
         s.raw_result.store(raw, Ordering::Relaxed);
         s.executor.store(executor.encode(), Ordering::Relaxed);
+        s.completed_ns.store(self.now_ns(), Ordering::Relaxed);
+        s.set_state(HandleState::Submitted, HandleState::CompletedIo);
+        if let Some(seen) = hold {
+            self.faults.hold(seen);
+        }
         let mut result = IoResult::from_raw(op, raw, s.length.load(Ordering::Relaxed));
         let n = s.num_callbacks.load(Ordering::Relaxed) as usize;
         let ctx = IoContext {

@@ -64,6 +64,16 @@ pub enum AioError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The introspection socket could not be created.
+    #[error(
+        "could not create introspection socket \"{path}\": {source}\nHINT:  Choose another introspection_socket path, or leave it empty."
+    )]
+    Introspection {
+        /// The path.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// An I/O failed.
     #[error(transparent)]
     Io(#[from] IoError),

@@ -1,12 +1,13 @@
 //! Fault injection: rewrite an I/O's raw result just before its shared callbacks run — the
 //! same point in every method (PostgreSQL's `aio-process-completion-before-shared`), so tests
 //! can fake EIO or short transfers on sync, worker and io_uring alike. Off by default; when
-//! off it costs one relaxed load per completion. See `docs/design.md`, "Fault injection".
+//! off it costs one relaxed load per completion. `Hold` parks a completion until released. See `docs/design.md`, "Fault injection".
 
 use crate::op::Op;
+use dbaio_workers::futex;
 use parking_lot::Mutex;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 /// What an armed rule does to a matching I/O.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,6 +16,11 @@ pub enum FaultAction {
     Errno(i32),
     /// Transfer at most this many bytes (a short read or write).
     Short(u32),
+    /// Park the completer (in state COMPLETED_IO) until [`Aio::release_held`] is called, so
+    /// tests can look at an I/O mid-flight.
+    ///
+    /// [`Aio::release_held`]: crate::Aio::release_held
+    Hold,
 }
 
 /// One injection rule: which I/Os it hits, what it does, how many times.
@@ -69,6 +75,8 @@ impl FaultRule {
 pub(crate) struct FaultInjector {
     armed: AtomicBool,
     rules: Mutex<Vec<FaultRule>>,
+    /// Bumped by `release_held`; held completers wait for it to change.
+    release: AtomicU32,
 }
 
 impl FaultInjector {
@@ -82,10 +90,16 @@ impl FaultInjector {
         self.armed.store(false, Ordering::Release);
     }
 
-    /// Returns the raw result to use for an I/O (`op` on `file` at `offset`) that got `raw`.
-    pub(crate) fn apply(&self, op: Op, file: u32, offset: u64, raw: i32) -> i32 {
+    pub(crate) fn release_held(&self) {
+        self.release.fetch_add(1, Ordering::AcqRel);
+        futex::wake(&self.release, u32::MAX);
+    }
+
+    /// Returns the raw result to use for an I/O (`op` on `file` at `offset`) that got `raw`,
+    /// and, for a `Hold` rule, the release count to pass to [`FaultInjector::hold`].
+    pub(crate) fn apply(&self, op: Op, file: u32, offset: u64, raw: i32) -> (i32, Option<u32>) {
         if !self.armed.load(Ordering::Relaxed) {
-            return raw;
+            return (raw, None);
         }
         let mut rules = self.rules.lock();
         let hit = rules.iter_mut().position(|r| {
@@ -94,15 +108,26 @@ impl FaultInjector {
                 && r.offsets.as_ref().is_none_or(|o| o.contains(&offset))
                 && r.times != Some(0)
         });
-        let Some(i) = hit else { return raw };
+        let Some(i) = hit else {
+            return (raw, None);
+        };
         let rule = &mut rules[i];
         if let Some(t) = rule.times.as_mut() {
             *t -= 1;
         }
-        match rule.action {
+        let raw = match rule.action {
             FaultAction::Errno(e) => -e,
             FaultAction::Short(n) if raw > n as i32 => n as i32,
             FaultAction::Short(_) => raw,
+            FaultAction::Hold => return (raw, Some(self.release.load(Ordering::Acquire))),
+        };
+        (raw, None)
+    }
+
+    /// Parks the caller until `release_held` is called after `seen` was read.
+    pub(crate) fn hold(&self, seen: u32) {
+        while self.release.load(Ordering::Acquire) == seen {
+            futex::wait(&self.release, seen, None);
         }
     }
 }

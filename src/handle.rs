@@ -141,8 +141,10 @@ pub(crate) struct HandleSlot {
     pub nblocks: AtomicU32,
     pub raw_result: AtomicI32,
     pub distilled: AtomicU64,
-    /// When the handle was staged (ns on the monotonic clock), for age and latency.
+    /// When the handle was staged (ns since the subsystem started), for age and latency.
     pub staged_ns: AtomicU64,
+    /// When the completer saw the raw result (ns since the subsystem started).
+    pub completed_ns: AtomicU64,
     /// Who executed it (see `Executor`), for the view.
     pub executor: AtomicU32,
     /// Path of an unlink (a pointer into memory the issuer parks until completion).
@@ -215,6 +217,8 @@ impl HandleSlot {
         self.raw_result.store(0, r);
         self.distilled.store(IoResult::UNKNOWN.pack(), r);
         self.executor.store(0, r);
+        self.staged_ns.store(0, r);
+        self.completed_ns.store(0, r);
         self.path.store(0, r);
     }
 }

@@ -15,7 +15,9 @@ use crate::handle::{Executor, HandleState, WaitRef};
 use crate::io::{Completion, Handle, InFlight, IoMemory};
 use crate::op::{HandleFlags, Op};
 use crate::result::{IoResult, Status};
+use crate::stats::IssuerStats;
 use crate::target::{File, NO_FILE};
+use crate::view::WaitEvent;
 use dbaio_workers::futex;
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
@@ -131,6 +133,13 @@ impl Issuer {
         // SAFETY: gettid has no preconditions.
         info.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
         *info.name.lock() = name.to_string();
+        {
+            let mut st = info.stats.lock();
+            match st.as_mut() {
+                Some(st) => st.reset(),
+                None => *st = Some(Box::new(IssuerStats::new())),
+            }
+        }
         if let Err(e) = aio.method.init_issuer(core, slot) {
             info.in_use.store(false, Ordering::Release);
             return Err(e);
@@ -167,6 +176,10 @@ impl Issuer {
     /// This issuer's slot number.
     pub fn slot(&self) -> u32 {
         self.slot
+    }
+
+    fn info(&self) -> &crate::core::IssuerSlot {
+        &self.aio.core.issuers[self.slot as usize]
     }
 
     /// I/Os submitted (or staged) and not yet reclaimed.
@@ -234,9 +247,15 @@ impl Issuer {
         }
         let idx = self.base + oldest;
         let generation = self.aio.core.slot(idx).generation.load(Ordering::Relaxed);
-        self.aio
-            .core
-            .wait_done(&*self.aio.method, idx, generation)?;
+        let info = self.info();
+        info.begin_wait(
+            WaitEvent::AioHandleFree,
+            u64::from(idx),
+            self.aio.core.now_ns(),
+        );
+        let waited = self.aio.core.wait_done(&*self.aio.method, idx, generation);
+        info.end_wait();
+        waited?;
         let mut l = self.local.borrow_mut();
         self.reclaim_locked(&mut l, oldest);
         Ok(())
@@ -327,10 +346,18 @@ impl Issuer {
         let (li, generation) = io.into_parts();
         let idx = self.base + li;
         self.submit_if_staged(idx);
-        if let Err(e) = self.aio.core.wait_done(&*self.aio.method, idx, generation) {
-            unreachable!(
-                "a claimed handle cannot be recycled before its InFlight is redeemed: {e}"
+        if !self.aio.core.slot(idx).state().is_complete() {
+            let info = self.info();
+            info.begin_wait(
+                WaitEvent::AioIoCompletion,
+                u64::from(idx),
+                self.aio.core.now_ns(),
             );
+            let waited = self.aio.core.wait_done(&*self.aio.method, idx, generation);
+            info.end_wait();
+            if let Err(e) = waited {
+                unreachable!("a claimed handle is not recycled before it is redeemed: {e}");
+            }
         }
         let mut l = self.local.borrow_mut();
         Completion::from_reclaimed(self.reclaim_locked(&mut l, li))
@@ -386,11 +413,13 @@ impl Issuer {
                 return;
             }
             let need = want - complete;
+            info.begin_wait(WaitEvent::AioIoCompletions, u64::from(need), core.now_ns());
             if self
                 .aio
                 .method
                 .submit_and_wait(core, self.slot, handles, need)
             {
+                info.end_wait();
                 continue;
             }
             info.wake_at
@@ -401,6 +430,7 @@ impl Issuer {
                 futex::wait(&info.completed, now, None);
             }
             info.waiting.store(0, Ordering::SeqCst);
+            info.end_wait();
         }
     }
 
@@ -439,7 +469,13 @@ impl Issuer {
             }
             let idx = self.base + target;
             let g = self.aio.core.slot(idx).generation.load(Ordering::Relaxed);
+            self.info().begin_wait(
+                WaitEvent::AioIoCompletion,
+                u64::from(idx),
+                self.aio.core.now_ns(),
+            );
             let _ = self.aio.core.wait_done(&*self.aio.method, idx, g);
+            self.info().end_wait();
         }
         self.reclaim_finished();
         drop(file);
@@ -598,6 +634,16 @@ impl Issuer {
         let offset = s.offset.load(r);
         let length = s.length.load(r);
         let error = (result.status == Status::Error).then(|| self.io_error(idx, result));
+        let latency = s.completed_ns.load(r).saturating_sub(s.staged_ns.load(r));
+        let bytes = if op.transfers_data() {
+            result.result.max(0) as u64
+        } else {
+            0
+        };
+        let executor = crate::handle::Executor::decode(s.executor.load(r));
+        if let Some(st) = self.info().stats.lock().as_mut() {
+            st.record(op, bytes, latency, result.status != Status::Error, executor);
+        }
         let lh = &mut l.h[li as usize];
         let claimed = std::mem::replace(&mut lh.claimed, false);
         let memory = std::mem::replace(&mut lh.memory, IoMemory::None);
@@ -697,7 +743,7 @@ impl Drop for Issuer {
             self.reclaim_locked(&mut l, head);
         }
         let info = &self.aio.core.issuers[self.slot as usize];
-        info.name.lock().clear();
+        info.end_wait();
         info.in_use.store(false, Ordering::Release);
     }
 }

@@ -35,6 +35,9 @@
 //! | `callback.rs` | callback kinds and what they see |
 //! | `iobuf.rs` | owned aligned I/O memory |
 //! | `fault.rs` | fault injection at completion |
+//! | `view.rs` | the aios view and wait events: lock-free snapshots |
+//! | `stats.rs` | per-issuer, per-op counters and latency histograms |
+//! | `introspect.rs` | the owner-only unix socket serving the view as JSON |
 //! | `method/` | the method trait; `sync.rs`, `worker.rs`, `io_uring.rs` |
 //! | `bench.rs` | `dbaio bench` |
 //! | `main.rs` | the `dbaio` command |
@@ -46,6 +49,7 @@ mod core;
 mod error;
 mod fault;
 mod handle;
+pub mod introspect;
 mod io;
 mod iobuf;
 mod issuer;
@@ -54,7 +58,9 @@ mod op;
 mod result;
 pub mod settings;
 mod shmem;
+mod stats;
 mod target;
+mod view;
 
 pub use aio::{Aio, AioBuilder};
 pub use callback::{CallbackId, HandleCallbacks, IoContext, MAX_CALLBACK_KINDS};
@@ -68,4 +74,6 @@ pub use method::io_uring_available;
 pub use op::{HandleFlags, Op};
 pub use result::{IoResult, Status};
 pub use settings::{IoMethodKind, IoUringFallback, Settings, SettingsError};
+pub use stats::{ExecutorRow, IssuerStatsRow, LatencyRow, OpStatsRow};
 pub use target::{File, OpenOptions};
+pub use view::{AioRow, WaitEvent, WaitRow};

@@ -1,5 +1,8 @@
-//! The `dbaio` command: `bench` (fio-like, or a comparison of every method).
+//! The `dbaio` command: `bench` (fio-like, or a comparison of every method), `aios` and `stat`
+//! (clients of an embedder's introspection socket).
 //! The contract of its flags and JSON fields is in ARCHITECTURE.md and `docs/benchmarks.md`.
+
+mod cli_view;
 
 use clap::{Parser, Subcommand};
 use dbaio::IoMethodKind;
@@ -24,6 +27,42 @@ struct Cli {
 enum Command {
     /// Benchmark reads or writes; without --filename, compare every method on a temp file.
     Bench(BenchArgs),
+    /// Show the I/Os in flight in a running embedder (its introspection socket).
+    Aios(AiosArgs),
+    /// Show per-issuer I/O statistics of a running embedder.
+    Stat(StatArgs),
+}
+
+#[derive(clap::Args)]
+struct AiosArgs {
+    /// The embedder's introspection socket.
+    #[arg(long)]
+    socket: PathBuf,
+    /// Print the rows as JSON.
+    #[arg(long)]
+    json: bool,
+    /// A live screen by issuer, refreshed every SECS seconds (default 1).
+    #[arg(long, num_args = 0..=1, default_missing_value = "1")]
+    watch: Option<f64>,
+    /// With --watch: stop after this many refreshes.
+    #[arg(long)]
+    count: Option<u64>,
+}
+
+#[derive(clap::Args)]
+struct StatArgs {
+    /// The embedder's introspection socket.
+    #[arg(long)]
+    socket: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    /// Print Prometheus text exposition.
+    #[arg(long)]
+    prometheus: bool,
+    /// Zero the statistics after printing them.
+    #[arg(long)]
+    reset: bool,
 }
 
 #[derive(clap::Args)]
@@ -65,6 +104,49 @@ struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Serve this run's aios view on a unix socket (see `dbaio aios --socket`).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+}
+
+fn aios_cmd(a: AiosArgs) -> Result<(), String> {
+    if let Some(secs) = a.watch {
+        if !(secs > 0.0 && secs.is_finite()) {
+            return Err(format!("invalid --watch interval {secs}"));
+        }
+        return cli_view::watch(&a.socket, Duration::from_secs_f64(secs), a.count);
+    }
+    let v = cli_view::fetch(&a.socket, "aios")?;
+    let mut rows: Vec<dbaio::AioRow> =
+        serde_json::from_value(v["aios"].clone()).map_err(|e| format!("unexpected reply: {e}"))?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", cli_view::aios_table(&mut rows));
+    }
+    Ok(())
+}
+
+fn stat_cmd(a: StatArgs) -> Result<(), String> {
+    let all = cli_view::fetch_all(&a.socket)?;
+    if a.json {
+        let v = serde_json::json!({ "pid": all.pid, "io_method": all.io_method, "uptime_s": all.uptime_s, "waits": all.waits, "stats": all.stats });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+        );
+    } else if a.prometheus {
+        print!("{}", cli_view::prometheus(&all));
+    } else {
+        print!("{}", cli_view::stats_table(&all));
+    }
+    if a.reset {
+        cli_view::fetch(&a.socket, "reset_stats")?;
+    }
+    Ok(())
 }
 
 fn bench_cmd(a: BenchArgs) -> Result<(), String> {
@@ -108,6 +190,7 @@ fn bench_cmd(a: BenchArgs) -> Result<(), String> {
             a.complete_min
         },
         progress: !a.json && runtime > 2.0 && std::io::stderr().is_terminal(),
+        socket: a.socket.clone(),
     };
     let mut reports = Vec::new();
     for m in methods {
@@ -146,6 +229,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {
         Command::Bench(a) => bench_cmd(a),
+        Command::Aios(a) => aios_cmd(a),
+        Command::Stat(a) => stat_cmd(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -82,6 +82,9 @@ impl UringMethod {
         let counter = &self.rings[issuer as usize].in_flight;
         for &i in handles {
             let op = self.build(core, i);
+            core.slot(i)
+                .executor
+                .store(Executor::Ring.encode(), Ordering::Relaxed);
             let in_flight = counter.fetch_add(1, Ordering::Relaxed);
             let punt = core.slot(i).flags().contains(HandleFlags::BUFFERED)
                 && in_flight >= INLINE_BUFFERED_MAX;

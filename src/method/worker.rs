@@ -15,6 +15,15 @@ use std::sync::Arc;
 struct Sink(Arc<Core>);
 
 impl CompletionSink for Sink {
+    fn prepare(&self, worker: u32, req: &mut dbaio_workers::Request) {
+        // Shown in the aios view while the worker executes it.
+        let s = self.0.slot(req.user_data as u32);
+        s.executor.store(
+            Executor::Worker(worker).encode(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
     fn complete(&self, worker: u32, user_data: u64, result: i32) {
         self.0
             .process_completion(user_data as u32, result, Executor::Worker(worker));

@@ -208,7 +208,7 @@ fn another_uid_is_refused() {
     assert!(out.contains("connect failed: Permission denied"), "{out}");
     // Opened up by mistake, the SO_PEERCRED check still refuses.
     std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let out = as_nobody(&sock);
+    let out = as_nobody(&sock).expect("it ran as uid 65534 a moment ago");
     assert!(
         out.contains("permission denied: peer uid 65534 is not the owner (uid 0)"),
         "{out}"

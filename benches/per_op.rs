@@ -1,5 +1,6 @@
 //! Criterion micro-benchmarks: the cost of one I/O through the handle API on each method,
-//! against the raw `pread` it wraps (page-cache hits, so the subsystem's own overhead shows).
+//! against the raw `pread` it wraps (page-cache hits, so the subsystem's own overhead shows),
+//! and the PostgreSQL page checksum's throughput.
 
 use criterion::Criterion;
 use dbaio::{Aio, IoBuf, IoMethodKind, OpenOptions, Settings};
@@ -35,8 +36,19 @@ fn per_op(c: &mut Criterion) {
     }
 }
 
+fn checksum(c: &mut Criterion) {
+    let page: Vec<u8> = (0..8192u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let mut g = c.benchmark_group("page");
+    g.throughput(criterion::Throughput::Bytes(8192));
+    g.bench_function("pg_checksum_page 8 KiB", |b| {
+        b.iter(|| dbaio::page::pg_checksum_page(std::hint::black_box(&page), 3))
+    });
+    g.finish();
+}
+
 fn main() {
     let mut c = Criterion::default().configure_from_args();
     per_op(&mut c);
+    checksum(&mut c);
     c.final_summary();
 }

@@ -34,6 +34,7 @@
 //! | `op.rs`, `result.rs`, `error.rs` | ops and flags; packed results; errors |
 //! | `callback.rs` | callback kinds and what they see |
 //! | `iobuf.rs` | owned aligned I/O memory |
+//! | `page.rs` | PostgreSQL page checksum and header verification |
 //! | `fault.rs` | fault injection at completion |
 //! | `view.rs` | the aios view and wait events: lock-free snapshots |
 //! | `stats.rs` | per-issuer, per-op counters and latency histograms |
@@ -55,6 +56,7 @@ mod iobuf;
 mod issuer;
 mod method;
 mod op;
+pub mod page;
 mod result;
 pub mod settings;
 mod shmem;

@@ -117,7 +117,7 @@ fn block_checksum(page: &[u8]) -> u32 {
 /// (numbered across a relation's segments). `page.len()` must be a multiple of 128.
 pub fn pg_checksum_page(page: &[u8], blkno: u32) -> u16 {
     assert!(
-        page.len().is_multiple_of(LANES * 4) && page.len() >= LANES * 4,
+        page.len() % (LANES * 4) == 0 && page.len() >= LANES * 4,
         "page size must be a multiple of 128 bytes"
     );
     let c = block_checksum(page) ^ blkno;

@@ -37,7 +37,9 @@ fn per_op(c: &mut Criterion) {
 }
 
 fn checksum(c: &mut Criterion) {
-    let page: Vec<u8> = (0..8192u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let page: Vec<u8> = (0..8192u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
     let mut g = c.benchmark_group("page");
     g.throughput(criterion::Throughput::Bytes(8192));
     g.bench_function("pg_checksum_page 8 KiB", |b| {

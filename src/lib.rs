@@ -35,6 +35,8 @@
 //! | `callback.rs` | callback kinds and what they see |
 //! | `iobuf.rs` | owned aligned I/O memory |
 //! | `page.rs` | PostgreSQL page checksum and header verification |
+//! | `pgdata.rs` | a stopped cluster's control file and relation files |
+//! | `verify.rs` | `dbaio verify`: pg_checksums --check at device speed |
 //! | `fault.rs` | fault injection at completion |
 //! | `view.rs` | the aios view and wait events: lock-free snapshots |
 //! | `stats.rs` | per-issuer, per-op counters and latency histograms |
@@ -57,11 +59,13 @@ mod issuer;
 mod method;
 mod op;
 pub mod page;
+pub mod pgdata;
 mod result;
 pub mod settings;
 mod shmem;
 mod stats;
 mod target;
+pub mod verify;
 mod view;
 
 pub use aio::{Aio, AioBuilder};

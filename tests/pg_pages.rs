@@ -4,10 +4,14 @@
 //! number, and corrupting any byte, or moving the page to another block number, is caught.
 //! Guards against: a checksum that agrees with itself but not with PostgreSQL.
 
-use dbaio::page::{pg_checksum_page, verify_page, PageCheck, PageHeader};
+use dbaio::page::{PageCheck, PageHeader, pg_checksum_page, verify_page};
 
 fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(format!("{}/tests/fixtures/pg18/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+    std::fs::read(format!(
+        "{}/tests/fixtures/pg18/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
 }
 
 const PAGES: &[(&str, u32)] = &[
@@ -25,7 +29,11 @@ fn real_pages_verify() {
         let p = fixture(name);
         let h = PageHeader::of(&p);
         assert!(!h.is_new(), "{name} is an initialised page");
-        assert_eq!(pg_checksum_page(&p, blk), h.checksum, "{name}: checksum as PostgreSQL computed it");
+        assert_eq!(
+            pg_checksum_page(&p, blk),
+            h.checksum,
+            "{name}: checksum as PostgreSQL computed it"
+        );
         assert_eq!(verify_page(&p, blk, true), PageCheck::Valid, "{name}");
     }
 }
@@ -40,11 +48,23 @@ fn corruption_is_caught() {
             let check = verify_page(&p, blk, true);
             if pos == 9 {
                 // The checksum field itself: the stored value no longer matches.
-                assert!(matches!(check, PageCheck::ChecksumFailure { .. }), "{name} byte {pos}: {check:?}");
+                assert!(
+                    matches!(check, PageCheck::ChecksumFailure { .. }),
+                    "{name} byte {pos}: {check:?}"
+                );
             } else {
-                assert!(!check.is_valid(), "{name}: flipping byte {pos} went unnoticed");
+                assert!(
+                    !check.is_valid(),
+                    "{name}: flipping byte {pos} went unnoticed"
+                );
             }
         }
-        assert!(matches!(verify_page(&good, blk + 1, true), PageCheck::ChecksumFailure { .. }), "{name} moved");
+        assert!(
+            matches!(
+                verify_page(&good, blk + 1, true),
+                PageCheck::ChecksumFailure { .. }
+            ),
+            "{name} moved"
+        );
     }
 }

@@ -20,6 +20,7 @@ mod one_handed_out;
 mod ops;
 mod short_read;
 mod shutdown;
+mod verify_cluster;
 mod view_paused;
 mod view_under_load;
 mod wait_from_other_thread;

@@ -255,6 +255,16 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
         };
         Ok((io, t0))
     };
+    // Starts the next I/O with `buf`, submitting every `batch` starts.
+    let mut restart = |buf: IoBuf, fresh: &mut Vec<_>, staged: &mut u32| -> Result<(), AioError> {
+        fresh.push(start_io(buf, &mut next_offset)?);
+        *staged += 1;
+        if *staged == opts.batch {
+            issuer.submit_staged();
+            *staged = 0;
+        }
+        Ok(())
+    };
     let mut fresh = Vec::with_capacity(depth);
     // Batch mode throughout: starts are submitted every `batch`, and the last partial group
     // goes to the kernel with the wait for completions (one system call under io_uring).
@@ -274,22 +284,12 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
             account(issuer.wait(io), t0, &mut free);
             if running {
                 let buf = free.pop().expect("a buffer was just returned");
-                fresh.push(start_io(buf, &mut next_offset)?);
-                staged += 1;
-                if staged == opts.batch {
-                    issuer.submit_staged();
-                    staged = 0;
-                }
+                restart(buf, &mut fresh, &mut staged)?;
             }
         }
         while running && !free.is_empty() {
             let buf = free.pop().expect("checked non-empty");
-            fresh.push(start_io(buf, &mut next_offset)?);
-            staged += 1;
-            if staged == opts.batch {
-                issuer.submit_staged();
-                staged = 0;
-            }
+            restart(buf, &mut fresh, &mut staged)?;
         }
         pending.append(&mut fresh);
         if pending.is_empty() {

@@ -247,15 +247,7 @@ impl Issuer {
         }
         let idx = self.base + oldest;
         let generation = self.aio.core.slot(idx).generation.load(Ordering::Relaxed);
-        let info = self.info();
-        info.begin_wait(
-            WaitEvent::AioHandleFree,
-            u64::from(idx),
-            self.aio.core.now_ns(),
-        );
-        let waited = self.aio.core.wait_done(&*self.aio.method, idx, generation);
-        info.end_wait();
-        waited?;
+        self.wait_as(WaitEvent::AioHandleFree, idx, generation)?;
         let mut l = self.local.borrow_mut();
         self.reclaim_locked(&mut l, oldest);
         Ok(())
@@ -347,15 +339,7 @@ impl Issuer {
         let idx = self.base + li;
         self.submit_if_staged(idx);
         if !self.aio.core.slot(idx).state().is_complete() {
-            let info = self.info();
-            info.begin_wait(
-                WaitEvent::AioIoCompletion,
-                u64::from(idx),
-                self.aio.core.now_ns(),
-            );
-            let waited = self.aio.core.wait_done(&*self.aio.method, idx, generation);
-            info.end_wait();
-            if let Err(e) = waited {
+            if let Err(e) = self.wait_as(WaitEvent::AioIoCompletion, idx, generation) {
                 unreachable!("a claimed handle is not recycled before it is redeemed: {e}");
             }
         }
@@ -469,16 +453,19 @@ impl Issuer {
             }
             let idx = self.base + target;
             let g = self.aio.core.slot(idx).generation.load(Ordering::Relaxed);
-            self.info().begin_wait(
-                WaitEvent::AioIoCompletion,
-                u64::from(idx),
-                self.aio.core.now_ns(),
-            );
-            let _ = self.aio.core.wait_done(&*self.aio.method, idx, g);
-            self.info().end_wait();
+            let _ = self.wait_as(WaitEvent::AioIoCompletion, idx, g);
         }
         self.reclaim_finished();
         drop(file);
+    }
+
+    /// Waits for I/O `(idx, generation)` with `event` published as this issuer's wait event.
+    fn wait_as(&self, event: WaitEvent, idx: u32, generation: u64) -> Result<(), AioError> {
+        let info = self.info();
+        info.begin_wait(event, u64::from(idx), self.aio.core.now_ns());
+        let waited = self.aio.core.wait_done(&*self.aio.method, idx, generation);
+        info.end_wait();
+        waited
     }
 
     /// This issuer's oldest in-flight, unfinished I/O on file slot `file` (NIL if none).
@@ -737,7 +724,7 @@ impl Drop for Issuer {
             }
             let idx = self.base + head;
             let g = self.aio.core.slot(idx).generation.load(Ordering::Relaxed);
-            let _ = self.aio.core.wait_done(&*self.aio.method, idx, g);
+            let _ = self.wait_as(WaitEvent::AioIoCompletion, idx, g);
             let mut l = self.local.borrow_mut();
             l.h[head as usize].claimed = false;
             self.reclaim_locked(&mut l, head);

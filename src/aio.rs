@@ -113,9 +113,12 @@ impl Aio {
 
     /// A builder, to register callback kinds before starting.
     pub fn builder(settings: Settings) -> AioBuilder {
+        let mut callbacks = CallbackRegistry::default();
+        // Built-in kinds come first (see bufpool::BUFFER_READV).
+        callbacks.kinds.push(Arc::new(crate::bufpool::BufferReadv));
         AioBuilder {
             settings,
-            callbacks: CallbackRegistry::default(),
+            callbacks,
         }
     }
 
@@ -203,6 +206,16 @@ impl Aio {
     /// Zeroes every issuer's statistics.
     pub fn reset_stats(&self) {
         self.inner.core.reset_stats()
+    }
+
+    /// Checks the buffer pool's mapping: every mapped buffer carries the tag it is mapped by,
+    /// and no buffer is mapped twice. Returns how many are mapped. (For tests and debugging.)
+    pub fn check_buffer_mapping(&self) -> Result<usize, String> {
+        self.inner
+            .core
+            .pool
+            .as_ref()
+            .map_or(Ok(0), |p| p.check_mapping())
     }
 
     /// Arms a fault-injection rule (tests).

@@ -15,7 +15,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-/// Identifies a registered callback kind (1..=63; 0 is the subsystem's base result).
+/// Identifies a registered callback kind (1..=63; 0 is the subsystem's base result, 1 the
+/// built-in buffer read).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CallbackId(pub(crate) u8);
 

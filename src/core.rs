@@ -3,6 +3,7 @@
 //! one. The methods hold an `Arc<Core>` (never the `Aio`), so there is no reference cycle
 //! between the subsystem and its worker threads. See `docs/design.md`, "Core".
 
+use crate::bufpool::BufferPool;
 use crate::callback::{CallbackRegistry, IoContext};
 use crate::error::AioError;
 use crate::fault::FaultInjector;
@@ -71,6 +72,8 @@ pub(crate) struct Core {
     pub files: FileTable,
     pub callbacks: CallbackRegistry,
     pub faults: FaultInjector,
+    /// The buffer pool (`buffer_pool_size` pages of `block_size`).
+    pub pool: Option<BufferPool>,
     pub epoch: Instant,
     pub shutting_down: AtomicBool,
 }
@@ -92,6 +95,8 @@ impl Core {
         let data_off = round_up(iovecs_off + iov_bytes, 64);
         let total = data_off + n_handles as usize * max_iov as usize * size_of::<AtomicU64>();
         let region = SharedRegion::new(total).map_err(AioError::Start)?;
+        let buffers = u32::try_from(settings.buffer_pool_size).unwrap_or(u32::MAX);
+        let block_size = settings.block_size as usize;
         let core = Core {
             issuers: (0..settings.max_issuers)
                 .map(|_| {
@@ -120,6 +125,7 @@ impl Core {
             max_iov,
             callbacks,
             faults: FaultInjector::default(),
+            pool: Some(BufferPool::new(buffers, block_size).map_err(AioError::Start)?),
             epoch: Instant::now(),
             shutting_down: AtomicBool::new(false),
         };

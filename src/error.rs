@@ -43,6 +43,11 @@ pub enum AioError {
         "all {0} I/O handles of this issuer hold results not yet taken\nHINT:  Wait on (or drop) an InFlight before starting another I/O, or raise io_max_concurrency."
     )]
     AllHandlesClaimed(u32),
+    /// Every buffer of the pool is pinned.
+    #[error(
+        "no unpinned buffers available\nHINT:  Raise buffer_pool_size, or hold fewer buffers pinned."
+    )]
+    NoUnpinnedBuffers,
     /// The subsystem is shutting down.
     #[error("the AIO subsystem is shut down")]
     ShutDown,

@@ -286,6 +286,36 @@ impl<'a> Handle<'a> {
         self.raw(Op::Writev, file, offset, iov)
     }
 
+    /// A raw read whose result comes back as an [`InFlight`] (for the buffer pool).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Handle::readv_raw`].
+    pub(crate) unsafe fn readv_raw_claimed(
+        self,
+        file: &File,
+        offset: u64,
+        iov: &[libc::iovec],
+    ) -> InFlight<'a> {
+        let (issuer, local) = (self.issuer, self.local);
+        std::mem::forget(self);
+        let def = Definition {
+            op: Op::Readv,
+            file: Some(file),
+            offset,
+            length: 0,
+            memory: IoMemory::None,
+            skip: 0,
+            raw_iov: Some(iov),
+        };
+        let generation = issuer.start(local, def, true);
+        InFlight {
+            issuer,
+            local,
+            generation,
+        }
+    }
+
     fn raw(
         self,
         op: Op,
@@ -501,5 +531,117 @@ impl Issuer {
             .map_err(|_| AioError::ApiViolation("path contains a NUL byte"))?;
         let io = self.acquire()?.unlink(c);
         Ok(self.wait(io).check()?)
+    }
+}
+
+/// A buffer-pool page holding a valid block, pinned: it cannot be evicted or read into while
+/// this value lives. Dropping it unpins.
+pub struct PinnedBuffer<'a> {
+    pub(crate) issuer: &'a Issuer,
+    pub(crate) buffer: u32,
+}
+
+impl PinnedBuffer<'_> {
+    /// The buffer's number in the pool.
+    pub fn buffer_id(&self) -> u32 {
+        self.buffer
+    }
+
+    /// The page.
+    pub fn page(&self) -> &[u8] {
+        let pool = self
+            .issuer
+            .aio
+            .core
+            .pool
+            .as_ref()
+            .expect("a pinned buffer comes from the pool");
+        // SAFETY: the buffer is pinned (no eviction, so the page is not reassigned) and VALID
+        // (no read is in progress into it, and one starts only on a buffer that is not valid);
+        // the region lives as long as the core this issuer holds.
+        unsafe { std::slice::from_raw_parts(pool.page_ptr(self.buffer), pool.page_size()) }
+    }
+}
+
+impl Drop for PinnedBuffer<'_> {
+    fn drop(&mut self) {
+        if let Some(pool) = self.issuer.aio.core.pool.as_ref() {
+            pool.unpin(self.buffer);
+        }
+    }
+}
+
+impl Issuer {
+    /// Reads block `block` of `file` through the buffer pool and returns it pinned. A block
+    /// already valid in the pool is a hit (no I/O); one being read by someone else is waited
+    /// for; one whose last read failed is read again by this caller.
+    pub fn read_block(&self, file: &File, block: u32) -> Result<PinnedBuffer<'_>, AioError> {
+        use crate::bufpool::{BUFFER_READV, Lookup, Tag};
+        let pool = self
+            .aio
+            .core
+            .pool
+            .as_ref()
+            .ok_or(AioError::NoUnpinnedBuffers)?;
+        let b = match pool
+            .lookup_or_assign(Tag {
+                file: file.slot,
+                block,
+            })
+            .ok_or(AioError::NoUnpinnedBuffers)?
+        {
+            Lookup::Found(b) | Lookup::Assigned(b) => b,
+        };
+        let pinned = PinnedBuffer {
+            issuer: self,
+            buffer: b,
+        };
+        loop {
+            let (valid, in_progress, _) = pool.flags(b);
+            if valid {
+                return Ok(pinned);
+            }
+            if in_progress {
+                // Someone's read is in flight: wait for it (our own staged I/O goes first).
+                match pool.io_ref(b) {
+                    Some(w) => self.wait_ref(w)?,
+                    None => std::thread::yield_now(),
+                }
+                continue;
+            }
+            if !pool.start_io(b) {
+                continue;
+            }
+            let mut h = match self.acquire() {
+                Ok(h) => h,
+                Err(e) => {
+                    pool.terminate_io(b, false);
+                    return Err(e);
+                }
+            };
+            let wref = h.wait_ref();
+            let defined = h
+                .set_handle_data(&[u64::from(b)])
+                .and_then(|h| h.add_callback(BUFFER_READV, 0))
+                .map(|h| {
+                    h.set_blocks(block, 1);
+                });
+            if let Err(e) = defined {
+                pool.terminate_io(b, false); // let the next reader try
+                return Err(e);
+            }
+            let iov = [libc::iovec {
+                iov_base: pool.page_ptr(b).cast(),
+                iov_len: pool.page_size(),
+            }];
+            // SAFETY: the buffer is pinned by us (not evicted, page not reassigned) and its
+            // IO_IN_PROGRESS bit is ours, so no one else reads into or uses the page until the
+            // completion callback clears it; the pool's region outlives the I/O.
+            let io = unsafe {
+                h.readv_raw_claimed(file, u64::from(block) * pool.page_size() as u64, &iov)
+            };
+            pool.set_io(b, wref);
+            self.wait(io).check()?;
+        }
     }
 }

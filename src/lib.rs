@@ -34,6 +34,7 @@
 //! | `op.rs`, `result.rs`, `error.rs` | ops and flags; packed results; errors |
 //! | `callback.rs` | callback kinds and what they see |
 //! | `iobuf.rs` | owned aligned I/O memory |
+//! | `bufpool.rs` | the buffer pool: pages, descriptors, mapping, clock sweep, buffer I/O |
 //! | `page.rs` | PostgreSQL page checksum and header verification |
 //! | `pgdata.rs` | a stopped cluster's control file and relation files |
 //! | `verify.rs` | `dbaio verify`: pg_checksums --check at device speed |
@@ -47,6 +48,7 @@
 
 mod aio;
 pub mod bench;
+mod bufpool;
 mod callback;
 mod core;
 mod error;
@@ -73,7 +75,7 @@ pub use callback::{CallbackId, HandleCallbacks, IoContext, MAX_CALLBACK_KINDS};
 pub use error::{AioError, IoError};
 pub use fault::{FaultAction, FaultRule};
 pub use handle::{Executor, HandleState, MAX_CALLBACKS, WaitRef};
-pub use io::{Completion, Handle, InFlight};
+pub use io::{Completion, Handle, InFlight, PinnedBuffer};
 pub use iobuf::{IO_ALIGN, IoBuf};
 pub use issuer::{Issuer, SUBMIT_BATCH_SIZE};
 pub use method::io_uring_available;

@@ -7,6 +7,7 @@ mod support;
 
 mod acquire_all_busy;
 mod batch_mode;
+mod buffer_pool;
 mod callbacks;
 mod close_file;
 mod cross_method_data;

@@ -1,0 +1,357 @@
+//! The buffer pool: fixed-size pages in a shared mapping, descriptors of atomics, a
+//! partitioned tag → buffer table, clock-sweep replacement, and PostgreSQL's buffer I/O rules
+//! (one I/O per buffer; a second reader waits on that I/O's wait reference; a failed I/O is
+//! taken over by the next reader). Reads complete through a built-in callback kind, so the
+//! buffer becomes valid in whichever thread completes the I/O. See `docs/design.md`,
+//! "Buffer pool".
+
+use crate::callback::{CallbackId, HandleCallbacks, IoContext};
+use crate::handle::WaitRef;
+use crate::result::{IoResult, Status};
+use crate::shmem::SharedRegion;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// The id of the built-in buffer-read callback (registered first).
+pub(crate) const BUFFER_READV: CallbackId = CallbackId(1);
+
+const REFCOUNT_MASK: u64 = (1 << 18) - 1;
+const USAGE_SHIFT: u32 = 18;
+const USAGE_MASK: u64 = 0xf << USAGE_SHIFT;
+const USAGE_MAX: u64 = 5;
+/// The page holds the block's current contents.
+const VALID: u64 = 1 << 22;
+/// An I/O on the buffer is in flight; its wait reference is in the descriptor.
+const IO_IN_PROGRESS: u64 = 1 << 23;
+/// The last I/O failed; the next reader retries it.
+const IO_ERROR: u64 = 1 << 24;
+/// The tag names a block.
+const TAG_VALID: u64 = 1 << 25;
+
+const PARTITIONS: usize = 128;
+
+/// A block of a file known to the subsystem.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Tag {
+    pub file: u32,
+    pub block: u32,
+}
+
+impl Tag {
+    fn pack(self) -> u64 {
+        (u64::from(self.file) << 32) | u64::from(self.block)
+    }
+    fn partition(self) -> usize {
+        (self.pack().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 57) as usize % PARTITIONS
+    }
+}
+
+struct Desc {
+    state: AtomicU64,
+    tag: AtomicU64,
+    io_index: AtomicU32,
+    io_generation: AtomicU64,
+}
+
+pub(crate) struct BufferPool {
+    pages: SharedRegion,
+    page_size: usize,
+    descs: Box<[Desc]>,
+    map: Box<[Mutex<HashMap<u64, u32>>]>,
+    hand: AtomicU32,
+}
+
+/// What looking a block up gave.
+pub(crate) enum Lookup {
+    /// Pinned; already in the pool (maybe still being read).
+    Found(u32),
+    /// Pinned; newly assigned to the tag; nobody has started reading it.
+    Assigned(u32),
+}
+
+impl BufferPool {
+    pub(crate) fn new(buffers: u32, page_size: usize) -> std::io::Result<BufferPool> {
+        let per_partition = (buffers as usize / PARTITIONS + 1) * 4;
+        Ok(BufferPool {
+            pages: SharedRegion::new(buffers as usize * page_size)?,
+            page_size,
+            descs: (0..buffers)
+                .map(|_| Desc {
+                    state: AtomicU64::new(0),
+                    tag: AtomicU64::new(0),
+                    io_index: AtomicU32::new(u32::MAX),
+                    io_generation: AtomicU64::new(0),
+                })
+                .collect(),
+            map: (0..PARTITIONS)
+                .map(|_| Mutex::new(HashMap::with_capacity(per_partition)))
+                .collect(),
+            hand: AtomicU32::new(0),
+        })
+    }
+
+    pub(crate) fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    /// The page memory of buffer `b`.
+    pub(crate) fn page_ptr(&self, b: u32) -> *mut u8 {
+        assert!((b as usize) < self.descs.len(), "buffer {b} out of range");
+        // SAFETY: b < buffers, and the region holds buffers × page_size bytes.
+        unsafe { self.pages.base().add(b as usize * self.page_size) }
+    }
+
+    /// Pins `b` (refcount + 1, usage count up to 5).
+    fn pin(&self, b: u32) {
+        let d = &self.descs[b as usize];
+        let mut s = d.state.load(Ordering::Relaxed);
+        loop {
+            let usage = ((s & USAGE_MASK) >> USAGE_SHIFT).min(USAGE_MAX - 1) + 1;
+            let new = ((s & !USAGE_MASK) | (usage << USAGE_SHIFT)) + 1;
+            assert!(
+                s & REFCOUNT_MASK < REFCOUNT_MASK,
+                "buffer {b} pinned too often"
+            );
+            match d
+                .state
+                .compare_exchange_weak(s, new, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(x) => s = x,
+            }
+        }
+    }
+
+    /// Drops one pin of `b`.
+    pub(crate) fn unpin(&self, b: u32) {
+        let old = self.descs[b as usize].state.fetch_sub(1, Ordering::AcqRel);
+        assert!(
+            old & REFCOUNT_MASK > 0,
+            "buffer {b} unpinned more often than pinned"
+        );
+    }
+
+    /// Finds (and pins) the buffer for `tag`, assigning an unpinned victim if it is not in the
+    /// pool. `None` when every buffer is pinned.
+    pub(crate) fn lookup_or_assign(&self, tag: Tag) -> Option<Lookup> {
+        let key = tag.pack();
+        let p = tag.partition();
+        loop {
+            {
+                let map = self.map[p].lock();
+                if let Some(&b) = map.get(&key) {
+                    self.pin(b); // under the partition lock: it cannot be evicted meanwhile
+                    return Some(Lookup::Found(b));
+                }
+            }
+            let v = self.victim()?;
+            let d = &self.descs[v as usize];
+            let old = (d.state.load(Ordering::Acquire) & TAG_VALID != 0)
+                .then(|| d.tag.load(Ordering::Relaxed));
+            let op = old.map_or(p, |o| {
+                Tag {
+                    file: (o >> 32) as u32,
+                    block: o as u32,
+                }
+                .partition()
+            });
+            // Both partitions, lower index first (one lock if they are the same).
+            let (mut new_map, mut old_map) = if p == op {
+                (self.map[p].lock(), None)
+            } else if p < op {
+                let a = self.map[p].lock();
+                (a, Some(self.map[op].lock()))
+            } else {
+                let b = self.map[op].lock();
+                (self.map[p].lock(), Some(b))
+            };
+            if let Some(&b) = new_map.get(&key) {
+                // Someone else brought the block in meanwhile: use theirs.
+                self.pin(b);
+                self.unpin(v);
+                return Some(Lookup::Found(b));
+            }
+            if !self.claim_victim(v) {
+                continue;
+            }
+            if let Some(o) = old {
+                match old_map.as_mut() {
+                    Some(m) => m.remove(&o),
+                    None => new_map.remove(&o),
+                };
+            }
+            self.retag(v, tag);
+            new_map.insert(key, v);
+            return Some(Lookup::Assigned(v));
+        }
+    }
+
+    /// With the partition locks held: is the victim still pinned only by us and idle? If not,
+    /// give it back (the caller retries).
+    fn claim_victim(&self, v: u32) -> bool {
+        let s = self.descs[v as usize].state.load(Ordering::Acquire);
+        if s & REFCOUNT_MASK == 1 && s & IO_IN_PROGRESS == 0 {
+            return true;
+        }
+        self.unpin(v);
+        false
+    }
+
+    fn retag(&self, v: u32, tag: Tag) {
+        let d = &self.descs[v as usize];
+        d.tag.store(tag.pack(), Ordering::Relaxed);
+        let mut s = d.state.load(Ordering::Relaxed);
+        loop {
+            let new = (s & !(VALID | IO_ERROR | USAGE_MASK)) | TAG_VALID | (1 << USAGE_SHIFT);
+            match d
+                .state
+                .compare_exchange_weak(s, new, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(x) => s = x,
+            }
+        }
+    }
+
+    /// Clock sweep: an unpinned, idle buffer with usage count 0, returned pinned.
+    fn victim(&self) -> Option<u32> {
+        let n = self.descs.len() as u32;
+        // Usage counts go down by one per pass, so 6 passes find one if any is unpinned.
+        for _ in 0..(n as u64 * (USAGE_MAX + 1) + 1) {
+            let b = self.hand.fetch_add(1, Ordering::Relaxed) % n;
+            let d = &self.descs[b as usize];
+            let s = d.state.load(Ordering::Relaxed);
+            if s & REFCOUNT_MASK != 0 || s & IO_IN_PROGRESS != 0 {
+                continue;
+            }
+            let new = if s & USAGE_MASK != 0 {
+                s - (1 << USAGE_SHIFT)
+            } else {
+                s + 1
+            };
+            if d.state
+                .compare_exchange(s, new, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+                && s & USAGE_MASK == 0
+            {
+                return Some(b);
+            }
+        }
+        None
+    }
+
+    /// The state of `b` now: (valid, io in progress, io error).
+    pub(crate) fn flags(&self, b: u32) -> (bool, bool, bool) {
+        let s = self.descs[b as usize].state.load(Ordering::Acquire);
+        (s & VALID != 0, s & IO_IN_PROGRESS != 0, s & IO_ERROR != 0)
+    }
+
+    /// StartBufferIO: claims the read of `b` if it is neither valid nor being read. Returns
+    /// false if someone else's I/O is in progress or the buffer is valid.
+    pub(crate) fn start_io(&self, b: u32) -> bool {
+        let d = &self.descs[b as usize];
+        let mut s = d.state.load(Ordering::Acquire);
+        loop {
+            if s & (VALID | IO_IN_PROGRESS) != 0 {
+                return false;
+            }
+            match d.state.compare_exchange_weak(
+                s,
+                (s | IO_IN_PROGRESS) & !IO_ERROR,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    // No reference until the I/O is started (published by `set_io`); a reader
+                    // that still sees an older one finds it finished and looks again.
+                    d.io_index.store(u32::MAX, Ordering::Release);
+                    return true;
+                }
+                Err(x) => s = x,
+            }
+        }
+    }
+
+    /// Publishes the wait reference of the I/O reading `b` once that I/O is started: a waiter
+    /// must never wait on a handle still being defined (PostgreSQL publishes it at staging).
+    pub(crate) fn set_io(&self, b: u32, wref: WaitRef) {
+        let d = &self.descs[b as usize];
+        d.io_generation.store(wref.generation, Ordering::Relaxed);
+        d.io_index.store(wref.index, Ordering::Release);
+    }
+
+    /// The wait reference of the I/O in progress on `b`, if any.
+    pub(crate) fn io_ref(&self, b: u32) -> Option<WaitRef> {
+        let d = &self.descs[b as usize];
+        if d.state.load(Ordering::Acquire) & IO_IN_PROGRESS == 0 {
+            return None;
+        }
+        let index = d.io_index.load(Ordering::Acquire);
+        (index != u32::MAX).then(|| WaitRef {
+            index,
+            generation: d.io_generation.load(Ordering::Relaxed),
+        })
+    }
+
+    /// TerminateBufferIO: the read of `b` finished, well or not.
+    pub(crate) fn terminate_io(&self, b: u32, ok: bool) {
+        let d = &self.descs[b as usize];
+        let mut s = d.state.load(Ordering::Relaxed);
+        loop {
+            let new = (s & !IO_IN_PROGRESS) | if ok { VALID } else { IO_ERROR };
+            match d
+                .state
+                .compare_exchange_weak(s, new, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(x) => s = x,
+            }
+        }
+    }
+
+    /// How many buffers each tag maps to, and buffers mapped twice (for tests).
+    pub(crate) fn check_mapping(&self) -> Result<usize, String> {
+        let mut seen = vec![false; self.descs.len()];
+        let mut n = 0;
+        for (p, m) in self.map.iter().enumerate() {
+            for (&key, &b) in m.lock().iter() {
+                let d = &self.descs[b as usize];
+                if std::mem::replace(&mut seen[b as usize], true) {
+                    return Err(format!("buffer {b} is mapped twice"));
+                }
+                if d.tag.load(Ordering::Relaxed) != key {
+                    return Err(format!("buffer {b} in partition {p} has another tag"));
+                }
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// The built-in completion of a buffer read: every buffer named in the handle data becomes
+/// VALID (a full page read) or IO_ERROR, and stops being in progress, in the completing thread.
+pub(crate) struct BufferReadv;
+
+impl HandleCallbacks for BufferReadv {
+    fn name(&self) -> &'static str {
+        "buffer-readv"
+    }
+    fn complete_shared(&self, io: &IoContext<'_>, prior: IoResult, _data: u8) -> IoResult {
+        let Some(pool) = io.core.pool.as_ref() else {
+            return prior;
+        };
+        let done_pages = if prior.status == Status::Error {
+            0
+        } else {
+            prior.result.max(0) as usize / pool.page_size()
+        };
+        let mut k = 0;
+        while let Some(b) = io.handle_data_at(k) {
+            pool.terminate_io(b as u32, k < done_pages);
+            k += 1;
+        }
+        prior
+    }
+}

@@ -1,0 +1,91 @@
+//! The buffer pool on every method: a second read of a block is a hit on the same buffer;
+//! two threads reading the same blocks at once both get the right bytes (one waits on the
+//! other's I/O); a read that failed is taken over by the next reader; eviction under pressure
+//! keeps pinned buffers intact; with every buffer pinned, a read fails clearly; no buffer is
+//! ever mapped twice. Guards against: lost wakeups on a buffer under I/O, double mapping,
+//! evicting a pinned page.
+
+use crate::support::*;
+use dbaio::{AioError, FaultAction, FaultRule, IoMethodKind, Op, OpenOptions};
+
+fn scenario(m: IoMethodKind) {
+    let d = dir();
+    let path = data_file(&d, "rel", 256 * 8192);
+    // 32 buffers of 8 KiB.
+    let aio = start_with(m, |s| s.buffer_pool_size = 32);
+    let me = aio.register_issuer("pool").unwrap();
+    let f = aio.open(&path, &OpenOptions::read().direct(true)).unwrap();
+
+    let a = me.read_block(&f, 3).unwrap();
+    assert_pattern(a.page(), 3 * 8192);
+    let again = me.read_block(&f, 3).unwrap();
+    assert_eq!(
+        again.buffer_id(),
+        a.buffer_id(),
+        "a hit maps to the same buffer"
+    );
+    drop((a, again));
+
+    // Two readers of the same blocks at once.
+    std::thread::scope(|s| {
+        for t in 0..2 {
+            let (aio, f) = (aio.clone(), f.clone());
+            s.spawn(move || {
+                let me = aio.register_issuer(&format!("reader{t}")).unwrap();
+                for round in 0..20u32 {
+                    for blk in (round * 7 % 200)..(round * 7 % 200 + 10) {
+                        let b = me.read_block(&f, blk).unwrap();
+                        assert_pattern(b.page(), u64::from(blk) * 8192);
+                    }
+                }
+            });
+        }
+    });
+    aio.check_buffer_mapping().unwrap();
+
+    // A failed read is reported, then taken over by the next reader.
+    aio.inject_fault(
+        FaultRule::new(FaultAction::Errno(libc::EIO))
+            .op(Op::Readv)
+            .on_file(&f)
+            .offsets(250 * 8192..250 * 8192 + 1)
+            .times(1),
+    );
+    let e = me.read_block(&f, 250).err().expect("the injected error");
+    let AioError::Io(io) = e else {
+        panic!("expected an I/O error, got {e}")
+    };
+    assert_eq!((io.errno, io.blocks), (libc::EIO, Some((250, 1))));
+    assert!(
+        io.to_string()
+            .starts_with("could not read block 250 in file"),
+        "{io}"
+    );
+    assert_pattern(me.read_block(&f, 250).unwrap().page(), 250 * 8192);
+
+    // Eviction under pressure with 20 pins held.
+    let held: Vec<_> = (100..120u32)
+        .map(|b| me.read_block(&f, b).unwrap())
+        .collect();
+    for blk in 0..240u32 {
+        let b = me.read_block(&f, blk).unwrap();
+        assert_pattern(b.page(), u64::from(blk) * 8192);
+    }
+    for (i, b) in held.iter().enumerate() {
+        assert_pattern(b.page(), (100 + i as u64) * 8192);
+    }
+    // Pin all 32: the 33rd has nowhere to go.
+    let more: Vec<_> = (200..212u32)
+        .map(|b| me.read_block(&f, b).unwrap())
+        .collect();
+    assert!(matches!(
+        me.read_block(&f, 0),
+        Err(AioError::NoUnpinnedBuffers)
+    ));
+    drop((held, more));
+    assert_pattern(me.read_block(&f, 0).unwrap().page(), 0);
+    let mapped = aio.check_buffer_mapping().unwrap();
+    assert!(mapped <= 32, "{mapped} buffers mapped in a pool of 32");
+}
+
+crate::for_every_method!(scenario);

@@ -365,3 +365,94 @@ pub fn table(reports: &[BenchReport]) -> String {
     }
     s
 }
+
+/// Figures of a buffer-pool hit run.
+#[derive(Clone, Debug, Serialize)]
+pub struct PoolHitReport {
+    /// Issuer threads.
+    pub issuers: u32,
+    /// Distinct blocks read (all resident).
+    pub blocks: u32,
+    /// Pins and unpins done (each a hit).
+    pub hits: u64,
+    /// Wall time.
+    pub seconds: f64,
+    /// Hits per second, all issuers together.
+    pub hits_per_sec: f64,
+    /// Whether each hit read its whole page.
+    pub touch_page: bool,
+}
+
+/// The buffer-pool hit workload: `blocks` blocks of `filename` are read into the pool once,
+/// then `issuers` threads each pin and unpin random resident blocks for `runtime`, reading one
+/// byte of each page, or all of it with `touch_page`. Measures whether hits serialise.
+pub fn pool_hit(
+    filename: &Path,
+    blocks: u32,
+    issuers: u32,
+    runtime: Duration,
+    touch_page: bool,
+) -> Result<PoolHitReport, AioError> {
+    let settings = Settings {
+        io_method: IoMethodKind::Sync,
+        buffer_pool_size: u64::from(blocks) * 2,
+        max_issuers: issuers + 1,
+        ..Settings::default()
+    };
+    let aio = Aio::start(settings)?;
+    let file = aio.open(filename, &OpenOptions::read())?;
+    {
+        let me = aio.register_issuer("warm")?;
+        for b in 0..blocks {
+            drop(me.read_block(&file, b)?);
+        }
+    }
+    let start = Instant::now();
+    let counts: Vec<Result<u64, AioError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..issuers)
+            .map(|t| {
+                let (aio, file) = (aio.clone(), file.clone());
+                s.spawn(move || -> Result<u64, AioError> {
+                    let me = aio.register_issuer(&format!("hit{t}"))?;
+                    let mut rng = Rng(0x9e37_79b9_7f4a_7c15
+                        ^ (u64::from(t) + 1).wrapping_mul(0xff51_afd7_ed55_8ccd));
+                    let (mut n, mut sum) = (0u64, 0u64);
+                    while start.elapsed() < runtime {
+                        for _ in 0..1024 {
+                            let b =
+                                me.read_block(&file, (rng.next() % u64::from(blocks)) as u32)?;
+                            let page = b.page();
+                            sum = if touch_page {
+                                page.chunks_exact(8).fold(sum, |a, w| {
+                                    a ^ u64::from_le_bytes(w.try_into().expect("8 bytes"))
+                                })
+                            } else {
+                                sum.wrapping_add(u64::from(page[100]))
+                            };
+                            n += 1;
+                        }
+                    }
+                    std::hint::black_box(sum);
+                    Ok(n)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("hit thread"))
+            .collect()
+    });
+    let seconds = start.elapsed().as_secs_f64();
+    let mut hits = 0;
+    for c in counts {
+        hits += c?;
+    }
+    Ok(PoolHitReport {
+        issuers,
+        blocks,
+        hits,
+        seconds,
+        hits_per_sec: hits as f64 / seconds,
+        touch_page,
+    })
+}

@@ -131,6 +131,15 @@ struct BenchArgs {
     /// Serve this run's aios view on a unix socket (see `dbaio aios --socket`).
     #[arg(long)]
     socket: Option<PathBuf>,
+    /// `io` (default) or `pool-hit`: buffer-pool hits from --issuers threads, all resident.
+    #[arg(long, default_value = "io")]
+    workload: String,
+    /// Issuer threads for --workload pool-hit.
+    #[arg(long, default_value_t = 1)]
+    issuers: u32,
+    /// With --workload pool-hit: read each pinned page whole (not just one byte).
+    #[arg(long)]
+    touch_page: bool,
 }
 
 fn aios_cmd(a: AiosArgs) -> Result<(), String> {
@@ -210,7 +219,37 @@ fn verify_cmd(a: VerifyArgs) -> Result<ExitCode, String> {
     })
 }
 
+fn pool_hit_cmd(a: &BenchArgs) -> Result<(), String> {
+    let temp = tempfile::tempdir().map_err(|e| format!("could not create a temp dir: {e}"))?;
+    let filename = a
+        .filename
+        .clone()
+        .unwrap_or_else(|| temp.path().join("dbaio-pool.dat"));
+    let blocks = 4096u32; // 32 MiB of 8 KiB pages
+    bench::prepare_file(&filename, u64::from(blocks) * 8192).map_err(|e| e.to_string())?;
+    let runtime = Duration::from_secs_f64(a.runtime.unwrap_or(3.0));
+    let r = bench::pool_hit(&filename, blocks, a.issuers.max(1), runtime, a.touch_page)
+        .map_err(|e| e.to_string())?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
+        );
+    } else {
+        println!(
+            "pool-hit: {} issuers, {} resident blocks, {:.0} hits/s ({} hits in {:.2} s)",
+            r.issuers, r.blocks, r.hits_per_sec, r.hits, r.seconds
+        );
+    }
+    Ok(())
+}
+
 fn bench_cmd(a: BenchArgs) -> Result<(), String> {
+    match a.workload.as_str() {
+        "io" => {}
+        "pool-hit" => return pool_hit_cmd(&a),
+        other => return Err(format!("unknown --workload \"{other}\" (io, pool-hit)")),
+    }
     let methods: Vec<IoMethodKind> = match &a.io_method {
         Some(m) => vec![m.parse().map_err(|e: dbaio::SettingsError| e.to_string())?],
         None => IoMethodKind::ALL.to_vec(),

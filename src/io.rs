@@ -604,7 +604,7 @@ impl Issuer {
             if in_progress {
                 // Someone's read is in flight: wait for it (our own staged I/O goes first).
                 match pool.io_ref(b) {
-                    Some(w) => self.wait_ref(w)?,
+                    Some(w) => self.wait_for_buffer_io(w)?,
                     None => std::thread::yield_now(),
                 }
                 continue;

@@ -459,6 +459,15 @@ impl Issuer {
         drop(file);
     }
 
+    /// Waits for another reader's I/O on a buffer (wait event `BufferIo`), after submitting
+    /// this issuer's staged I/Os so nobody waits on them.
+    pub(crate) fn wait_for_buffer_io(&self, wref: WaitRef) -> Result<(), AioError> {
+        self.submit_staged();
+        self.wait_as(WaitEvent::BufferIo, wref.index, wref.generation)?;
+        self.reclaim_finished();
+        Ok(())
+    }
+
     /// Waits for I/O `(idx, generation)` with `event` published as this issuer's wait event.
     fn wait_as(&self, event: WaitEvent, idx: u32, generation: u64) -> Result<(), AioError> {
         let info = self.info();

@@ -41,6 +41,8 @@ pub enum WaitEvent {
     DataFilePrefetch = 9,
     /// Executing an unlink itself.
     DataFileUnlink = 10,
+    /// Waiting for another reader's I/O on a buffer it wants (object: io_id).
+    BufferIo = 11,
 }
 
 impl WaitEvent {
@@ -70,6 +72,7 @@ impl WaitEvent {
             DataFileTruncate,
             DataFilePrefetch,
             DataFileUnlink,
+            BufferIo,
         ]
         .get(v as usize)
         .copied()
@@ -90,6 +93,7 @@ impl WaitEvent {
             WaitEvent::DataFileTruncate => "DataFileTruncate",
             WaitEvent::DataFilePrefetch => "DataFilePrefetch",
             WaitEvent::DataFileUnlink => "DataFileUnlink",
+            WaitEvent::BufferIo => "BufferIo",
         }
     }
 }

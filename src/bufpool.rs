@@ -273,8 +273,8 @@ impl BufferPool {
         }
     }
 
-    /// Publishes the wait reference of the I/O reading `b` once that I/O is started: a waiter
-    /// must never wait on a handle still being defined (PostgreSQL publishes it at staging).
+    /// Publishes the wait reference of the I/O reading `b`; called at staging, when the handle
+    /// is defined: a waiter must never wait on a handle still being handed out.
     pub(crate) fn set_io(&self, b: u32, wref: WaitRef) {
         let d = &self.descs[b as usize];
         d.io_generation.store(wref.generation, Ordering::Relaxed);
@@ -338,6 +338,20 @@ impl HandleCallbacks for BufferReadv {
     fn name(&self) -> &'static str {
         "buffer-readv"
     }
+    /// Publishes the I/O's wait reference on every buffer it reads, once the I/O is defined
+    /// and before it can execute (even synchronously), so other readers wait, not spin.
+    fn stage(&self, io: &IoContext<'_>, _data: u8) {
+        let Some(pool) = io.core.pool.as_ref() else {
+            return;
+        };
+        let wref = io.wait_ref();
+        let mut k = 0;
+        while let Some(b) = io.handle_data_at(k) {
+            pool.set_io(b as u32, wref);
+            k += 1;
+        }
+    }
+
     fn complete_shared(&self, io: &IoContext<'_>, prior: IoResult, _data: u8) -> IoResult {
         let Some(pool) = io.core.pool.as_ref() else {
             return prior;

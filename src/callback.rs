@@ -89,6 +89,18 @@ impl IoContext<'_> {
     pub fn io_id(&self) -> u32 {
         self.index
     }
+    /// The wait reference of this I/O (for publishing where other threads will wait on it).
+    pub fn wait_ref(&self) -> crate::WaitRef {
+        let generation = self
+            .core
+            .slot(self.index)
+            .generation
+            .load(Ordering::Relaxed);
+        crate::WaitRef {
+            index: self.index,
+            generation,
+        }
+    }
     /// The issuer slot that owns the handle.
     pub fn issuer_slot(&self) -> u32 {
         self.core.slot(self.index).owner.load(Ordering::Relaxed)

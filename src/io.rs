@@ -619,7 +619,6 @@ impl Issuer {
                     return Err(e);
                 }
             };
-            let wref = h.wait_ref();
             let defined = h
                 .set_handle_data(&[u64::from(b)])
                 .and_then(|h| h.add_callback(BUFFER_READV, 0))
@@ -636,11 +635,11 @@ impl Issuer {
             }];
             // SAFETY: the buffer is pinned by us (not evicted, page not reassigned) and its
             // IO_IN_PROGRESS bit is ours, so no one else reads into or uses the page until the
-            // completion callback clears it; the pool's region outlives the I/O.
+            // completion callback clears it; the pool's region outlives the I/O. The stage
+            // callback publishes the I/O's wait reference on the buffer.
             let io = unsafe {
                 h.readv_raw_claimed(file, u64::from(block) * pool.page_size() as u64, &iov)
             };
-            pool.set_io(b, wref);
             self.wait(io).check()?;
         }
     }

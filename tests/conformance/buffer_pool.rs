@@ -43,6 +43,53 @@ fn scenario(m: IoMethodKind) {
     });
     aio.check_buffer_mapping().unwrap();
 
+    // A second reader of a block under someone else's read waits for it (wait event BufferIo)
+    // and gets the page, whichever method executes the read.
+    aio.inject_fault(
+        FaultRule::new(FaultAction::Hold)
+            .on_file(&f)
+            .offsets(77 * 8192..77 * 8192 + 1)
+            .times(1),
+    );
+    struct Release(dbaio::Aio);
+    impl Drop for Release {
+        fn drop(&mut self) {
+            self.0.release_held();
+        }
+    }
+    let release = Release(aio.clone());
+    std::thread::scope(|s| {
+        let first = s.spawn(|| {
+            let me = aio.register_issuer("first").unwrap();
+            assert_pattern(me.read_block(&f, 77).unwrap().page(), 77 * 8192);
+        });
+        // Wait (no time limit) until the first read is parked mid-completion.
+        while !aio
+            .aios()
+            .iter()
+            .any(|r| r.issuer == "first" && r.state == "COMPLETED_IO")
+        {
+            assert!(!first.is_finished(), "the held read finished early");
+            std::thread::yield_now();
+        }
+        let second = s.spawn(|| {
+            let me = aio.register_issuer("second").unwrap();
+            assert_pattern(me.read_block(&f, 77).unwrap().page(), 77 * 8192);
+        });
+        while !aio
+            .waits()
+            .iter()
+            .any(|w| w.issuer == "second" && w.wait_event == "BufferIo")
+        {
+            assert!(
+                !second.is_finished(),
+                "the second reader did not wait for the first"
+            );
+            std::thread::yield_now();
+        }
+        drop(release);
+    });
+
     // A failed read is reported, then taken over by the next reader.
     aio.inject_fault(
         FaultRule::new(FaultAction::Errno(libc::EIO))

@@ -143,14 +143,39 @@ impl<'a> Handle<'a> {
         self
     }
 
-    fn start(self, def: Definition<'_>) -> InFlight<'a> {
+    /// Hands the handle to its issuer to start `def`; `claimed` says whether an `InFlight`
+    /// will redeem the result. Returns the I/O's generation.
+    fn launch(self, def: Definition<'_>, claimed: bool) -> u64 {
         let (issuer, local) = (self.issuer, self.local);
         std::mem::forget(self);
-        let generation = issuer.start(local, def, true);
+        issuer.start(local, def, claimed)
+    }
+
+    fn start(self, def: Definition<'_>) -> InFlight<'a> {
+        let (issuer, local) = (self.issuer, self.local);
+        let generation = self.launch(def, true);
         InFlight {
             issuer,
             local,
             generation,
+        }
+    }
+
+    /// An I/O on memory the caller manages (iovecs instead of owned buffers).
+    fn raw_definition<'f>(
+        op: Op,
+        file: &'f File,
+        offset: u64,
+        iov: &'f [libc::iovec],
+    ) -> Definition<'f> {
+        Definition {
+            op,
+            file: Some(file),
+            offset,
+            length: 0,
+            memory: IoMemory::None,
+            skip: 0,
+            raw_iov: Some(iov),
         }
     }
 
@@ -297,23 +322,7 @@ impl<'a> Handle<'a> {
         offset: u64,
         iov: &[libc::iovec],
     ) -> InFlight<'a> {
-        let (issuer, local) = (self.issuer, self.local);
-        std::mem::forget(self);
-        let def = Definition {
-            op: Op::Readv,
-            file: Some(file),
-            offset,
-            length: 0,
-            memory: IoMemory::None,
-            skip: 0,
-            raw_iov: Some(iov),
-        };
-        let generation = issuer.start(local, def, true);
-        InFlight {
-            issuer,
-            local,
-            generation,
-        }
+        self.start(Self::raw_definition(Op::Readv, file, offset, iov))
     }
 
     fn raw(
@@ -325,18 +334,7 @@ impl<'a> Handle<'a> {
     ) -> Result<WaitRef, AioError> {
         self.check_count(iov.len())?;
         let wref = self.wait_ref();
-        let (issuer, local) = (self.issuer, self.local);
-        std::mem::forget(self);
-        let def = Definition {
-            op,
-            file: Some(file),
-            offset,
-            length: 0,
-            memory: IoMemory::None,
-            skip: 0,
-            raw_iov: Some(iov),
-        };
-        issuer.start(local, def, false);
+        self.launch(Self::raw_definition(op, file, offset, iov), false);
         Ok(wref)
     }
 }

@@ -51,13 +51,7 @@ fn scenario(m: IoMethodKind) {
             .offsets(77 * 8192..77 * 8192 + 1)
             .times(1),
     );
-    struct Release(dbaio::Aio);
-    impl Drop for Release {
-        fn drop(&mut self) {
-            self.0.release_held();
-        }
-    }
-    let release = Release(aio.clone());
+    let release = ReleaseHeldOnDrop(aio.clone());
     std::thread::scope(|s| {
         let first = s.spawn(|| {
             let me = aio.register_issuer("first").unwrap();

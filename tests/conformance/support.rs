@@ -92,6 +92,16 @@ pub fn assert_pattern(buf: &[u8], offset: u64) {
     }
 }
 
+/// Lets completions parked by a `FaultAction::Hold` rule go on when dropped, so a failing
+/// assertion cannot leave the subsystem unable to shut down.
+pub struct ReleaseHeldOnDrop(pub Aio);
+
+impl Drop for ReleaseHeldOnDrop {
+    fn drop(&mut self) {
+        self.0.release_held();
+    }
+}
+
 /// Captures `tracing` output (warnings the subsystem logs) while `f` runs.
 pub fn capture_logs(f: impl FnOnce()) -> String {
     #[derive(Clone, Default)]

@@ -97,13 +97,7 @@ fn scenario(m: IoMethodKind) {
     // An I/O held mid-completion by a fault rule, and who waits for it.
     aio.inject_fault(FaultRule::new(FaultAction::Hold).on_file(&f).times(1));
     // Whatever happens below, let the held completion go so the subsystem can shut down.
-    struct Release(dbaio::Aio);
-    impl Drop for Release {
-        fn drop(&mut self) {
-            self.0.release_held();
-        }
-    }
-    let _release = Release(aio.clone());
+    let _release = ReleaseHeldOnDrop(aio.clone());
     let a2 = aio.clone();
     let (f2, tx) = (f.clone(), std::sync::mpsc::channel::<u32>());
     let t = std::thread::spawn(move || {

@@ -13,6 +13,7 @@ use crate::method::{self, IoMethod};
 use crate::settings::{IoMethodKind, Settings};
 use crate::stats::IssuerStatsRow;
 use crate::target::{File, OpenOptions};
+use crate::verifier::{PageVerifier, PgPageVerifier};
 use crate::view::{AioRow, WaitRow};
 use std::path::Path;
 use std::sync::Arc;
@@ -47,6 +48,7 @@ impl AioInner {
 pub struct AioBuilder {
     settings: Settings,
     callbacks: CallbackRegistry,
+    verifier: Arc<dyn PageVerifier>,
 }
 
 impl AioBuilder {
@@ -61,9 +63,21 @@ impl AioBuilder {
         Ok(CallbackId(self.callbacks.kinds.len() as u8))
     }
 
+    /// Sets the buffer pool's page verifier (default: PostgreSQL's `PageIsVerified` with data
+    /// checksums), run on every page an issuer reads with verification on (see
+    /// [`Issuer::set_page_verification`](crate::Issuer::set_page_verification)).
+    pub fn page_verifier(&mut self, v: impl PageVerifier) -> &mut Self {
+        self.verifier = Arc::new(v);
+        self
+    }
+
     /// Starts the subsystem.
     pub fn start(self) -> Result<Aio, AioError> {
-        let core = Arc::new(Core::new(self.settings.clone(), self.callbacks)?);
+        let core = Arc::new(Core::new(
+            self.settings.clone(),
+            self.callbacks,
+            self.verifier,
+        )?);
         let method = method::start(&self.settings, &core)?;
         let introspection = match &self.settings.introspection_socket {
             Some(path) => Some(Introspection::start(
@@ -119,6 +133,7 @@ impl Aio {
         AioBuilder {
             settings,
             callbacks,
+            verifier: Arc::new(PgPageVerifier { checksums: true }),
         }
     }
 

@@ -5,12 +5,14 @@
 //! buffer becomes valid in whichever thread completes the I/O. See `docs/design.md`,
 //! "Buffer pool".
 
-use crate::callback::{CallbackId, HandleCallbacks, IoContext};
+use crate::callback::{CallbackId, HandleCallbacks, IoContext, ReportTarget};
 use crate::handle::WaitRef;
 use crate::result::{IoResult, Status};
 use crate::shmem::SharedRegion;
+use crate::verifier::{PageVerdict, PageVerification, PageVerifier, ReadVerdicts};
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// The id of the built-in buffer-read callback (registered first).
@@ -60,6 +62,7 @@ pub(crate) struct BufferPool {
     descs: Box<[Desc]>,
     map: Box<[Mutex<HashMap<u64, u32>>]>,
     hand: AtomicU32,
+    verifier: Arc<dyn PageVerifier>,
 }
 
 /// What looking a block up gave.
@@ -70,11 +73,24 @@ pub(crate) enum Lookup {
     Assigned(u32),
 }
 
+impl Lookup {
+    pub(crate) fn buffer(self) -> u32 {
+        match self {
+            Lookup::Found(b) | Lookup::Assigned(b) => b,
+        }
+    }
+}
+
 impl BufferPool {
-    pub(crate) fn new(buffers: u32, page_size: usize) -> std::io::Result<BufferPool> {
+    pub(crate) fn new(
+        buffers: u32,
+        page_size: usize,
+        verifier: Arc<dyn PageVerifier>,
+    ) -> std::io::Result<BufferPool> {
         let per_partition = (buffers as usize / PARTITIONS + 1) * 4;
         Ok(BufferPool {
-            pages: SharedRegion::new(buffers as usize * page_size)?,
+            // Private until worker processes exist (they will need the shared variant).
+            pages: SharedRegion::new_pages(buffers as usize * page_size, true)?,
             page_size,
             descs: (0..buffers)
                 .map(|_| Desc {
@@ -88,7 +104,13 @@ impl BufferPool {
                 .map(|_| Mutex::new(HashMap::with_capacity(per_partition)))
                 .collect(),
             hand: AtomicU32::new(0),
+            verifier,
         })
+    }
+
+    /// Buffers in the pool.
+    pub(crate) fn buffers(&self) -> u32 {
+        self.descs.len() as u32
     }
 
     pub(crate) fn page_size(&self) -> usize {
@@ -352,20 +374,87 @@ impl HandleCallbacks for BufferReadv {
         }
     }
 
-    fn complete_shared(&self, io: &IoContext<'_>, prior: IoResult, _data: u8) -> IoResult {
+    /// Verifies each page read (with the mode the issuer captured in `data`), then marks
+    /// each buffer VALID or IO_ERROR. Buffers past a short read become IO_ERROR too, so the
+    /// next reader reads them again. Invalid pages make the result ERROR, or WARNING if they
+    /// were zeroed or only their checksum failed and that is ignored; the verdicts go into the
+    /// error data (see `verifier.rs`).
+    fn complete_shared(&self, io: &IoContext<'_>, prior: IoResult, data: u8) -> IoResult {
         let Some(pool) = io.core.pool.as_ref() else {
             return prior;
         };
+        let mode = PageVerification::from_byte(data);
         let done_pages = if prior.status == Status::Error {
             0
         } else {
             prior.result.max(0) as usize / pool.page_size()
         };
+        let first = match io.blocks() {
+            Some((first, _)) => io.segment_base() + first,
+            None => 0,
+        };
+        let mut v = ReadVerdicts::default();
         let mut k = 0;
         while let Some(b) = io.handle_data_at(k) {
-            pool.terminate_io(b as u32, k < done_pages);
+            let b = b as u32;
+            let mut ok = k < done_pages;
+            if ok && mode.verify {
+                let block = first + k as u32;
+                // SAFETY: the buffer is pinned by the reader and its IO_IN_PROGRESS bit is
+                // still set (cleared just below), so nobody else reads into or looks at the
+                // page; the read that filled it has completed.
+                let page =
+                    unsafe { std::slice::from_raw_parts_mut(pool.page_ptr(b), pool.page_size()) };
+                let verdict = pool.verifier.verify(page, block);
+                if verdict == PageVerdict::ChecksumFailure {
+                    v.checksum_failures += 1;
+                }
+                let keep = verdict == PageVerdict::Valid
+                    || (verdict == PageVerdict::ChecksumFailure && mode.ignore_checksum_failure);
+                if !keep {
+                    if v.invalid == 0 {
+                        v.first_offset = k as u32;
+                    }
+                    v.invalid += 1;
+                    if mode.zero_on_error {
+                        page.fill(0);
+                        v.zeroed_any = true;
+                    } else {
+                        ok = false;
+                    }
+                    tracing::debug!(block, ?verdict, "page verification failed");
+                } else if verdict == PageVerdict::ChecksumFailure {
+                    if !v.ignored_any && v.invalid == 0 {
+                        v.first_offset = k as u32;
+                    }
+                    v.ignored_any = true;
+                }
+            }
+            pool.terminate_io(b, ok);
             k += 1;
         }
-        prior
+        if v == ReadVerdicts::default() {
+            return prior;
+        }
+        let failed = v.invalid > 0 && !v.zeroed_any;
+        IoResult {
+            status: if failed {
+                Status::Error
+            } else {
+                Status::Warning
+            },
+            callback_id: BUFFER_READV.0,
+            error_data: v.encode(),
+            result: prior.result,
+        }
+    }
+
+    fn message(&self, result: &IoResult, target: &ReportTarget<'_>) -> Option<String> {
+        let v = ReadVerdicts::decode(result.error_data);
+        Some(v.message(target.relation, target.first_block, target.nblocks))
+    }
+
+    fn report(&self, result: &IoResult) -> String {
+        format!("{:?}", ReadVerdicts::decode(result.error_data))
     }
 }

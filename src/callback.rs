@@ -48,6 +48,14 @@ pub trait HandleCallbacks: Send + Sync + 'static {
         prior
     }
 
+    /// A whole message for a result this callback produced, replacing the `could not read …`
+    /// line of the [`IoError`](crate::IoError) (for messages that read like PostgreSQL's, such
+    /// as a page verification failure). `None` (the default) keeps that line and appends
+    /// [`report`](HandleCallbacks::report).
+    fn message(&self, _result: &IoResult, _target: &ReportTarget<'_>) -> Option<String> {
+        None
+    }
+
     /// Words for a result this callback produced (becomes [`IoError::detail`](crate::IoError)).
     fn report(&self, result: &IoResult) -> String {
         format!(
@@ -57,6 +65,17 @@ pub trait HandleCallbacks: Send + Sync + 'static {
             result.error_data
         )
     }
+}
+
+/// What a failed I/O covered, for [`HandleCallbacks::message`].
+#[derive(Clone, Copy, Debug)]
+pub struct ReportTarget<'a> {
+    /// The relation (a segment's path without its `.N` suffix), or the file's path.
+    pub relation: &'a str,
+    /// The first block, numbered across the relation's segments.
+    pub first_block: u32,
+    /// Blocks covered.
+    pub nblocks: u32,
 }
 
 /// What a callback may see of its I/O.
@@ -114,6 +133,16 @@ impl IoContext<'_> {
         let s = self.core.slot(self.index);
         let first = s.first_block.load(Ordering::Relaxed);
         (first != NO_BLOCK).then(|| (first, s.nblocks.load(Ordering::Relaxed)))
+    }
+    /// The relation-wide number of the target file's block 0 (see
+    /// [`OpenOptions::segment_base`](crate::OpenOptions::segment_base)).
+    pub fn segment_base(&self) -> u32 {
+        let file = self.core.slot(self.index).file.load(Ordering::Relaxed);
+        self.core
+            .files
+            .slots
+            .get(file as usize)
+            .map_or(0, |f| f.segment_base.load(Ordering::Relaxed))
     }
     /// The handle data set by the issuer.
     pub fn handle_data(&self) -> Vec<u64> {

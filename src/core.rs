@@ -14,12 +14,14 @@ use crate::settings::Settings;
 use crate::shmem::SharedRegion;
 use crate::stats::IssuerStats;
 use crate::target::FileTable;
+use crate::verifier::PageVerifier;
 use crate::view::WaitEvent;
 use crossbeam_utils::CachePadded;
 use dbaio_workers::Request;
 use dbaio_workers::futex;
 use parking_lot::Mutex;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -83,7 +85,11 @@ fn round_up(v: usize, a: usize) -> usize {
 }
 
 impl Core {
-    pub(crate) fn new(settings: Settings, callbacks: CallbackRegistry) -> Result<Core, AioError> {
+    pub(crate) fn new(
+        settings: Settings,
+        callbacks: CallbackRegistry,
+        verifier: Arc<dyn PageVerifier>,
+    ) -> Result<Core, AioError> {
         let per_issuer = settings.effective_io_max_concurrency();
         let n_handles = per_issuer
             .checked_mul(settings.max_issuers)
@@ -125,7 +131,7 @@ impl Core {
             max_iov,
             callbacks,
             faults: FaultInjector::default(),
-            pool: Some(BufferPool::new(buffers, block_size).map_err(AioError::Start)?),
+            pool: Some(BufferPool::new(buffers, block_size, verifier).map_err(AioError::Start)?),
             epoch: Instant::now(),
             shutting_down: AtomicBool::new(false),
         };

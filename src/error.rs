@@ -79,9 +79,15 @@ pub enum AioError {
         /// The OS error.
         source: std::io::Error,
     },
-    /// An I/O failed.
+    /// An I/O failed (boxed: an `IoError` carries its messages, and this enum stays small).
     #[error(transparent)]
-    Io(#[from] IoError),
+    Io(Box<IoError>),
+}
+
+impl From<IoError> for AioError {
+    fn from(e: IoError) -> AioError {
+        AioError::Io(Box::new(e))
+    }
 }
 
 /// A failed I/O: what, where, how much, and the OS error.
@@ -103,8 +109,13 @@ pub struct IoError {
     pub blocks: Option<(u32, u32)>,
     /// A callback's own message, when a callback (not the OS) failed the I/O.
     pub detail: Option<String>,
+    /// A callback's whole message, replacing the `could not read …` line (a page
+    /// verification failure reads `invalid page in block 3 of relation "…"`).
+    pub message: Option<Box<str>>,
     /// How to fix it, when known (e.g. O_DIRECT alignment).
     pub hint: Option<&'static str>,
+    /// Pages a verifier found invalid (0 for an OS error).
+    pub invalid_pages: u32,
 }
 
 impl std::error::Error for IoError {}
@@ -113,6 +124,11 @@ impl std::error::Error for IoError {}
 pub(crate) const DIRECT_HINT: &str = "O_DIRECT needs the offset, the length and the buffer address aligned to the device's logical block size (usually 512 or 4096 bytes).";
 
 impl IoError {
+    /// True if a page verifier found the data invalid (the read itself worked).
+    pub fn is_invalid_page(&self) -> bool {
+        self.invalid_pages > 0
+    }
+
     /// The OS error, if there was one.
     pub fn os_error(&self) -> Option<std::io::Error> {
         (self.errno > 0).then(|| std::io::Error::from_raw_os_error(self.errno))
@@ -136,6 +152,13 @@ impl IoError {
 impl fmt::Display for IoError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let p = self.path.display();
+        if let Some(m) = &self.message {
+            f.write_str(m)?;
+            if let Some(h) = self.hint {
+                write!(f, "\nHINT:  {h}")?;
+            }
+            return Ok(());
+        }
         match self.op {
             Op::Readv => write!(f, "could not read {}", self.where_())?,
             Op::Writev => write!(f, "could not write {}", self.where_())?,

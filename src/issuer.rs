@@ -111,6 +111,7 @@ pub struct Issuer {
     slot: u32,
     base: u32,
     local: RefCell<Local>,
+    pub(crate) verification: Cell<crate::verifier::PageVerification>,
     _not_sync: PhantomData<Cell<()>>,
 }
 
@@ -169,6 +170,7 @@ impl Issuer {
             slot,
             base: slot * n,
             local: RefCell::new(local),
+            verification: Cell::new(crate::verifier::PageVerification::OFF),
             _not_sync: PhantomData,
         })
     }
@@ -630,6 +632,16 @@ impl Issuer {
         let offset = s.offset.load(r);
         let length = s.length.load(r);
         let error = (result.status == Status::Error).then(|| self.io_error(idx, result));
+        if result.status == Status::Warning {
+            // A callback's warning (a zeroed page, an ignored checksum failure): said once,
+            // by the issuer, as PostgreSQL's WARNING.
+            tracing::warn!(
+                issuer = self.slot,
+                io_id = idx,
+                "{}",
+                self.io_error(idx, result)
+            );
+        }
         let latency = s.completed_ns.load(r).saturating_sub(s.staged_ns.load(r));
         let bytes = if op.transfers_data() {
             result.result.max(0) as u64
@@ -687,13 +699,32 @@ impl Issuer {
         let errno = result.errno().unwrap_or(0);
         let direct = file != NO_FILE && core.files.slots[file as usize].direct.load(r);
         let first = s.first_block.load(r);
-        let detail = (result.callback_id != 0)
-            .then(|| {
-                core.callbacks
-                    .get(result.callback_id)
-                    .map(|cb| cb.report(&result))
-            })
+        let nblocks = s.nblocks.load(r);
+        let cb = (result.callback_id != 0)
+            .then(|| core.callbacks.get(result.callback_id))
             .flatten();
+        let detail = cb.map(|cb| cb.report(&result));
+        let message = cb.and_then(|cb| {
+            let (relation, base) = core.files.relation(file);
+            let first = if first == crate::handle::NO_BLOCK {
+                0
+            } else {
+                first
+            };
+            cb.message(
+                &result,
+                &crate::callback::ReportTarget {
+                    relation: &relation,
+                    first_block: base + first,
+                    nblocks,
+                },
+            )
+        });
+        let invalid_pages = if result.callback_id == crate::bufpool::BUFFER_READV.0 {
+            crate::verifier::ReadVerdicts::decode(result.error_data).invalid
+        } else {
+            0
+        };
         IoError {
             op,
             path,
@@ -701,8 +732,10 @@ impl Issuer {
             length: s.length.load(r),
             transferred: s.raw_result.load(r).max(0) as u64,
             errno,
-            blocks: (first != crate::handle::NO_BLOCK).then(|| (first, s.nblocks.load(r))),
+            blocks: (first != crate::handle::NO_BLOCK).then_some((first, nblocks)),
             detail,
+            message: message.map(String::into_boxed_str),
+            invalid_pages,
             hint: (errno == libc::EINVAL && direct).then_some(DIRECT_HINT),
         }
     }

@@ -35,9 +35,14 @@
 //! | `callback.rs` | callback kinds and what they see |
 //! | `iobuf.rs` | owned aligned I/O memory |
 //! | `bufpool.rs` | the buffer pool: pages, descriptors, mapping, clock sweep, buffer I/O |
+//! | `bufread.rs` | reading blocks into the pool: one block, or a run as one readv |
+//! | `relation.rs` | a relation's segment files, by relation-wide block number |
+//! | `stream.rs` | read streams: look-ahead distance, combining, buffers in order |
 //! | `page.rs` | PostgreSQL page checksum and header verification |
+//! | `verifier.rs` | page verification at completion: trait, modes, PostgreSQL's messages |
 //! | `pgdata.rs` | a stopped cluster's control file and relation files |
 //! | `verify.rs` | `dbaio verify`: pg_checksums --check at device speed |
+//! | `prewarm.rs` | `dbaio prewarm`: relations into the pool through read streams |
 //! | `fault.rs` | fault injection at completion |
 //! | `view.rs` | the aios view and wait events: lock-free snapshots |
 //! | `stats.rs` | per-issuer, per-op counters and latency histograms |
@@ -49,6 +54,7 @@
 mod aio;
 pub mod bench;
 mod bufpool;
+mod bufread;
 mod callback;
 mod core;
 mod error;
@@ -62,26 +68,34 @@ mod method;
 mod op;
 pub mod page;
 pub mod pgdata;
+pub mod prewarm;
+mod relation;
 mod result;
 pub mod settings;
 mod shmem;
 mod stats;
+mod stream;
 mod target;
+mod verifier;
 pub mod verify;
 mod view;
 
 pub use aio::{Aio, AioBuilder};
-pub use callback::{CallbackId, HandleCallbacks, IoContext, MAX_CALLBACK_KINDS};
+pub use bufread::PinnedBuffer;
+pub use callback::{CallbackId, HandleCallbacks, IoContext, MAX_CALLBACK_KINDS, ReportTarget};
 pub use error::{AioError, IoError};
 pub use fault::{FaultAction, FaultRule};
 pub use handle::{Executor, HandleState, MAX_CALLBACKS, WaitRef};
-pub use io::{Completion, Handle, InFlight, PinnedBuffer};
+pub use io::{Completion, Handle, InFlight};
 pub use iobuf::{IO_ALIGN, IoBuf};
 pub use issuer::{Issuer, SUBMIT_BATCH_SIZE};
 pub use method::io_uring_available;
 pub use op::{HandleFlags, Op};
+pub use relation::{Relation, SEGMENT_BYTES, segment_path};
 pub use result::{IoResult, Status};
 pub use settings::{IoMethodKind, IoUringFallback, Settings, SettingsError};
 pub use stats::{ExecutorRow, IssuerStatsRow, LatencyRow, OpStatsRow};
+pub use stream::{ReadStream, ReadStreamOptions, ReadStreamStats, StreamBuffer, StreamError};
 pub use target::{File, OpenOptions};
+pub use verifier::{PageVerdict, PageVerification, PageVerifier, PgPageVerifier, ReadVerdicts};
 pub use view::{AioRow, WaitEvent, WaitRow};

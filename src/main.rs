@@ -33,6 +33,38 @@ enum Command {
     Stat(StatArgs),
     /// Check the data checksums of a stopped PostgreSQL cluster, like pg_checksums --check.
     Verify(VerifyArgs),
+    /// Read relations (their first segment; .1, .2 follow) into the buffer pool through a
+    /// read stream, like pg_prewarm(rel, 'buffer').
+    Prewarm(PrewarmArgs),
+}
+
+#[derive(clap::Args)]
+struct PrewarmArgs {
+    /// First segment of each relation (e.g. base/5/16403).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// io_method (default: io_uring if the kernel allows it, else worker).
+    #[arg(long)]
+    io_method: Option<String>,
+    /// Read with O_DIRECT (the default; --buffered reads through the page cache).
+    #[arg(long, overrides_with = "buffered")]
+    direct: bool,
+    /// Read through the kernel's page cache.
+    #[arg(long)]
+    buffered: bool,
+    /// Buffer pool size (8kB blocks or units: 512MB, 2GB). Default: room for every block,
+    /// at most half the memory.
+    #[arg(long, value_parser = bench::parse_size)]
+    buffer_pool: Option<u64>,
+    /// Verify every page (header and data checksum) as its read completes.
+    #[arg(long)]
+    verify_checksums: bool,
+    /// Any setting, as name=value (repeatable), e.g. -c maintenance_io_concurrency=32.
+    #[arg(short = 'c', value_name = "NAME=VALUE")]
+    set: Vec<String>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -180,6 +212,65 @@ fn stat_cmd(a: StatArgs) -> Result<(), String> {
         cli_view::fetch(&a.socket, "reset_stats")?;
     }
     Ok(())
+}
+
+fn prewarm_cmd(a: PrewarmArgs) -> Result<ExitCode, String> {
+    let mut settings = dbaio::Settings::default();
+    let method = match &a.io_method {
+        Some(m) => m.clone(),
+        None if dbaio::io_uring_available().is_ok() => "io_uring".into(),
+        None => "worker".into(),
+    };
+    settings
+        .set("io_method", &method)
+        .map_err(|e| e.to_string())?;
+    for kv in &a.set {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| format!("invalid setting \"{kv}\": expected NAME=VALUE"))?;
+        settings.set(k, v).map_err(|e| e.to_string())?;
+    }
+    settings.buffer_pool_size = match a.buffer_pool {
+        Some(bytes) => (bytes / u64::from(settings.block_size)).max(16),
+        None => 0,
+    };
+    let opts = dbaio::prewarm::PrewarmOptions {
+        files: a.files,
+        settings,
+        direct: !a.buffered,
+        verify_checksums: a.verify_checksums,
+    };
+    let r = dbaio::prewarm::run(&opts)?;
+    for e in &r.errors {
+        eprintln!("dbaio: ERROR:  {e}");
+    }
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
+        );
+    } else {
+        println!(
+            "prewarmed {} blocks ({} files, {:.1} MB) in {:.3} s: {:.1} MB/s, {} reads, io_method {}{}",
+            r.blocks,
+            r.files,
+            r.bytes as f64 / 1e6,
+            r.seconds,
+            r.bytes_per_sec / 1e6,
+            r.reads,
+            r.io_method,
+            if a.verify_checksums {
+                format!(", {} checksum failures", r.checksum_failures)
+            } else {
+                String::new()
+            }
+        );
+    }
+    Ok(if r.errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn verify_cmd(a: VerifyArgs) -> Result<ExitCode, String> {
@@ -331,6 +422,10 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench_cmd(a),
         Command::Aios(a) => aios_cmd(a),
         Command::Stat(a) => stat_cmd(a),
+        Command::Prewarm(a) => match prewarm_cmd(a) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
         Command::Verify(a) => match verify_cmd(a) {
             Ok(code) => return code,
             Err(e) => Err(e),

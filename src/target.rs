@@ -22,6 +22,8 @@ pub(crate) struct FileSlot {
     pub fd: AtomicI32,
     pub refs: AtomicU32,
     pub direct: AtomicBool,
+    /// The relation-wide number of the file's block 0 (a segment's first block; 0 otherwise).
+    pub segment_base: AtomicU32,
     pub path: RwLock<Option<Arc<Path>>>,
 }
 
@@ -37,6 +39,7 @@ impl FileTable {
                 fd: AtomicI32::new(-1),
                 refs: AtomicU32::new(0),
                 direct: AtomicBool::new(false),
+                segment_base: AtomicU32::new(0),
                 path: RwLock::new(None),
             })
             .collect();
@@ -44,6 +47,26 @@ impl FileTable {
             slots,
             free: Mutex::new((0..n).rev().collect()),
         }
+    }
+
+    /// The name messages give a block of file `slot`: the relation's path (a segment's path
+    /// without its `.N` suffix) and the relation-wide block number of the file's block 0.
+    pub(crate) fn relation(&self, slot: u32) -> (String, u32) {
+        let base = self
+            .slots
+            .get(slot as usize)
+            .map_or(0, |s| s.segment_base.load(Ordering::Relaxed));
+        let path = self.path(slot).display().to_string();
+        if base == 0 {
+            return (path, 0);
+        }
+        let name = match path.rsplit_once('.') {
+            Some((rel, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+                rel.to_string()
+            }
+            _ => path,
+        };
+        (name, base)
     }
 
     pub(crate) fn path(&self, slot: u32) -> Arc<Path> {
@@ -97,6 +120,10 @@ pub struct OpenOptions {
     pub truncate: bool,
     /// O_DIRECT; `None` takes the `direct_io` setting.
     pub direct: Option<bool>,
+    /// For a segment of a relation split into files (`16403`, `16403.1`, …): the
+    /// relation-wide number of the file's first block. Page checksums mix in that number, and
+    /// messages name the relation (the path without its `.N` suffix).
+    pub segment_base: u32,
 }
 
 impl OpenOptions {
@@ -120,6 +147,11 @@ impl OpenOptions {
     /// Truncates on open.
     pub fn truncate(mut self, on: bool) -> OpenOptions {
         self.truncate = on;
+        self
+    }
+    /// Marks the file as the segment of a relation whose first block is `first_block`.
+    pub fn segment_base(mut self, first_block: u32) -> OpenOptions {
+        self.segment_base = first_block;
         self
     }
 }
@@ -176,6 +208,7 @@ impl File {
         let s = &table.slots[slot as usize];
         *s.path.write() = Some(Arc::from(PathBuf::from(path)));
         s.direct.store(direct, Ordering::Relaxed);
+        s.segment_base.store(opts.segment_base, Ordering::Relaxed);
         s.refs.store(1, Ordering::Relaxed);
         s.fd.store(fd, Ordering::Release);
         aio.method.file_opened(slot, fd);
@@ -188,6 +221,13 @@ impl File {
     /// The path it was opened with.
     pub fn path(&self) -> Arc<Path> {
         self.aio.core.files.path(self.slot)
+    }
+
+    /// The relation-wide number of the file's block 0 ([`OpenOptions::segment_base`]).
+    pub fn segment_base(&self) -> u32 {
+        self.aio.core.files.slots[self.slot as usize]
+            .segment_base
+            .load(Ordering::Relaxed)
     }
 
     /// True if opened with O_DIRECT.

@@ -1,0 +1,231 @@
+//! Reading blocks through the buffer pool: [`Issuer::read_block`] for one block and
+//! `start_read_buffers` for a run of consecutive blocks as one vectored read (PostgreSQL's
+//! `StartReadBuffers` / `WaitReadBuffers`), which read streams use. Every buffer read carries
+//! the built-in `buffer-readv` callback with the issuer's [`PageVerification`] mode, so pages
+//! are verified and buffers become valid in whichever thread completes the I/O. See
+//! `docs/design.md`, "Buffer pool" and "Read streams".
+
+use crate::bufpool::{BUFFER_READV, BufferPool, Tag};
+use crate::error::AioError;
+use crate::io::InFlight;
+use crate::issuer::Issuer;
+use crate::settings::MAX_IO_COMBINE_LIMIT;
+use crate::target::File;
+use crate::verifier::PageVerification;
+
+/// A buffer-pool page holding a valid block, pinned: it cannot be evicted or read into while
+/// this value lives. Dropping it unpins.
+pub struct PinnedBuffer<'a> {
+    pub(crate) issuer: &'a Issuer,
+    pub(crate) buffer: u32,
+}
+
+impl PinnedBuffer<'_> {
+    /// The buffer's number in the pool.
+    pub fn buffer_id(&self) -> u32 {
+        self.buffer
+    }
+
+    /// The page.
+    pub fn page(&self) -> &[u8] {
+        let pool = self
+            .issuer
+            .pool()
+            .expect("a pinned buffer comes from the pool");
+        // SAFETY: the buffer is pinned (no eviction, so the page is not reassigned) and VALID
+        // (no read is in progress into it, and one starts only on a buffer that is not valid);
+        // the region lives as long as the core this issuer holds.
+        unsafe { std::slice::from_raw_parts(pool.page_ptr(self.buffer), pool.page_size()) }
+    }
+}
+
+impl Drop for PinnedBuffer<'_> {
+    fn drop(&mut self) {
+        if let Some(pool) = self.issuer.pool() {
+            pool.unpin(self.buffer);
+        }
+    }
+}
+
+/// What starting a read of a run of blocks did with its first block(s).
+pub(crate) enum StartedRead<'a> {
+    /// The first block is valid in the pool: no I/O (one buffer pinned).
+    Hit,
+    /// Another reader's I/O on the first block is in progress, or its last read failed (one
+    /// buffer pinned): finish it with `finish_buffer_read`.
+    Elsewhere,
+    /// This issuer's read of the pinned buffers, in block order.
+    Io(InFlight<'a>),
+}
+
+impl Issuer {
+    pub(crate) fn pool(&self) -> Option<&BufferPool> {
+        self.aio.core.pool.as_ref()
+    }
+
+    /// How this issuer's buffer reads verify their pages from now on (default: not at all).
+    /// The mode is captured into each read when it is defined.
+    pub fn set_page_verification(&self, v: PageVerification) {
+        self.verification.set(v);
+    }
+
+    /// The current page verification mode.
+    pub fn page_verification(&self) -> PageVerification {
+        self.verification.get()
+    }
+
+    /// Reads block `block` of `file` through the buffer pool and returns it pinned. A block
+    /// already valid in the pool is a hit (no I/O); one being read by someone else is waited
+    /// for; one whose last read failed is read again by this caller.
+    pub fn read_block(&self, file: &File, block: u32) -> Result<PinnedBuffer<'_>, AioError> {
+        let pool = self.pool().ok_or(AioError::NoUnpinnedBuffers)?;
+        let b = pool
+            .lookup_or_assign(Tag {
+                file: file.slot,
+                block,
+            })
+            .ok_or(AioError::NoUnpinnedBuffers)?
+            .buffer();
+        let pinned = PinnedBuffer {
+            issuer: self,
+            buffer: b,
+        };
+        self.finish_buffer_read(file, block, b)?;
+        Ok(pinned)
+    }
+
+    /// Makes pinned buffer `b` (block `block` of `file`) valid: waits for another reader's
+    /// I/O on it, or reads it (again) itself. Returns the read's error if it fails.
+    pub(crate) fn finish_buffer_read(
+        &self,
+        file: &File,
+        block: u32,
+        b: u32,
+    ) -> Result<(), AioError> {
+        let pool = self.pool().ok_or(AioError::NoUnpinnedBuffers)?;
+        loop {
+            let (valid, in_progress, _) = pool.flags(b);
+            if valid {
+                return Ok(());
+            }
+            if in_progress {
+                // Someone's read is in flight: wait for it (our own staged I/O goes first).
+                match pool.io_ref(b) {
+                    Some(w) => self.wait_for_buffer_io(w)?,
+                    None => std::thread::yield_now(),
+                }
+                continue;
+            }
+            if !pool.start_io(b) {
+                continue;
+            }
+            let io = self.start_claimed_read(pool, file, block, &[b])?;
+            self.wait(io).check()?;
+        }
+    }
+
+    /// Starts a read of up to `max` consecutive blocks from `first` of `file` (the caller keeps
+    /// runs inside one file). Pins the buffers into `out` (cleared first). Consecutive misses
+    /// become one vectored read, stopped at the first block that is valid or under I/O
+    /// elsewhere, and when the pool has no unpinned buffer left.
+    pub(crate) fn start_read_buffers(
+        &self,
+        file: &File,
+        first: u32,
+        max: u32,
+        out: &mut Vec<u32>,
+    ) -> Result<StartedRead<'_>, AioError> {
+        let pool = self.pool().ok_or(AioError::NoUnpinnedBuffers)?;
+        out.clear();
+        let tag = |block| Tag {
+            file: file.slot,
+            block,
+        };
+        let b0 = pool
+            .lookup_or_assign(tag(first))
+            .ok_or(AioError::NoUnpinnedBuffers)?
+            .buffer();
+        out.push(b0);
+        if pool.flags(b0).0 {
+            return Ok(StartedRead::Hit);
+        }
+        if !pool.start_io(b0) {
+            return Ok(if pool.flags(b0).0 {
+                StartedRead::Hit
+            } else {
+                StartedRead::Elsewhere
+            });
+        }
+        let max = max.min(self.aio.core.max_iov).min(MAX_IO_COMBINE_LIMIT);
+        for block in first + 1..first.saturating_add(max) {
+            let Some(found) = pool.lookup_or_assign(tag(block)) else {
+                break; // every buffer pinned: read what we have
+            };
+            let b = found.buffer();
+            if !pool.start_io(b) {
+                pool.unpin(b); // valid, or someone else's read: the next start takes it
+                break;
+            }
+            out.push(b);
+        }
+        match self.start_claimed_read(pool, file, first, out) {
+            Ok(io) => Ok(StartedRead::Io(io)),
+            Err(e) => {
+                for &b in out.iter() {
+                    pool.unpin(b);
+                }
+                out.clear();
+                Err(e)
+            }
+        }
+    }
+
+    /// Defines and starts the read of `bufs` (whose I/O this issuer has claimed with
+    /// `start_io`) from block `first` on. On failure the claims are given up, so the next
+    /// reader retries.
+    fn start_claimed_read(
+        &self,
+        pool: &BufferPool,
+        file: &File,
+        first: u32,
+        bufs: &[u32],
+    ) -> Result<InFlight<'_>, AioError> {
+        let give_up = |e| {
+            for &b in bufs {
+                pool.terminate_io(b, false);
+            }
+            e
+        };
+        let mut h = self.acquire().map_err(give_up)?;
+        let n = bufs.len();
+        let mut data = [0u64; MAX_IO_COMBINE_LIMIT as usize];
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; MAX_IO_COMBINE_LIMIT as usize];
+        for (k, &b) in bufs.iter().enumerate() {
+            data[k] = u64::from(b);
+            iov[k] = libc::iovec {
+                iov_base: pool.page_ptr(b).cast(),
+                iov_len: pool.page_size(),
+            };
+        }
+        let mode = self.verification.get().to_byte();
+        let defined = h
+            .set_handle_data(&data[..n])
+            .and_then(|h| h.add_callback(BUFFER_READV, mode))
+            .map(|h| {
+                h.set_blocks(first, n as u32);
+            });
+        if let Err(e) = defined {
+            return Err(give_up(e));
+        }
+        // SAFETY: every buffer is pinned by the caller (not evicted, page not reassigned) and
+        // its IO_IN_PROGRESS bit is ours, so no one else reads into or uses the pages until
+        // the completion callback clears it; the pool's region outlives the I/O. The stage
+        // callback publishes the I/O's wait reference on every buffer.
+        Ok(unsafe {
+            h.readv_raw_claimed(file, u64::from(first) * pool.page_size() as u64, &iov[..n])
+        })
+    }
+}

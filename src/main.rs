@@ -239,6 +239,7 @@ fn prewarm_cmd(a: PrewarmArgs) -> Result<ExitCode, String> {
         settings,
         direct: !a.buffered,
         verify_checksums: a.verify_checksums,
+        segment_blocks: 0,
     };
     let r = dbaio::prewarm::run(&opts)?;
     for e in &r.errors {

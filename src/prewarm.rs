@@ -24,6 +24,8 @@ pub struct PrewarmOptions {
     pub direct: bool,
     /// Verify every page (PostgreSQL's header checks and data checksum) as it completes.
     pub verify_checksums: bool,
+    /// Blocks per segment file (0: 1 GiB worth, PostgreSQL's default).
+    pub segment_blocks: u32,
 }
 
 /// What a prewarm did (`--json` fields).
@@ -95,7 +97,12 @@ pub fn run(opts: &PrewarmOptions) -> Result<PrewarmReport, String> {
     let open = OpenOptions::read().direct(opts.direct);
     let mut rels = Vec::new();
     for f in &opts.files {
-        rels.push(Relation::open(&aio, f, &open).map_err(|e| e.to_string())?);
+        let rel = if opts.segment_blocks > 0 {
+            Relation::open_with_segment_blocks(&aio, f, &open, opts.segment_blocks)
+        } else {
+            Relation::open(&aio, f, &open)
+        };
+        rels.push(rel.map_err(|e| e.to_string())?);
     }
     let mut r = PrewarmReport {
         io_method: aio.io_method().name().to_string(),

@@ -2,12 +2,14 @@
 //! number of combined reads in flight and hands back pinned, valid buffers in the caller's
 //! order (PostgreSQL's `read_stream.c`).
 //!
-//! Two distances, as PostgreSQL master rather than 18's single one: the *readahead* distance
-//! (blocks pinned ahead of the consumer) starts at 1, doubles whenever the consumer had to wait
-//! for a read, and decays by one per hit only when no read is in flight and after as many hits
-//! as the distance was — so a hit/miss/hit/miss pattern cannot trap it between 1 and 2. The
-//! *combine* limit (`io_combine_limit`) bounds each read; a read that could still grow is held
-//! while the consumer has other buffers to use. At most `max_ios` reads are in flight
+//! The *readahead distance* (blocks pinned ahead of the consumer) starts at 1 (or at the pin
+//! limit with [`ReadStreamOptions::full`]), doubles whenever the consumer reaches a block that
+//! needed a read, and decays by one per hit only when no read is in flight and only after
+//! `io_combine_limit` hits since the last block that needed a read. PostgreSQL 18 decrements on every hit, which traps a
+//! hit/miss/hit/miss pattern between 1 and 2; the hold-off and the idle rule (from
+//! PostgreSQL master) let the distance grow there. Reads combine consecutive blocks up to
+//! `io_combine_limit` within the distance; a read that could still grow is held while the
+//! consumer has other buffers to use. At most `max_ios` reads are in flight
 //! (`effective_io_concurrency`, or `maintenance_io_concurrency`). See `docs/design.md`,
 //! "Read streams".
 
@@ -275,11 +277,13 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
         if let Some(io) = head.io.take() {
             if !io.is_done() {
                 self.stats.waits += 1;
-                // The consumer caught up with the reads: look further ahead.
-                self.readahead = (self.readahead * 2).min(self.max_pinned);
-                self.holdoff = self.readahead;
-                self.stats.max_distance = self.stats.max_distance.max(self.readahead);
             }
+            // A block needed I/O: look further ahead (also when the read happened to be done
+            // already; with io_method = sync it always is, and the distance is what lets
+            // reads combine).
+            self.readahead = (self.readahead * 2).min(self.max_pinned);
+            self.holdoff = self.combine_limit;
+            self.stats.max_distance = self.stats.max_distance.max(self.readahead);
             let c = self.issuer.wait(io);
             self.ios_in_flight -= 1;
             let r = c.result();

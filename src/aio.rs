@@ -87,6 +87,9 @@ impl AioBuilder {
             )?),
             None => None,
         };
+        if let (Some(pool), true) = (core.pool.as_ref(), self.settings.buffer_pool_prefault) {
+            pool.start_prefault();
+        }
         Ok(Aio {
             inner: Arc::new(AioInner {
                 _introspection: introspection,

@@ -8,7 +8,7 @@
 use crate::callback::{CallbackId, HandleCallbacks, IoContext, ReportTarget};
 use crate::handle::WaitRef;
 use crate::result::{IoResult, Status};
-use crate::shmem::SharedRegion;
+use crate::shmem::{Prefault, SharedRegion};
 use crate::verifier::{PageVerdict, PageVerification, PageVerifier, ReadVerdicts};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -57,6 +57,8 @@ struct Desc {
 }
 
 pub(crate) struct BufferPool {
+    /// Declared before `pages`: fields drop in order, so it is joined before the unmap.
+    prefault: parking_lot::Mutex<Option<Prefault>>,
     pages: SharedRegion,
     page_size: usize,
     descs: Box<[Desc]>,
@@ -88,9 +90,11 @@ impl BufferPool {
         verifier: Arc<dyn PageVerifier>,
     ) -> std::io::Result<BufferPool> {
         let per_partition = (buffers as usize / PARTITIONS + 1) * 4;
+        // Private until worker processes exist (they will need the shared variant).
+        let pages = SharedRegion::new_pages(buffers as usize * page_size, true)?;
         Ok(BufferPool {
-            // Private until worker processes exist (they will need the shared variant).
-            pages: SharedRegion::new_pages(buffers as usize * page_size, true)?,
+            prefault: parking_lot::Mutex::new(None),
+            pages,
             page_size,
             descs: (0..buffers)
                 .map(|_| Desc {
@@ -106,6 +110,15 @@ impl BufferPool {
             hand: AtomicU32::new(0),
             verifier,
         })
+    }
+
+    /// Starts faulting the page memory in on a background thread (see `Prefault`); called once
+    /// the subsystem has started, so its own mappings are not queued behind the faults.
+    pub(crate) fn start_prefault(&self) {
+        let mut p = self.prefault.lock();
+        if p.is_none() {
+            *p = Some(Prefault::start(&self.pages));
+        }
     }
 
     /// Buffers in the pool.

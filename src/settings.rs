@@ -133,6 +133,9 @@ pub struct Settings {
     pub buffer_pool_size: u64,
     /// `direct_io`: open data files with O_DIRECT (default off).
     pub direct_io: bool,
+    /// `buffer_pool_prefault`: fault the pool's memory in on a background thread at start
+    /// (default on); off leaves it to the first reads (and the RSS grows as the pool fills).
+    pub buffer_pool_prefault: bool,
     /// `io_uring_fallback`: `error` (default), `worker` or `sync`.
     pub io_uring_fallback: IoUringFallback,
     /// `io_uring_registered_files`: register files with each ring (default on).
@@ -161,6 +164,7 @@ impl Default for Settings {
             block_size: 8192,
             buffer_pool_size: 16384,
             direct_io: false,
+            buffer_pool_prefault: true,
             io_uring_fallback: IoUringFallback::Error,
             io_uring_registered_files: true,
             io_worker_queue_size: 256,
@@ -196,6 +200,7 @@ pub const PARAMETERS: &[&str] = &[
     "block_size",
     "buffer_pool_size",
     "direct_io",
+    "buffer_pool_prefault",
     "io_uring_fallback",
     "io_uring_registered_files",
     "io_worker_queue_size",
@@ -374,6 +379,9 @@ impl Settings {
                     parse_int("buffer_pool_size", value, Unit::Blocks, bs, 16, 1 << 30)? as u64
             }
             "direct_io" => self.direct_io = parse_bool("direct_io", value)?,
+            "buffer_pool_prefault" => {
+                self.buffer_pool_prefault = parse_bool("buffer_pool_prefault", value)?
+            }
             "io_uring_fallback" => {
                 self.io_uring_fallback = parse_enum(
                     "io_uring_fallback",
@@ -503,7 +511,7 @@ impl Settings {
         format!(
             "io_method = {}\nio_workers = {}\nio_max_concurrency = {}\neffective_io_concurrency = {}\n\
              maintenance_io_concurrency = {}\nio_combine_limit = {}\nio_max_combine_limit = {}\n\
-             block_size = {}\nbuffer_pool_size = {}\ndirect_io = {}\nio_uring_fallback = {}\n\
+             block_size = {}\nbuffer_pool_size = {}\ndirect_io = {}\nbuffer_pool_prefault = {}\nio_uring_fallback = {}\n\
              io_uring_registered_files = {}\nio_worker_queue_size = {}\nmax_issuers = {}\nmax_files = {}\n\
              introspection_socket = '{}'\n",
             self.io_method,
@@ -516,6 +524,7 @@ impl Settings {
             self.block_size,
             self.buffer_pool_size,
             onoff(self.direct_io),
+            onoff(self.buffer_pool_prefault),
             fb,
             onoff(self.io_uring_registered_files),
             self.io_worker_queue_size,

@@ -7,6 +7,8 @@
 
 use std::io;
 use std::ptr::NonNull;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// An owned anonymous shared mapping, zero-filled at creation.
 pub(crate) struct SharedRegion {
@@ -99,5 +101,57 @@ impl Drop for SharedRegion {
         // SAFETY: ptr/len came from a successful mmap and nothing refers to the region any
         // more (its owner, the Core, is being dropped).
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// Faults a fresh region's pages in on a background thread, front to back, so the first
+/// reads into a new buffer pool (which the clock sweep hands out in the same order) find
+/// their pages present instead of faulting them in, one by one, inside the submitting
+/// thread's `io_uring_enter` or `preadv`. Stops early, and is joined, when dropped.
+pub(crate) struct Prefault {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Prefault {
+    /// Starts prefaulting `region`, which must outlive the returned value.
+    pub(crate) fn start(region: &SharedRegion) -> Prefault {
+        const CHUNK: usize = 16 << 20;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (base, len) = (region.base() as usize, region.len());
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("dbaio-prefault".into())
+            .spawn(move || {
+                let mut off = 0;
+                while off < len && !flag.load(Ordering::Relaxed) {
+                    let n = CHUNK.min(len - off);
+                    // SAFETY: the range lies in a mapping the owner keeps until this thread is
+                    // joined; MADV_POPULATE_WRITE only faults pages in (present pages, and any
+                    // data in them, are left as they are).
+                    let r = unsafe {
+                        libc::madvise(
+                            (base + off) as *mut libc::c_void,
+                            n,
+                            libc::MADV_POPULATE_WRITE,
+                        )
+                    };
+                    if r != 0 {
+                        break; // an old kernel (before 5.14): the reads fault pages in
+                    }
+                    off += n;
+                }
+            })
+            .ok();
+        Prefault { stop, thread }
+    }
+}
+
+impl Drop for Prefault {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }

@@ -10,10 +10,11 @@ use crate::handle::WaitRef;
 use crate::result::{IoResult, Status};
 use crate::shmem::{Prefault, SharedRegion};
 use crate::verifier::{PageVerdict, PageVerification, PageVerifier, ReadVerdicts};
+use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
 /// The id of the built-in buffer-read callback (registered first).
 pub(crate) const BUFFER_READV: CallbackId = CallbackId(1);
@@ -30,6 +31,14 @@ const IO_IN_PROGRESS: u64 = 1 << 23;
 const IO_ERROR: u64 = 1 << 24;
 /// The tag names a block.
 const TAG_VALID: u64 = 1 << 25;
+/// An evictor is checking the issuers' hit pins before retagging the buffer: a hit must not
+/// pin it (see `try_hit`).
+const RETAGGING: u64 = 1 << 26;
+
+/// Hit pins (see `try_hit`) one issuer holds at once; more pins use the shared count.
+pub(crate) const HIT_PINS: usize = 8;
+/// An empty hit-pin slot.
+const NO_BUFFER: u32 = u32::MAX;
 
 const PARTITIONS: usize = 128;
 
@@ -63,6 +72,14 @@ pub(crate) struct BufferPool {
     page_size: usize,
     descs: Box<[Desc]>,
     map: Box<[Mutex<HashMap<u64, u32>>]>,
+    /// A direct-mapped cache tag → buffer that hits read without locking. A hint only: every
+    /// use is validated against the descriptor, so a stale or torn entry costs a slow lookup.
+    hints: Box<[AtomicU32]>,
+    /// Per issuer slot: the buffers it pinned by a hit (`NO_BUFFER` when free). Written only by
+    /// that issuer; an evictor scans them before retagging a buffer.
+    hit_pins: Box<[CachePadded<[AtomicU32; HIT_PINS]>]>,
+    /// Issuer slots that ever took a hit pin: evictors scan only these.
+    hit_pin_slots: AtomicU32,
     hand: AtomicU32,
     verifier: Arc<dyn PageVerifier>,
 }
@@ -87,6 +104,7 @@ impl BufferPool {
     pub(crate) fn new(
         buffers: u32,
         page_size: usize,
+        issuers: u32,
         verifier: Arc<dyn PageVerifier>,
     ) -> std::io::Result<BufferPool> {
         let per_partition = (buffers as usize / PARTITIONS + 1) * 4;
@@ -107,6 +125,13 @@ impl BufferPool {
             map: (0..PARTITIONS)
                 .map(|_| Mutex::new(HashMap::with_capacity(per_partition)))
                 .collect(),
+            hints: (0..(buffers as usize * 2).next_power_of_two())
+                .map(|_| AtomicU32::new(NO_BUFFER))
+                .collect(),
+            hit_pins: (0..issuers)
+                .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU32::new(NO_BUFFER))))
+                .collect(),
+            hit_pin_slots: AtomicU32::new(0),
             hand: AtomicU32::new(0),
             verifier,
         })
@@ -172,7 +197,9 @@ impl BufferPool {
     pub(crate) fn lookup_or_assign(&self, tag: Tag) -> Option<Lookup> {
         let key = tag.pack();
         let p = tag.partition();
-        loop {
+        // A victim can be refused (pinned meanwhile, or hit-pinned, which the sweep does not
+        // see); give up after as many refusals as there are buffers.
+        for _ in 0..=self.descs.len() {
             {
                 let map = self.map[p].lock();
                 if let Some(&b) = map.get(&key) {
@@ -220,17 +247,96 @@ impl BufferPool {
             new_map.insert(key, v);
             return Some(Lookup::Assigned(v));
         }
+        None
     }
 
-    /// With the partition locks held: is the victim still pinned only by us and idle? If not,
-    /// give it back (the caller retries).
+    /// With the partition locks held: is the victim still pinned only by us, idle, and pinned
+    /// by no hit? Then it is marked RETAGGING (cleared by `retag`). If not, give it back (the
+    /// caller retries).
     fn claim_victim(&self, v: u32) -> bool {
-        let s = self.descs[v as usize].state.load(Ordering::Acquire);
-        if s & REFCOUNT_MASK == 1 && s & IO_IN_PROGRESS == 0 {
-            return true;
+        let d = &self.descs[v as usize];
+        let s = d.state.load(Ordering::Acquire);
+        if s & REFCOUNT_MASK == 1
+            && s & (IO_IN_PROGRESS | RETAGGING) == 0
+            && d.state
+                .compare_exchange(s, s | RETAGGING, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            // Dekker with `try_hit`: it publishes its pin, then reads the state; we publish
+            // RETAGGING, then read the pins. One of the two sees the other.
+            fence(Ordering::SeqCst);
+            if !self.hit_pinned(v) {
+                return true;
+            }
+            d.state.fetch_and(!RETAGGING, Ordering::AcqRel);
         }
         self.unpin(v);
         false
+    }
+
+    fn hit_pinned(&self, v: u32) -> bool {
+        let n = (self.hit_pin_slots.load(Ordering::SeqCst) as usize).min(self.hit_pins.len());
+        self.hit_pins[..n]
+            .iter()
+            .any(|pins| pins.iter().any(|p| p.load(Ordering::SeqCst) == v))
+    }
+
+    fn hint_slot(&self, tag: Tag) -> &AtomicU32 {
+        let h = tag.pack().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+        &self.hints[h as usize & (self.hints.len() - 1)]
+    }
+
+    /// Remembers that `tag` is in buffer `b`, for `try_hit`.
+    pub(crate) fn remember(&self, tag: Tag, b: u32) {
+        self.hint_slot(tag).store(b, Ordering::Relaxed);
+    }
+
+    /// The hit path: finds a VALID buffer for `tag` without taking a lock or writing a shared
+    /// cache line, and pins it in hit-pin slot `k` of `issuer` (which must be free). The pin is
+    /// a published hazard: an evictor that sees it leaves the buffer alone. `None` sends the
+    /// caller to `lookup_or_assign`.
+    pub(crate) fn try_hit(&self, tag: Tag, issuer: u32, k: usize) -> Option<u32> {
+        let b = self.hint_slot(tag).load(Ordering::Relaxed);
+        if b == NO_BUFFER {
+            return None;
+        }
+        let slots = self.hit_pins.get(issuer as usize)?;
+        if self.hit_pin_slots.load(Ordering::Relaxed) <= issuer {
+            self.hit_pin_slots.fetch_max(issuer + 1, Ordering::SeqCst);
+        }
+        slots[k].store(b, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        let d = &self.descs[b as usize];
+        let s = d.state.load(Ordering::Acquire);
+        let ok = s & (VALID | TAG_VALID | RETAGGING) == VALID | TAG_VALID
+            && d.tag.load(Ordering::Acquire) == tag.pack();
+        if !ok {
+            slots[k].store(NO_BUFFER, Ordering::Release);
+            return None;
+        }
+        if s & USAGE_MASK < USAGE_MAX << USAGE_SHIFT {
+            // Count the use for the clock sweep; hot buffers are at the maximum and skip this.
+            let _ = d.state.compare_exchange(
+                s,
+                s + (1 << USAGE_SHIFT),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+        Some(b)
+    }
+
+    /// A free hit-pin slot of `issuer`, if any.
+    pub(crate) fn free_hit_pin(&self, issuer: u32) -> Option<usize> {
+        self.hit_pins
+            .get(issuer as usize)?
+            .iter()
+            .position(|p| p.load(Ordering::Relaxed) == NO_BUFFER)
+    }
+
+    /// Drops hit pin `k` of `issuer`.
+    pub(crate) fn release_hit_pin(&self, issuer: u32, k: usize) {
+        self.hit_pins[issuer as usize][k].store(NO_BUFFER, Ordering::Release);
     }
 
     fn retag(&self, v: u32, tag: Tag) {
@@ -238,7 +344,8 @@ impl BufferPool {
         d.tag.store(tag.pack(), Ordering::Relaxed);
         let mut s = d.state.load(Ordering::Relaxed);
         loop {
-            let new = (s & !(VALID | IO_ERROR | USAGE_MASK)) | TAG_VALID | (1 << USAGE_SHIFT);
+            let new =
+                (s & !(VALID | IO_ERROR | USAGE_MASK | RETAGGING)) | TAG_VALID | (1 << USAGE_SHIFT);
             match d
                 .state
                 .compare_exchange_weak(s, new, Ordering::AcqRel, Ordering::Relaxed)

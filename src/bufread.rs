@@ -18,7 +18,12 @@ use crate::verifier::PageVerification;
 pub struct PinnedBuffer<'a> {
     pub(crate) issuer: &'a Issuer,
     pub(crate) buffer: u32,
+    /// The issuer's hit-pin slot holding the pin, or `SHARED_PIN` for the shared count.
+    pub(crate) hit_pin: u8,
 }
+
+/// `PinnedBuffer::hit_pin` of a pin in the buffer's shared count.
+pub(crate) const SHARED_PIN: u8 = u8::MAX;
 
 impl PinnedBuffer<'_> {
     /// The buffer's number in the pool.
@@ -42,7 +47,11 @@ impl PinnedBuffer<'_> {
 impl Drop for PinnedBuffer<'_> {
     fn drop(&mut self) {
         if let Some(pool) = self.issuer.pool() {
-            pool.unpin(self.buffer);
+            if self.hit_pin == SHARED_PIN {
+                pool.unpin(self.buffer);
+            } else {
+                pool.release_hit_pin(self.issuer.slot(), usize::from(self.hit_pin));
+            }
         }
     }
 }
@@ -79,18 +88,31 @@ impl Issuer {
     /// for; one whose last read failed is read again by this caller.
     pub fn read_block(&self, file: &File, block: u32) -> Result<PinnedBuffer<'_>, AioError> {
         let pool = self.pool().ok_or(AioError::NoUnpinnedBuffers)?;
+        let tag = Tag {
+            file: file.slot,
+            block,
+        };
+        // A hit takes no lock and writes no shared cache line (see BufferPool::try_hit).
+        if let Some(k) = pool.free_hit_pin(self.slot()) {
+            if let Some(b) = pool.try_hit(tag, self.slot(), k) {
+                return Ok(PinnedBuffer {
+                    issuer: self,
+                    buffer: b,
+                    hit_pin: k as u8,
+                });
+            }
+        }
         let b = pool
-            .lookup_or_assign(Tag {
-                file: file.slot,
-                block,
-            })
+            .lookup_or_assign(tag)
             .ok_or(AioError::NoUnpinnedBuffers)?
             .buffer();
         let pinned = PinnedBuffer {
             issuer: self,
             buffer: b,
+            hit_pin: SHARED_PIN,
         };
         self.finish_buffer_read(file, block, b)?;
+        pool.remember(tag, b);
         Ok(pinned)
     }
 

@@ -103,6 +103,8 @@ impl Core {
         let region = SharedRegion::new(total).map_err(AioError::Start)?;
         let buffers = u32::try_from(settings.buffer_pool_size).unwrap_or(u32::MAX);
         let block_size = settings.block_size as usize;
+        let pool = BufferPool::new(buffers, block_size, settings.max_issuers, verifier)
+            .map_err(AioError::Start)?;
         let core = Core {
             issuers: (0..settings.max_issuers)
                 .map(|_| {
@@ -131,7 +133,7 @@ impl Core {
             max_iov,
             callbacks,
             faults: FaultInjector::default(),
-            pool: Some(BufferPool::new(buffers, block_size, verifier).map_err(AioError::Start)?),
+            pool: Some(pool),
             epoch: Instant::now(),
             shutting_down: AtomicBool::new(false),
         };

@@ -13,7 +13,7 @@
 //! (`effective_io_concurrency`, or `maintenance_io_concurrency`). See `docs/design.md`,
 //! "Read streams".
 
-use crate::bufread::{PinnedBuffer, StartedRead};
+use crate::bufread::{PinnedBuffer, SHARED_PIN, StartedRead};
 use crate::error::{AioError, IoError};
 use crate::io::InFlight;
 use crate::issuer::Issuer;
@@ -229,6 +229,7 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
         let buf = PinnedBuffer {
             issuer: self.issuer,
             buffer: e.buffer,
+            hit_pin: SHARED_PIN,
         };
         let fail = |error: AioError| {
             Some(Err(StreamError {
@@ -254,6 +255,16 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
             if let Err(err) = self.issuer.finish_buffer_read(file, b, e.buffer) {
                 return fail(err);
             }
+        }
+        if let Some((file, b)) = self.rel.locate(e.block) {
+            // Later single-block reads of this block take the lock-free hit path.
+            pool.remember(
+                crate::bufpool::Tag {
+                    file: file.slot,
+                    block: b,
+                },
+                e.buffer,
+            );
         }
         Some(Ok(StreamBuffer {
             block: e.block,

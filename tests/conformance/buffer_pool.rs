@@ -2,7 +2,7 @@
 //! two threads reading the same blocks at once both get the right bytes (one waits on the
 //! other's I/O); a read that failed is taken over by the next reader; eviction under pressure
 //! keeps pinned buffers intact; with every buffer pinned, a read fails clearly; no buffer is
-//! ever mapped twice. Guards against: lost wakeups on a buffer under I/O, double mapping,
+//! ever mapped twice; lock-free hit pins hold against concurrent eviction. Guards against: lost wakeups on a buffer under I/O, double mapping,
 //! evicting a pinned page.
 
 use crate::support::*;
@@ -127,6 +127,34 @@ fn scenario(m: IoMethodKind) {
     assert_pattern(me.read_block(&f, 0).unwrap().page(), 0);
     let mapped = aio.check_buffer_mapping().unwrap();
     assert!(mapped <= 32, "{mapped} buffers mapped in a pool of 32");
+
+    // Lock-free hits against eviction: four threads each keep up to three pins (hits pin
+    // without a lock or a shared write) while their misses evict. A page that changed while
+    // pinned would mean a hit-pinned buffer was evicted and read into.
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let (aio, f) = (aio.clone(), f.clone());
+            s.spawn(move || {
+                let me = aio.register_issuer(&format!("hits{t}")).unwrap();
+                let mut held = std::collections::VecDeque::new();
+                let mut x = t + 1;
+                for _ in 0..3000 {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    let blk = ((x >> 33) % 48) as u32;
+                    let b = me.read_block(&f, blk).unwrap();
+                    assert_pattern(b.page(), u64::from(blk) * 8192);
+                    held.push_back((blk, b));
+                    if held.len() > 3 {
+                        let (blk, b) = held.pop_front().unwrap();
+                        assert_pattern(b.page(), u64::from(blk) * 8192);
+                    }
+                }
+            });
+        }
+    });
+    aio.check_buffer_mapping().unwrap();
 }
 
 crate::for_every_method!(scenario);

@@ -39,6 +39,10 @@ impl AioInner {
                     std::io::Error::last_os_error()
                 );
             }
+            // Buffers are tagged by file slot: forget this file's before the slot is reused.
+            if let Some(pool) = self.core.pool.as_ref() {
+                pool.drop_file_buffers(slot);
+            }
             self.core.files.free_slot(slot);
         }
     }

@@ -34,6 +34,8 @@ const TAG_VALID: u64 = 1 << 25;
 /// An evictor is checking the issuers' hit pins before retagging the buffer: a hit must not
 /// pin it (see `try_hit`).
 const RETAGGING: u64 = 1 << 26;
+/// The page failed its checksum when read and was kept (ignore-checksum-failure mode).
+const CHECKSUM_IGNORED: u64 = 1 << 27;
 
 /// Hit pins (see `try_hit`) one issuer holds at once; more pins use the shared count.
 pub(crate) const HIT_PINS: usize = 8;
@@ -344,8 +346,9 @@ impl BufferPool {
         d.tag.store(tag.pack(), Ordering::Relaxed);
         let mut s = d.state.load(Ordering::Relaxed);
         loop {
-            let new =
-                (s & !(VALID | IO_ERROR | USAGE_MASK | RETAGGING)) | TAG_VALID | (1 << USAGE_SHIFT);
+            let new = (s & !(VALID | IO_ERROR | USAGE_MASK | RETAGGING | CHECKSUM_IGNORED))
+                | TAG_VALID
+                | (1 << USAGE_SHIFT);
             match d
                 .state
                 .compare_exchange_weak(s, new, Ordering::AcqRel, Ordering::Relaxed)
@@ -400,7 +403,7 @@ impl BufferPool {
             }
             match d.state.compare_exchange_weak(
                 s,
-                (s | IO_IN_PROGRESS) & !IO_ERROR,
+                (s | IO_IN_PROGRESS) & !(IO_ERROR | CHECKSUM_IGNORED),
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
@@ -436,18 +439,64 @@ impl BufferPool {
         })
     }
 
+    /// True if `b`'s page failed its checksum when read and was kept anyway.
+    pub(crate) fn checksum_ignored(&self, b: u32) -> bool {
+        self.descs[b as usize].state.load(Ordering::Acquire) & CHECKSUM_IGNORED != 0
+    }
+
     /// TerminateBufferIO: the read of `b` finished, well or not.
     pub(crate) fn terminate_io(&self, b: u32, ok: bool) {
+        self.terminate_io_flagged(b, ok, false);
+    }
+
+    /// As `terminate_io`; `ignored`: the page is kept despite a checksum failure.
+    fn terminate_io_flagged(&self, b: u32, ok: bool, ignored: bool) {
         let d = &self.descs[b as usize];
+        let flag = if ignored { CHECKSUM_IGNORED } else { 0 };
         let mut s = d.state.load(Ordering::Relaxed);
         loop {
-            let new = (s & !IO_IN_PROGRESS) | if ok { VALID } else { IO_ERROR };
+            let new = (s & !IO_IN_PROGRESS) | flag | if ok { VALID } else { IO_ERROR };
             match d
                 .state
                 .compare_exchange_weak(s, new, Ordering::AcqRel, Ordering::Relaxed)
             {
                 Ok(_) => return,
                 Err(x) => s = x,
+            }
+        }
+    }
+
+    /// Forgets every buffer of file slot `file` (PostgreSQL's `DropRelationBuffers`): called
+    /// when the slot's last reference goes, before the slot can name another file. No I/O on
+    /// the file is in flight then. A buffer still pinned keeps its page for the pinner, but no
+    /// lookup finds it any more, and once unpinned it is free. A full scan of the descriptors.
+    pub(crate) fn drop_file_buffers(&self, file: u32) {
+        for (b, d) in self.descs.iter().enumerate() {
+            if d.state.load(Ordering::Acquire) & TAG_VALID == 0
+                || (d.tag.load(Ordering::Acquire) >> 32) as u32 != file
+            {
+                continue;
+            }
+            let key = d.tag.load(Ordering::Acquire);
+            let tag = Tag {
+                file,
+                block: key as u32,
+            };
+            let mut map = self.map[tag.partition()].lock();
+            // Under the partition lock the tag cannot change (retagging takes it too).
+            if map.get(&key) == Some(&(b as u32)) {
+                map.remove(&key);
+            }
+            let mut s = d.state.load(Ordering::Acquire);
+            while s & TAG_VALID != 0 && d.tag.load(Ordering::Acquire) == key {
+                let new = s & !(TAG_VALID | VALID | IO_ERROR | CHECKSUM_IGNORED | USAGE_MASK);
+                match d
+                    .state
+                    .compare_exchange_weak(s, new, Ordering::AcqRel, Ordering::Acquire)
+                {
+                    Ok(_) => break,
+                    Err(x) => s = x,
+                }
             }
         }
     }
@@ -518,6 +567,7 @@ impl HandleCallbacks for BufferReadv {
         while let Some(b) = io.handle_data_at(k) {
             let b = b as u32;
             let mut ok = k < done_pages;
+            let mut ignored = false;
             if ok && mode.verify {
                 let block = first + k as u32;
                 // SAFETY: the buffer is pinned by the reader and its IO_IN_PROGRESS bit is
@@ -548,9 +598,10 @@ impl HandleCallbacks for BufferReadv {
                         v.first_offset = k as u32;
                     }
                     v.ignored_any = true;
+                    ignored = true;
                 }
             }
-            pool.terminate_io(b, ok);
+            pool.terminate_io_flagged(b, ok, ignored);
             k += 1;
         }
         if v == ReadVerdicts::default() {

@@ -31,6 +31,14 @@ impl PinnedBuffer<'_> {
         self.buffer
     }
 
+    /// True if the page failed its checksum when it was read and was kept because the reader
+    /// ignores checksum failures ([`PageVerification::IGNORE_CHECKSUM_FAILURE`]).
+    pub fn checksum_failed(&self) -> bool {
+        self.issuer
+            .pool()
+            .is_some_and(|p| p.checksum_ignored(self.buffer))
+    }
+
     /// The page.
     pub fn page(&self) -> &[u8] {
         let pool = self

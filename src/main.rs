@@ -411,14 +411,20 @@ fn bench_cmd(a: BenchArgs) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // verify prints its findings as pg_checksums does; the pool's per-read warnings about the
+    // same pages would only repeat them.
+    let default_log = match cli.command {
+        Command::Verify(_) => "error",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("DBAIO_LOG")
-                .unwrap_or_else(|_| "warn".into()),
+                .unwrap_or_else(|_| default_log.into()),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let r = match cli.command {
         Command::Bench(a) => bench_cmd(a),
         Command::Aios(a) => aios_cmd(a),

@@ -72,6 +72,30 @@ impl Relation {
         })
     }
 
+    /// One file alone, read by its own block numbers (its `segment_base` in `opts` still
+    /// numbers its checksums): for tools that visit segment files one by one.
+    pub fn single(
+        aio: &Aio,
+        path: impl AsRef<Path>,
+        opts: &OpenOptions,
+    ) -> Result<Relation, AioError> {
+        let path = path.as_ref().to_path_buf();
+        let f = aio.open(&path, opts)?;
+        let bytes = f.len().map_err(|source| AioError::Open {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let nblocks =
+            (bytes / u64::from(aio.settings().block_size)).min(u64::from(u32::MAX)) as u32;
+        Ok(Relation {
+            path,
+            segments: vec![f],
+            segment_blocks: u32::MAX,
+            nblocks,
+            bytes,
+        })
+    }
+
     /// The first segment's path (the relation's name in messages).
     pub fn path(&self) -> &Path {
         &self.path

@@ -76,6 +76,10 @@ impl<'a> StreamBuffer<'a> {
     pub fn page(&self) -> &[u8] {
         self.buf.page()
     }
+    /// See [`PinnedBuffer::checksum_failed`].
+    pub fn checksum_failed(&self) -> bool {
+        self.buf.checksum_failed()
+    }
     /// The pinned buffer.
     pub fn into_pinned(self) -> PinnedBuffer<'a> {
         self.buf
@@ -203,6 +207,17 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
     /// The most reads this stream keeps in flight.
     pub fn max_ios(&self) -> u32 {
         self.max_ios
+    }
+
+    /// Starts the reads the distance allows now, without handing out a buffer: a caller
+    /// finishing one stream can get the next one's first reads going.
+    pub fn prefetch(&mut self) {
+        self.look_ahead();
+    }
+
+    /// True once every block named has been started (or found in the pool).
+    pub fn all_started(&self) -> bool {
+        self.ended && self.pending_n == 0 && self.unget.is_none()
     }
 
     /// What the stream did so far.

@@ -1,21 +1,24 @@
 //! `dbaio verify --pgdata DIR`: `pg_checksums --check` on a stopped cluster, at device speed.
-//! Each relation file is read in chunks of up to 16 blocks, `depth` reads in flight across
-//! files, and every page is verified by a completion callback in whichever thread completes
-//! the read (a worker, a ring reaper, the issuer). The findings, the summary lines and the exit
-//! status are `pg_checksums`'s. Read streams over a buffer pool (issue 4) will replace the
-//! chunk loop. See `docs/design.md`, "Page verification".
+//! Each segment file is read through a [`ReadStream`] into a small buffer pool, and every page
+//! is verified by the pool's read callback in whichever thread completes the read (a worker, a
+//! ring reaper, the issuer), with pg_checksums' test ([`ChecksumOnly`]) in the
+//! ignore-checksum-failure mode: a bad page is kept and flagged, and only flagged pages are
+//! looked at again for the finding. When a file's reads are all started, the next files'
+//! streams start theirs, so small files do not each cost a round trip. The findings, the
+//! summary lines and the exit status are `pg_checksums`'s. See `docs/design.md`, "Page
+//! verification".
 
 use crate::page::{PageHeader, pg_checksum_page};
-use crate::pgdata::{BLCKSZ, RELSEG_SIZE, RelFile, read_control, relation_files};
+use crate::pgdata::{BLCKSZ, RELSEG_SIZE, read_control, relation_files};
 use crate::{
-    Aio, CallbackId, HandleCallbacks, InFlight, IoBuf, IoContext, IoMethodKind, IoResult,
-    OpenOptions, Settings, Status,
+    Aio, IoMethodKind, OpenOptions, PageVerdict, PageVerification, PageVerifier, ReadStream,
+    ReadStreamOptions, Relation, Settings,
 };
 use serde::Serialize;
 use std::path::Path;
 
-/// Blocks per read.
-const CHUNK_BLOCKS: u64 = 16;
+/// Files whose streams exist at once (and descriptors open).
+const WINDOW: usize = 64;
 
 /// How to run.
 #[derive(Clone, Debug)]
@@ -78,53 +81,19 @@ impl Failure {
     }
 }
 
-/// Verifies every page of a completed read; sets bit i of error_data for a bad page i.
-/// Handle data word 0 is the relation-wide block number of the first page.
-struct ChecksumAtCompletion;
+/// pg_checksums' test of a page: a new page is skipped; any other must carry its checksum
+/// (block numbers count across segments). Unlike `PageIsVerified`, the header is not judged.
+pub struct ChecksumOnly;
 
-impl HandleCallbacks for ChecksumAtCompletion {
-    fn name(&self) -> &'static str {
-        "pg-checksum"
-    }
-    fn complete_shared(&self, io: &IoContext<'_>, prior: IoResult, _data: u8) -> IoResult {
-        if prior.status == Status::Error {
-            return prior;
-        }
-        let first = io.handle_data_at(0).unwrap_or(0) as u32;
-        let done = prior.result.max(0) as usize / BLCKSZ;
-        let bad = io.with_buffers(|bufs| {
-            let mut bad = 0u32;
-            let mut k = 0usize;
-            for buf in bufs {
-                for page in buf.chunks_exact(BLCKSZ) {
-                    if k >= done {
-                        break;
-                    }
-                    let h = PageHeader::of(page);
-                    if !h.is_new() && pg_checksum_page(page, first + k as u32) != h.checksum {
-                        bad |= 1 << k;
-                    }
-                    k += 1;
-                }
-            }
-            bad
-        });
-        if bad == 0 {
-            return prior;
-        }
-        IoResult {
-            status: Status::Warning,
-            callback_id: 0,
-            error_data: bad,
-            ..prior
+impl PageVerifier for ChecksumOnly {
+    fn verify(&self, page: &[u8], block: u32) -> PageVerdict {
+        let h = PageHeader::of(page);
+        if h.is_new() || pg_checksum_page(page, block) == h.checksum {
+            PageVerdict::Valid
+        } else {
+            PageVerdict::ChecksumFailure
         }
     }
-}
-
-struct Pending<'a> {
-    io: InFlight<'a>,
-    file: usize,
-    first_block: u32,
 }
 
 /// Checks the cluster at `pgdata`. `Err` is a fatal error (pg_checksums exits 1 on those too).
@@ -137,19 +106,23 @@ pub fn run(pgdata: &Path, opts: &VerifyOptions) -> Result<VerifyReport, String> 
         return Err("data checksums are not enabled in cluster".into());
     }
     let files = relation_files(pgdata)?;
+    let depth = opts.depth.clamp(1, 256);
     let settings = Settings {
         io_method: opts.io_method,
         io_workers: opts.io_workers,
-        io_max_concurrency: opts.depth.max(1) as i32,
+        // The current file's reads plus the next files' first ones.
+        io_max_concurrency: (depth * 4) as i32,
+        maintenance_io_concurrency: depth,
+        buffer_pool_size: 8192,
         max_issuers: 2,
+        max_files: WINDOW as u32 + 8,
         ..Settings::default()
     };
     let mut b = Aio::builder(settings);
-    let cb: CallbackId = b
-        .callback(ChecksumAtCompletion)
-        .map_err(|e| e.to_string())?;
+    b.page_verifier(ChecksumOnly);
     let aio = b.start().map_err(|e| e.to_string())?;
     let me = aio.register_issuer("verify").map_err(|e| e.to_string())?;
+    me.set_page_verification(PageVerification::IGNORE_CHECKSUM_FAILURE);
     let mut report = VerifyReport {
         files_scanned: 0,
         blocks_scanned: 0,
@@ -157,92 +130,57 @@ pub fn run(pgdata: &Path, opts: &VerifyOptions) -> Result<VerifyReport, String> 
         data_checksum_version: control.data_checksum_version,
         failures: Vec::new(),
     };
-    let mut open: Vec<Option<crate::File>> = (0..files.len()).map(|_| None).collect();
-    let mut pending: Vec<Pending<'_>> = Vec::new();
-    let (mut next_file, mut next_off) = (0usize, 0u64);
-    loop {
-        // Fill the pipeline.
-        while pending.len() < opts.depth as usize && next_file < files.len() {
-            let rf: &RelFile = &files[next_file];
-            if open[next_file].is_none() {
-                let f = aio
-                    .open(&rf.path, &OpenOptions::read().direct(opts.direct))
-                    .map_err(|e| e.to_string())?;
-                report.files_scanned += 1;
-                open[next_file] = Some(f);
-            }
-            if next_off >= rf.size {
-                open[next_file] = None;
-                next_file += 1;
-                next_off = 0;
-                continue;
-            }
-            let len = (rf.size - next_off).min(CHUNK_BLOCKS * BLCKSZ as u64);
-            let aligned = len.div_ceil(4096) * 4096;
-            let first_block = (next_off / BLCKSZ as u64) as u32;
-            let mut h = me.acquire().map_err(|e| e.to_string())?;
-            h.set_handle_data(&[u64::from(first_block + rf.segno * RELSEG_SIZE)])
-                .map_err(|e| e.to_string())?;
-            h.add_callback(cb, 0).map_err(|e| e.to_string())?;
-            let file = open[next_file].as_ref().expect("opened above");
-            let io = h.read(file, next_off, IoBuf::new(aligned as usize));
-            pending.push(Pending {
-                io,
-                file: next_file,
-                first_block,
-            });
-            next_off += len;
+    let stream_opts = ReadStreamOptions {
+        maintenance: true,
+        full: true,
+        ..ReadStreamOptions::default()
+    };
+    for chunk in files.chunks(WINDOW) {
+        let mut rels = Vec::with_capacity(chunk.len());
+        for rf in chunk {
+            let open = OpenOptions::read()
+                .direct(opts.direct)
+                .segment_base(rf.segno * RELSEG_SIZE);
+            rels.push(Relation::single(&aio, &rf.path, &open).map_err(|e| e.to_string())?);
         }
-        if pending.is_empty() {
-            break;
-        }
-        me.wait_for_completions(1);
-        let mut k = 0;
-        while k < pending.len() {
-            if !pending[k].io.is_done() {
-                k += 1;
-                continue;
-            }
-            let p = pending.swap_remove(k);
-            let c = me.wait(p.io);
-            let rf = &files[p.file];
+        let mut streams: Vec<_> = rels
+            .iter()
+            .map(|r| ReadStream::new(&me, r, 0..r.nblocks(), stream_opts))
+            .collect();
+        for (i, rf) in chunk.iter().enumerate() {
             let name = rf.path.display().to_string();
-            if let Err(e) = c.check() {
-                return Err(format!(
-                    "could not read block {} in file \"{name}\": {}",
-                    p.first_block,
-                    e.os_error()
-                        .map(|e| e.to_string())
-                        .unwrap_or_else(|| e.to_string())
-                ));
-            }
-            let want = (rf.size - u64::from(p.first_block) * BLCKSZ as u64)
-                .min(CHUNK_BLOCKS * BLCKSZ as u64);
-            let got = (c.bytes() as u64).min(want);
-            if got % BLCKSZ as u64 != 0 || got < want {
-                let blk = p.first_block + (got / BLCKSZ as u64) as u32;
-                return Err(format!(
-                    "could not read block {blk} in file \"{name}\": read {} of {BLCKSZ}",
-                    got % BLCKSZ as u64
-                ));
-            }
-            report.blocks_scanned += got / BLCKSZ as u64;
-            let r = c.result();
-            if r.status == Status::Warning {
-                let buf = c.into_buf();
-                for i in 0..(got / BLCKSZ as u64) as usize {
-                    if r.error_data & (1 << i) != 0 {
-                        let page = &buf[i * BLCKSZ..(i + 1) * BLCKSZ];
-                        let block = p.first_block + i as u32;
-                        let calculated = pg_checksum_page(page, block + rf.segno * RELSEG_SIZE);
-                        report.failures.push(Failure {
-                            file: name.clone(),
-                            block,
-                            calculated,
-                            found: PageHeader::of(page).checksum,
-                        });
-                    }
+            let (cur, next) = streams[i..].split_first_mut().expect("one stream per file");
+            while let Some(buf) = cur.next_buffer() {
+                let buf = buf.map_err(|e| {
+                    let why = match &e.error {
+                        crate::AioError::Io(io) => io
+                            .os_error()
+                            .map_or_else(|| io.to_string(), |o| o.to_string()),
+                        other => other.to_string(),
+                    };
+                    format!("could not read block {} in file \"{name}\": {why}", e.block)
+                })?;
+                if buf.checksum_failed() {
+                    let page = buf.page();
+                    report.failures.push(Failure {
+                        file: name.clone(),
+                        block: buf.block(),
+                        calculated: pg_checksum_page(page, rf.segno * RELSEG_SIZE + buf.block()),
+                        found: PageHeader::of(page).checksum,
+                    });
                 }
+                if cur.all_started() {
+                    start_next(cur.ios_in_flight(), depth, next);
+                }
+            }
+            report.files_scanned += 1;
+            report.blocks_scanned += cur.stats().blocks;
+            let tail = rf.size % BLCKSZ as u64;
+            if tail != 0 {
+                return Err(format!(
+                    "could not read block {} in file \"{name}\": read {tail} of {BLCKSZ}",
+                    rf.size / BLCKSZ as u64
+                ));
             }
         }
     }
@@ -251,4 +189,19 @@ pub fn run(pgdata: &Path, opts: &VerifyOptions) -> Result<VerifyReport, String> 
         .sort_by(|a, b| (&a.file, a.block).cmp(&(&b.file, b.block)));
     report.bad_checksums = report.failures.len() as u64;
     Ok(report)
+}
+
+/// With `in_flight` reads of the current file left, starts the following files' reads while
+/// fewer than `depth` are in flight.
+fn start_next<I: Iterator<Item = u32>>(in_flight: u32, depth: u32, next: &mut [ReadStream<'_, I>]) {
+    let mut total = in_flight;
+    for s in next {
+        if total >= depth {
+            return;
+        }
+        if !s.all_started() {
+            s.prefetch();
+        }
+        total += s.ios_in_flight();
+    }
 }

@@ -128,6 +128,34 @@ fn scenario(m: IoMethodKind) {
     let mapped = aio.check_buffer_mapping().unwrap();
     assert!(mapped <= 32, "{mapped} buffers mapped in a pool of 32");
 
+    // A closed file's buffers are forgotten: another file that reuses its slot in the file
+    // table must not hit them (caught in `dbaio verify`, which closes files as it goes).
+    let other = d.path().join("other");
+    std::fs::write(&other, vec![0xeeu8; 4 * 8192]).unwrap();
+    let a = aio.open(&path, &OpenOptions::read()).unwrap();
+    assert_pattern(me.read_block(&a, 2).unwrap().page(), 2 * 8192);
+    let kept = me.read_block(&a, 3).unwrap();
+    drop((a, f));
+    let b = aio.open(&other, &OpenOptions::read()).unwrap();
+    assert!(
+        me.read_block(&b, 2)
+            .unwrap()
+            .page()
+            .iter()
+            .all(|&x| x == 0xee)
+    );
+    assert!(
+        me.read_block(&b, 3)
+            .unwrap()
+            .page()
+            .iter()
+            .all(|&x| x == 0xee)
+    );
+    assert_pattern(kept.page(), 3 * 8192); // a pin outlives its file's buffers being dropped
+    drop((kept, b));
+    aio.check_buffer_mapping().unwrap();
+    let f = aio.open(&path, &OpenOptions::read().direct(true)).unwrap();
+
     // Lock-free hits against eviction: four threads each keep up to three pins (hits pin
     // without a lock or a shared write) while their misses evict. A page that changed while
     // pinned would mean a hit-pinned buffer was evicted and read into.

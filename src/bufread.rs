@@ -64,6 +64,15 @@ impl Drop for PinnedBuffer<'_> {
     }
 }
 
+/// What [`Issuer::read_block_nowait`] found.
+pub enum NoWait<'a> {
+    /// The block, pinned and valid.
+    Ready(PinnedBuffer<'a>),
+    /// Someone else is reading it: wait on this reference (for example with
+    /// [`Aio::wait`](crate::Aio::wait)), then ask again.
+    BeingRead(crate::WaitRef),
+}
+
 /// What starting a read of a run of blocks did with its first block(s).
 pub(crate) enum StartedRead<'a> {
     /// The first block is valid in the pool: no I/O (one buffer pinned).
@@ -122,6 +131,36 @@ impl Issuer {
         self.finish_buffer_read(file, block, b)?;
         pool.remember(tag, b);
         Ok(pinned)
+    }
+
+    /// The nowait variant of [`Issuer::read_block`] (PostgreSQL's `StartBufferIO` with
+    /// nowait): when another reader's I/O on the block is in flight it does not wait but says
+    /// so, with a reference to wait on. Otherwise as `read_block` (a hit, or this caller's
+    /// read).
+    pub fn read_block_nowait(&self, file: &File, block: u32) -> Result<NoWait<'_>, AioError> {
+        let pool = self.pool().ok_or(AioError::NoUnpinnedBuffers)?;
+        let tag = Tag {
+            file: file.slot,
+            block,
+        };
+        let b = pool
+            .lookup_or_assign(tag)
+            .ok_or(AioError::NoUnpinnedBuffers)?
+            .buffer();
+        let pinned = PinnedBuffer {
+            issuer: self,
+            buffer: b,
+            hit_pin: SHARED_PIN,
+        };
+        let (valid, in_progress, _) = pool.flags(b);
+        if !valid && in_progress {
+            if let Some(w) = pool.io_ref(b) {
+                return Ok(NoWait::BeingRead(w));
+            }
+        }
+        self.finish_buffer_read(file, block, b)?;
+        pool.remember(tag, b);
+        Ok(NoWait::Ready(pinned))
     }
 
     /// Makes pinned buffer `b` (block `block` of `file`) valid: waits for another reader's

@@ -81,7 +81,7 @@ pub mod verify;
 mod view;
 
 pub use aio::{Aio, AioBuilder};
-pub use bufread::PinnedBuffer;
+pub use bufread::{NoWait, PinnedBuffer};
 pub use callback::{CallbackId, HandleCallbacks, IoContext, MAX_CALLBACK_KINDS, ReportTarget};
 pub use error::{AioError, IoError};
 pub use fault::{FaultAction, FaultRule};

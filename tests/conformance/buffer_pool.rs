@@ -6,7 +6,7 @@
 //! evicting a pinned page.
 
 use crate::support::*;
-use dbaio::{AioError, FaultAction, FaultRule, IoMethodKind, Op, OpenOptions};
+use dbaio::{AioError, FaultAction, FaultRule, IoMethodKind, NoWait, Op, OpenOptions};
 
 fn scenario(m: IoMethodKind) {
     let d = dir();
@@ -52,6 +52,7 @@ fn scenario(m: IoMethodKind) {
             .times(1),
     );
     let release = ReleaseHeldOnDrop(aio.clone());
+    let peek = aio.register_issuer("peek").unwrap();
     std::thread::scope(|s| {
         let first = s.spawn(|| {
             let me = aio.register_issuer("first").unwrap();
@@ -65,6 +66,11 @@ fn scenario(m: IoMethodKind) {
         {
             assert!(!first.is_finished(), "the held read finished early");
             std::thread::yield_now();
+        }
+        // The nowait variant says someone else is reading it, and names that I/O.
+        match peek.read_block_nowait(&f, 77).unwrap() {
+            NoWait::BeingRead(w) => assert!(aio.aios().iter().any(|r| r.io_id == w.io_id())),
+            NoWait::Ready(_) => panic!("block 77 is being read by \"first\""),
         }
         let second = s.spawn(|| {
             let me = aio.register_issuer("second").unwrap();
@@ -83,6 +89,11 @@ fn scenario(m: IoMethodKind) {
         }
         drop(release);
     });
+    match peek.read_block_nowait(&f, 77).unwrap() {
+        NoWait::Ready(b) => assert_pattern(b.page(), 77 * 8192),
+        NoWait::BeingRead(_) => panic!("the read finished"),
+    }
+    drop(peek);
 
     // A failed read is reported, then taken over by the next reader.
     aio.inject_fault(

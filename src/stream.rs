@@ -119,6 +119,24 @@ struct StreamIo<'a> {
 }
 
 /// A read stream over a [`Relation`]; see the module documentation.
+///
+/// ```
+/// use dbaio::{Aio, OpenOptions, ReadStream, ReadStreamOptions, Relation, Settings};
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("16403");
+/// std::fs::write(&path, vec![0u8; 64 * 8192]).unwrap(); // 64 new (all-zero) pages
+///
+/// let aio = Aio::start(Settings::default()).unwrap();
+/// let me = aio.register_issuer("scan").unwrap();
+/// let rel = Relation::open(&aio, &path, &OpenOptions::read()).unwrap();
+/// let mut next = 0;
+/// for buf in ReadStream::new(&me, &rel, 0..rel.nblocks(), ReadStreamOptions::default()) {
+///     let buf = buf.unwrap();
+///     assert_eq!(buf.block(), next); // in the order asked for
+///     next += 1;
+/// }
+/// assert_eq!(next, 64);
+/// ```
 pub struct ReadStream<'a, I: Iterator<Item = u32>> {
     issuer: &'a Issuer,
     rel: &'a Relation,

@@ -30,6 +30,11 @@ pub struct ReadStreamOptions {
     /// The blocks are known to be read mostly from storage, in order (a prewarm, a verify):
     /// start at the full distance instead of ramping up from 1.
     pub full: bool,
+    /// The blocks come mostly in ascending order (a scan): start at a distance of one full
+    /// read (`io_combine_limit`) instead of 1, so the first reads are already combined. (The
+    /// stream never issues readahead advice, so PostgreSQL's meaning, "no advice", holds
+    /// either way.)
+    pub sequential: bool,
     /// Override the number of reads in flight (0: from the settings).
     pub max_ios: u32,
 }
@@ -185,7 +190,13 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
         let pool_buffers = core.pool.as_ref().map_or(1, |p| p.buffers());
         let pin_budget = (pool_buffers / 4).max(1);
         let max_pinned = ((max_ios + 1) * combine_limit).min(pin_budget).max(1);
-        let readahead = if opts.full { max_pinned } else { 1 };
+        let readahead = if opts.full {
+            max_pinned
+        } else if opts.sequential {
+            combine_limit.min(max_pinned)
+        } else {
+            1
+        };
         ReadStream {
             issuer,
             rel,

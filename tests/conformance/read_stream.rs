@@ -2,7 +2,8 @@
 //! the right bytes, across segment boundaries; a cold sequential stream ramps its distance up
 //! and combines reads to `io_combine_limit` blocks, never across a segment; a warm stream is
 //! all hits at distance 1; the distance decays on hits after a miss run; a hit/miss/hit/miss
-//! pattern is not trapped at distance 1-2 (PostgreSQL 18's weakness); a failed read is an
+//! pattern is not trapped at distance 1-2 (PostgreSQL 18's weakness); a sequential hint starts
+//! with a full-size read; a failed read is an
 //! error for its block only and the stream goes on. Guards against: reordering, reads that
 //! cross a segment, lost or double-pinned buffers, a stream that stops at its first error.
 
@@ -69,6 +70,25 @@ fn scenario(m: IoMethodKind) {
     assert_eq!(n, 250);
     assert_eq!((s.stats().hits, s.stats().ios), (250, 0));
     assert_eq!((s.distance(), s.stats().max_distance), (1, 1));
+    drop(s);
+
+    // A sequential hint starts with full-size reads (a fresh pool, so all are misses).
+    let aio5 = start_with(m, |s| s.buffer_pool_size = 1024);
+    let me5 = aio5.register_issuer("sequential").unwrap();
+    let rel5 = Relation::open_with_segment_blocks(&aio5, &path, &OpenOptions::read(), SEG).unwrap();
+    let hint = ReadStreamOptions {
+        sequential: true,
+        ..ReadStreamOptions::default()
+    };
+    let mut s = ReadStream::new(&me5, &rel5, 0..64, hint);
+    assert_eq!(s.distance(), 16);
+    assert_eq!(s.next_buffer().unwrap().unwrap().block(), 0);
+    assert_eq!(
+        s.stats().read_sizes[16],
+        1,
+        "the first read is full: {:?}",
+        s.stats()
+    );
     drop(s);
 
     // Any order comes back in that order; blocks named twice come back twice.

@@ -91,6 +91,41 @@ fn scenario(m: IoMethodKind) {
     );
     drop(s);
 
+    // Reset drops what was looked ahead (pins released, reads left to finish) and starts
+    // again at distance 1; the stream goes on from where its block iterator was.
+    let mut s = ReadStream::new(&me5, &rel5, 64..250, ReadStreamOptions::default());
+    for want in 64..74 {
+        assert_eq!(s.next_buffer().unwrap().unwrap().block(), want);
+    }
+    s.reset();
+    assert_eq!((s.distance(), s.ios_in_flight()), (1, 0));
+    let mut last = 73;
+    while let Some(b) = s.next_buffer() {
+        let b = b.unwrap();
+        assert!(b.block() > last, "still in order after reset");
+        page_ok(b.block(), b.page());
+        last = b.block();
+    }
+    assert_eq!(last, 249);
+    drop(s);
+    aio5.check_buffer_mapping().unwrap();
+
+    // effective_io_concurrency = 0: one read at a time, still combined.
+    let aio6 = start_with(m, |s| {
+        s.buffer_pool_size = 1024;
+        s.effective_io_concurrency = 0;
+    });
+    let me6 = aio6.register_issuer("one-at-a-time").unwrap();
+    let rel6 = Relation::open_with_segment_blocks(&aio6, &path, &OpenOptions::read(), SEG).unwrap();
+    let mut s = ReadStream::new(&me6, &rel6, 0..100, ReadStreamOptions::default());
+    while let Some(b) = s.next_buffer() {
+        page_ok(b.as_ref().unwrap().block(), b.unwrap().page());
+    }
+    assert_eq!(s.max_ios(), 1);
+    assert_eq!(s.stats().max_ios_in_flight, 1, "{:?}", s.stats());
+    assert!(s.stats().read_sizes[16] >= 4, "{:?}", s.stats());
+    drop(s);
+
     // Any order comes back in that order; blocks named twice come back twice.
     let order: Vec<u32> = (0..250)
         .map(|i| (i * 37 + 11) % 250)

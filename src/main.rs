@@ -411,6 +411,10 @@ fn bench_cmd(a: BenchArgs) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
+    // Like other Unix tools, end quietly when the reader of our output goes away
+    // (`dbaio verify … | head`), instead of panicking on a failed print.
+    // SAFETY: restoring the default disposition of SIGPIPE, before any thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     // verify prints its findings as pg_checksums does; the pool's per-read warnings about the
     // same pages would only repeat them.

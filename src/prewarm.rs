@@ -83,6 +83,8 @@ fn physical_memory() -> u64 {
 /// blocks that fail are listed in the report.
 pub fn run(opts: &PrewarmOptions) -> Result<PrewarmReport, String> {
     let mut settings = opts.settings.clone();
+    // One issuer: its pin share (buffer_pool_size / max_issuers) is then the whole pool.
+    settings.max_issuers = 2;
     let block = u64::from(settings.block_size);
     if settings.buffer_pool_size == 0 {
         let want = relation_bytes(&opts.files).div_ceil(block);

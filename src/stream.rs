@@ -187,8 +187,10 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
         let max_ios = configured
             .max(1)
             .min(core.per_issuer.saturating_sub(1).max(1));
+        // PostgreSQL's GetPinLimit: each issuer slot's fair share of the pool, so that every
+        // issuer can stream at once without running the pool out of unpinned buffers.
         let pool_buffers = core.pool.as_ref().map_or(1, |p| p.buffers());
-        let pin_budget = (pool_buffers / 4).max(1);
+        let pin_budget = (pool_buffers / s.max_issuers.max(1)).max(1);
         let max_pinned = ((max_ios + 1) * combine_limit).min(pin_budget).max(1);
         let readahead = if opts.full {
             max_pinned

@@ -3,7 +3,8 @@
 //! and combines reads to `io_combine_limit` blocks, never across a segment; a warm stream is
 //! all hits at distance 1; the distance decays on hits after a miss run; a hit/miss/hit/miss
 //! pattern is not trapped at distance 1-2 (PostgreSQL 18's weakness); a sequential hint starts
-//! with a full-size read; a failed read is an
+//! with a full-size read; reset and `effective_io_concurrency = 0` behave; four streams over
+//! the same blocks in a small pool each get every block; a failed read is an
 //! error for its block only and the stream goes on. Guards against: reordering, reads that
 //! cross a segment, lost or double-pinned buffers, a stream that stops at its first error.
 
@@ -125,6 +126,29 @@ fn scenario(m: IoMethodKind) {
     assert_eq!(s.stats().max_ios_in_flight, 1, "{:?}", s.stats());
     assert!(s.stats().read_sizes[16] >= 4, "{:?}", s.stats());
     drop(s);
+
+    // Four streams at once over the same blocks in a small pool: each gets every block, in
+    // order, right (blocks another stream is reading are waited for), and the mapping holds.
+    let aio7 = start_with(m, |s| s.buffer_pool_size = 128);
+    let rel7 = Relation::open_with_segment_blocks(&aio7, &path, &OpenOptions::read(), SEG).unwrap();
+    std::thread::scope(|sc| {
+        for t in 0..4u32 {
+            let (aio7, rel7) = (&aio7, &rel7);
+            sc.spawn(move || {
+                let me = aio7.register_issuer(&format!("s{t}")).unwrap();
+                let start = t * 20;
+                let mut want = start;
+                for b in ReadStream::new(&me, rel7, start..250, ReadStreamOptions::default()) {
+                    let b = b.unwrap();
+                    assert_eq!(b.block(), want);
+                    page_ok(b.block(), b.page());
+                    want += 1;
+                }
+                assert_eq!(want, 250);
+            });
+        }
+    });
+    aio7.check_buffer_mapping().unwrap();
 
     // Any order comes back in that order; blocks named twice come back twice.
     let order: Vec<u32> = (0..250)

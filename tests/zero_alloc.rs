@@ -1,9 +1,12 @@
 //! No allocation after start on the submit/complete path: a counting global allocator sees
 //! zero heap allocations per I/O in steady state, on every method (reads, writes, fsync, in
-//! and out of batch mode, waited and detached). Guards against: hidden Vec/Box/String work in
+//! and out of batch mode, waited and detached; and through the buffer pool: a read stream with
+//! combining and eviction, single-block hits and misses). Guards against: hidden Vec/Box/String work in
 //! acquire, start, submit, completion, wait or reclaim — in the issuer or in worker threads.
 
-use dbaio::{Aio, IoBuf, IoMethodKind, OpenOptions, Settings};
+use dbaio::{
+    Aio, IoBuf, IoMethodKind, OpenOptions, ReadStream, ReadStreamOptions, Relation, Settings,
+};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -93,10 +96,47 @@ fn steady_state(m: IoMethodKind) {
     assert_eq!(allocs, 0, "{m}: heap allocations on the I/O path");
 }
 
+/// The buffer-pool path: a read stream cycling over 512 blocks through a 256-buffer pool
+/// (every block a miss, combined reads, eviction), and single-block reads (hits and misses).
+fn buffer_pool_steady_state(m: IoMethodKind, dir: &tempfile::TempDir) {
+    let s = Settings {
+        io_method: m,
+        max_issuers: 4,
+        buffer_pool_size: 256,
+        ..Settings::default()
+    };
+    let aio = Aio::start(s).unwrap();
+    let me = aio.register_issuer("pool").unwrap();
+    let path = dir.path().join("rel");
+    std::fs::write(&path, vec![0u8; 512 * 8192]).unwrap();
+    let rel = Relation::open(&aio, &path, &OpenOptions::read()).unwrap();
+    let file = rel.segments()[0].clone();
+    let mut stream = ReadStream::new(&me, &rel, (0..512u32).cycle(), ReadStreamOptions::default());
+    let mut step = |n: u32| {
+        for i in 0..n {
+            drop(stream.next_buffer().unwrap().unwrap());
+            drop(me.read_block(&file, (i * 7) % 512).unwrap()); // hit or miss
+            drop(me.read_block(&file, (i * 7) % 512).unwrap()); // hit
+        }
+    };
+    step(2048);
+    let before = ALLOCS.load(Ordering::SeqCst);
+    step(10240);
+    let allocs = ALLOCS.load(Ordering::SeqCst) - before;
+    eprintln!(
+        "zero_alloc on {m}: {allocs} allocations over 10240 stream blocks and 20480 block reads"
+    );
+    assert_eq!(allocs, 0, "{m}: heap allocations on the buffer-pool path");
+}
+
 // One test so no other test thread allocates while counting.
 #[test]
 fn zero_allocations_per_io_every_method() {
     for m in IoMethodKind::ALL {
         steady_state(m);
+        if m != IoMethodKind::IoUring || dbaio::io_uring_available().is_ok() {
+            let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+            buffer_pool_steady_state(m, &dir);
+        }
     }
 }

@@ -385,13 +385,15 @@ pub struct PoolHitReport {
 
 /// The buffer-pool hit workload: `blocks` blocks of `filename` are read into the pool once,
 /// then `issuers` threads each pin and unpin random resident blocks for `runtime`, reading one
-/// byte of each page, or all of it with `touch_page`. Measures whether hits serialise.
+/// byte of each page, or all of it with `touch_page` — or, with `streams`, run read streams over
+/// runs of 64 resident blocks from random starts. Measures whether hits serialise.
 pub fn pool_hit(
     filename: &Path,
     blocks: u32,
     issuers: u32,
     runtime: Duration,
     touch_page: bool,
+    streams: bool,
 ) -> Result<PoolHitReport, AioError> {
     let settings = Settings {
         io_method: IoMethodKind::Sync,
@@ -417,6 +419,24 @@ pub fn pool_hit(
                     let mut rng = Rng(0x9e37_79b9_7f4a_7c15
                         ^ (u64::from(t) + 1).wrapping_mul(0xff51_afd7_ed55_8ccd));
                     let (mut n, mut sum) = (0u64, 0u64);
+                    if streams {
+                        // Read streams over runs of 64 resident blocks from random starts.
+                        let rel = crate::Relation::from_file(file.clone())?;
+                        while start.elapsed() < runtime {
+                            for _ in 0..16 {
+                                let first = (rng.next() % u64::from(blocks - 64)) as u32;
+                                let opts = crate::ReadStreamOptions::default();
+                                for b in crate::ReadStream::new(&me, &rel, first..first + 64, opts)
+                                {
+                                    let b = b.map_err(|e| e.error)?;
+                                    sum = sum.wrapping_add(u64::from(b.page()[100]));
+                                    n += 1;
+                                }
+                            }
+                        }
+                        std::hint::black_box(sum);
+                        return Ok(n);
+                    }
                     while start.elapsed() < runtime {
                         for _ in 0..1024 {
                             let b =

@@ -290,7 +290,11 @@ impl BufferPool {
 
     /// Remembers that `tag` is in buffer `b`, for `try_hit`.
     pub(crate) fn remember(&self, tag: Tag, b: u32) {
-        self.hint_slot(tag).store(b, Ordering::Relaxed);
+        let slot = self.hint_slot(tag);
+        // Store only a change: hits call this too, and must not write a shared line.
+        if slot.load(Ordering::Relaxed) != b {
+            slot.store(b, Ordering::Relaxed);
+        }
     }
 
     /// The hit path: finds a VALID buffer for `tag` without taking a lock or writing a shared
@@ -324,6 +328,38 @@ impl BufferPool {
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             );
+        }
+        Some(b)
+    }
+
+    /// A hit without the partition lock, pinned in the buffer's shared count: the hint names
+    /// a candidate, one CAS pins it only if it is VALID, tagged and not being retagged (so an
+    /// evictor, which needs the count at its own single pin, cannot have claimed it), and the
+    /// tag is checked once pinned (it cannot change while pinned). For callers that hold many
+    /// pins (read streams); `None` sends them to `lookup_or_assign`.
+    pub(crate) fn try_pin(&self, tag: Tag) -> Option<u32> {
+        let b = self.hint_slot(tag).load(Ordering::Relaxed);
+        let d = self.descs.get(b as usize)?;
+        let mut s = d.state.load(Ordering::Acquire);
+        loop {
+            if s & (VALID | TAG_VALID | RETAGGING) != VALID | TAG_VALID
+                || s & REFCOUNT_MASK == REFCOUNT_MASK
+            {
+                return None;
+            }
+            let usage = ((s & USAGE_MASK) >> USAGE_SHIFT).min(USAGE_MAX - 1) + 1;
+            let new = ((s & !USAGE_MASK) | (usage << USAGE_SHIFT)) + 1;
+            match d
+                .state
+                .compare_exchange_weak(s, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(x) => s = x,
+            }
+        }
+        if d.tag.load(Ordering::Acquire) != tag.pack() {
+            self.unpin(b);
+            return None;
         }
         Some(b)
     }

@@ -75,8 +75,12 @@ pub enum NoWait<'a> {
 
 /// What starting a read of a run of blocks did with its first block(s).
 pub(crate) enum StartedRead<'a> {
-    /// The first block is valid in the pool: no I/O (one buffer pinned).
-    Hit,
+    /// The first block is valid in the pool: no I/O (one buffer pinned, in hit-pin slot
+    /// `hit_pin` of the issuer, or `SHARED_PIN`).
+    Hit {
+        /// Where the pin is.
+        hit_pin: u8,
+    },
     /// Another reader's I/O on the first block is in progress, or its last read failed (one
     /// buffer pinned): finish it with `finish_buffer_read`.
     Elsewhere,
@@ -118,6 +122,13 @@ impl Issuer {
                     hit_pin: k as u8,
                 });
             }
+        }
+        if let Some(b) = pool.try_pin(tag) {
+            return Ok(PinnedBuffer {
+                issuer: self,
+                buffer: b,
+                hit_pin: SHARED_PIN,
+            });
         }
         let b = pool
             .lookup_or_assign(tag)
@@ -210,17 +221,34 @@ impl Issuer {
             file: file.slot,
             block,
         };
+        // Hits first, without a lock: in a hit-pin slot if one is free (no shared write at
+        // all), else in the shared count.
+        if let Some(k) = pool.free_hit_pin(self.slot()) {
+            if let Some(b) = pool.try_hit(tag(first), self.slot(), k) {
+                out.push(b);
+                return Ok(StartedRead::Hit { hit_pin: k as u8 });
+            }
+        }
+        if let Some(b) = pool.try_pin(tag(first)) {
+            out.push(b);
+            return Ok(StartedRead::Hit {
+                hit_pin: SHARED_PIN,
+            });
+        }
         let b0 = pool
             .lookup_or_assign(tag(first))
             .ok_or(AioError::NoUnpinnedBuffers)?
             .buffer();
         out.push(b0);
+        let hit = StartedRead::Hit {
+            hit_pin: SHARED_PIN,
+        };
         if pool.flags(b0).0 {
-            return Ok(StartedRead::Hit);
+            return Ok(hit);
         }
         if !pool.start_io(b0) {
             return Ok(if pool.flags(b0).0 {
-                StartedRead::Hit
+                hit
             } else {
                 StartedRead::Elsewhere
             });

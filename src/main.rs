@@ -163,7 +163,8 @@ struct BenchArgs {
     /// Serve this run's aios view on a unix socket (see `dbaio aios --socket`).
     #[arg(long)]
     socket: Option<PathBuf>,
-    /// `io` (default) or `pool-hit`: buffer-pool hits from --issuers threads, all resident.
+    /// `io` (default); `pool-hit`: block pins from --issuers threads, all resident;
+    /// `stream-hit`: read streams over resident blocks.
     #[arg(long, default_value = "io")]
     workload: String,
     /// Issuer threads for --workload pool-hit.
@@ -320,8 +321,16 @@ fn pool_hit_cmd(a: &BenchArgs) -> Result<(), String> {
     let blocks = 4096u32; // 32 MiB of 8 KiB pages
     bench::prepare_file(&filename, u64::from(blocks) * 8192).map_err(|e| e.to_string())?;
     let runtime = Duration::from_secs_f64(a.runtime.unwrap_or(3.0));
-    let r = bench::pool_hit(&filename, blocks, a.issuers.max(1), runtime, a.touch_page)
-        .map_err(|e| e.to_string())?;
+    let streams = a.workload == "stream-hit";
+    let r = bench::pool_hit(
+        &filename,
+        blocks,
+        a.issuers.max(1),
+        runtime,
+        a.touch_page,
+        streams,
+    )
+    .map_err(|e| e.to_string())?;
     if a.json {
         println!(
             "{}",
@@ -329,8 +338,8 @@ fn pool_hit_cmd(a: &BenchArgs) -> Result<(), String> {
         );
     } else {
         println!(
-            "pool-hit: {} issuers, {} resident blocks, {:.0} hits/s ({} hits in {:.2} s)",
-            r.issuers, r.blocks, r.hits_per_sec, r.hits, r.seconds
+            "{}: {} issuers, {} resident blocks, {:.0} hits/s ({} hits in {:.2} s)",
+            a.workload, r.issuers, r.blocks, r.hits_per_sec, r.hits, r.seconds
         );
     }
     Ok(())
@@ -339,8 +348,12 @@ fn pool_hit_cmd(a: &BenchArgs) -> Result<(), String> {
 fn bench_cmd(a: BenchArgs) -> Result<(), String> {
     match a.workload.as_str() {
         "io" => {}
-        "pool-hit" => return pool_hit_cmd(&a),
-        other => return Err(format!("unknown --workload \"{other}\" (io, pool-hit)")),
+        "pool-hit" | "stream-hit" => return pool_hit_cmd(&a),
+        other => {
+            return Err(format!(
+                "unknown --workload \"{other}\" (io, pool-hit, stream-hit)"
+            ));
+        }
     }
     let methods: Vec<IoMethodKind> = match &a.io_method {
         Some(m) => vec![m.parse().map_err(|e: dbaio::SettingsError| e.to_string())?],

@@ -96,6 +96,24 @@ impl Relation {
         })
     }
 
+    /// An open file as a one-segment relation (sharing its buffers with every other user of
+    /// that `File`).
+    pub fn from_file(file: File) -> Result<Relation, AioError> {
+        let path = file.path().to_path_buf();
+        let bytes = file.len().map_err(|source| AioError::Open {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let block = u64::from(file.aio.core.settings.block_size);
+        Ok(Relation {
+            path,
+            segments: vec![file],
+            segment_blocks: u32::MAX,
+            nblocks: (bytes / block).min(u64::from(u32::MAX)) as u32,
+            bytes,
+        })
+    }
+
     /// The first segment's path (the relation's name in messages).
     pub fn path(&self) -> &Path {
         &self.path

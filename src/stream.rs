@@ -113,6 +113,8 @@ struct Entry {
     block: u32,
     buffer: u32,
     kind: Kind,
+    /// The issuer's hit-pin slot holding a hit's pin, or `SHARED_PIN`.
+    hit_pin: u8,
 }
 
 struct StreamIo<'a> {
@@ -275,7 +277,7 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
         let buf = PinnedBuffer {
             issuer: self.issuer,
             buffer: e.buffer,
-            hit_pin: SHARED_PIN,
+            hit_pin: e.hit_pin,
         };
         let fail = |error: AioError| {
             Some(Err(StreamError {
@@ -430,8 +432,10 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
             let started = self
                 .issuer
                 .start_read_buffers(file, b, self.pending_n, &mut scratch);
+            let mut hit_pin = SHARED_PIN;
             let kind = match started {
-                Ok(StartedRead::Hit) => {
+                Ok(StartedRead::Hit { hit_pin: k }) => {
+                    hit_pin = k;
                     self.stats.hits += 1;
                     if self.ios_in_flight == 0 {
                         if self.holdoff > 0 {
@@ -472,6 +476,7 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
                     block: block + k as u32,
                     buffer,
                     kind,
+                    hit_pin,
                 });
             }
             let n = scratch.len() as u32;
@@ -495,7 +500,11 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
     fn release(&mut self) {
         if let Some(pool) = self.issuer.pool() {
             for e in self.queue.drain(..) {
-                pool.unpin(e.buffer);
+                if e.hit_pin == SHARED_PIN {
+                    pool.unpin(e.buffer);
+                } else {
+                    pool.release_hit_pin(self.issuer.slot(), usize::from(e.hit_pin));
+                }
             }
         }
         // Dropping an InFlight detaches it: the read completes on its own and its buffers

@@ -8,6 +8,7 @@
 use crate::callback::{CallbackId, HandleCallbacks, IoContext, ReportTarget};
 use crate::handle::WaitRef;
 use crate::result::{IoResult, Status};
+use crate::settings::HugePages;
 use crate::shmem::{Prefault, SharedRegion};
 use crate::verifier::{PageVerdict, PageVerification, PageVerifier, ReadVerdicts};
 use crossbeam_utils::CachePadded;
@@ -107,11 +108,12 @@ impl BufferPool {
         buffers: u32,
         page_size: usize,
         issuers: u32,
+        huge: HugePages,
         verifier: Arc<dyn PageVerifier>,
     ) -> std::io::Result<BufferPool> {
         let per_partition = (buffers as usize / PARTITIONS + 1) * 4;
         // Private until worker processes exist (they will need the shared variant).
-        let pages = SharedRegion::new_pages(buffers as usize * page_size, true)?;
+        let pages = SharedRegion::new_pages(buffers as usize * page_size, true, huge)?;
         Ok(BufferPool {
             prefault: parking_lot::Mutex::new(None),
             pages,

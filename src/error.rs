@@ -27,6 +27,25 @@ pub enum AioError {
     /// The shared region, a ring or a worker thread could not be created.
     #[error("could not start the AIO subsystem: {0}")]
     Start(std::io::Error),
+    /// The buffer pool's memory could not be mapped.
+    #[error(
+        "could not map the buffer pool ({} MB{}): {source}\nHINT:  {}",
+        bytes >> 20,
+        if *huge { " of huge pages" } else { "" },
+        if *huge {
+            "Reserve enough huge pages (sysctl vm.nr_hugepages), or set huge_pages = try."
+        } else {
+            "Lower buffer_pool_size."
+        }
+    )]
+    BufferPool {
+        /// Bytes asked for.
+        bytes: u64,
+        /// `huge_pages = on` was required.
+        huge: bool,
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// A rule of the handle API was broken (a bug in the caller).
     #[error("API violation: {0}")]
     ApiViolation(&'static str),

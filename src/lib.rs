@@ -93,7 +93,7 @@ pub use method::io_uring_available;
 pub use op::{HandleFlags, Op};
 pub use relation::{Relation, SEGMENT_BYTES, segment_path};
 pub use result::{IoResult, Status};
-pub use settings::{IoMethodKind, IoUringFallback, Settings, SettingsError};
+pub use settings::{HugePages, IoMethodKind, IoUringFallback, Settings, SettingsError};
 pub use stats::{ExecutorRow, IssuerStatsRow, LatencyRow, OpStatsRow};
 pub use stream::{ReadStream, ReadStreamOptions, ReadStreamStats, StreamBuffer, StreamError};
 pub use target::{File, OpenOptions};

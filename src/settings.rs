@@ -65,6 +65,18 @@ pub enum IoUringFallback {
     Sync,
 }
 
+/// Whether the buffer pool's pages use huge pages (`huge_pages`, as PostgreSQL's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HugePages {
+    /// Use reserved huge pages (`vm.nr_hugepages`) if there are enough, else normal pages
+    /// (the default).
+    Try,
+    /// Use reserved huge pages or fail to start.
+    On,
+    /// Normal pages.
+    Off,
+}
+
 /// A settings error, shaped like a PostgreSQL `ereport`: message, optional DETAIL and HINT.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SettingsError {
@@ -136,6 +148,8 @@ pub struct Settings {
     /// `buffer_pool_prefault`: fault the pool's memory in on a background thread at start
     /// (default on); off leaves it to the first reads (and the RSS grows as the pool fills).
     pub buffer_pool_prefault: bool,
+    /// `huge_pages`: the pool's pages from reserved huge pages (`try`, `on`, `off`).
+    pub huge_pages: HugePages,
     /// `io_uring_fallback`: `error` (default), `worker` or `sync`.
     pub io_uring_fallback: IoUringFallback,
     /// `io_uring_registered_files`: register files with each ring (default on).
@@ -165,6 +179,7 @@ impl Default for Settings {
             buffer_pool_size: 16384,
             direct_io: false,
             buffer_pool_prefault: true,
+            huge_pages: HugePages::Try,
             io_uring_fallback: IoUringFallback::Error,
             io_uring_registered_files: true,
             io_worker_queue_size: 256,
@@ -201,6 +216,7 @@ pub const PARAMETERS: &[&str] = &[
     "buffer_pool_size",
     "direct_io",
     "buffer_pool_prefault",
+    "huge_pages",
     "io_uring_fallback",
     "io_uring_registered_files",
     "io_worker_queue_size",
@@ -382,6 +398,23 @@ impl Settings {
             "buffer_pool_prefault" => {
                 self.buffer_pool_prefault = parse_bool("buffer_pool_prefault", value)?
             }
+            "huge_pages" => {
+                // Boolean spellings mean on/off, as in PostgreSQL.
+                let v = match parse_bool("huge_pages", value) {
+                    Ok(true) => "on",
+                    Ok(false) => "off",
+                    Err(_) => value,
+                };
+                self.huge_pages = parse_enum(
+                    "huge_pages",
+                    v,
+                    &[
+                        ("try", HugePages::Try),
+                        ("on", HugePages::On),
+                        ("off", HugePages::Off),
+                    ],
+                )?
+            }
             "io_uring_fallback" => {
                 self.io_uring_fallback = parse_enum(
                     "io_uring_fallback",
@@ -511,7 +544,7 @@ impl Settings {
         format!(
             "io_method = {}\nio_workers = {}\nio_max_concurrency = {}\neffective_io_concurrency = {}\n\
              maintenance_io_concurrency = {}\nio_combine_limit = {}\nio_max_combine_limit = {}\n\
-             block_size = {}\nbuffer_pool_size = {}\ndirect_io = {}\nbuffer_pool_prefault = {}\nio_uring_fallback = {}\n\
+             block_size = {}\nbuffer_pool_size = {}\ndirect_io = {}\nbuffer_pool_prefault = {}\nhuge_pages = {}\nio_uring_fallback = {}\n\
              io_uring_registered_files = {}\nio_worker_queue_size = {}\nmax_issuers = {}\nmax_files = {}\n\
              introspection_socket = '{}'\n",
             self.io_method,
@@ -525,6 +558,11 @@ impl Settings {
             self.buffer_pool_size,
             onoff(self.direct_io),
             onoff(self.buffer_pool_prefault),
+            match self.huge_pages {
+                HugePages::Try => "try",
+                HugePages::On => "on",
+                HugePages::Off => "off",
+            },
             fb,
             onoff(self.io_uring_registered_files),
             self.io_worker_queue_size,
@@ -583,6 +621,14 @@ mod tests {
         assert!(e.hint.unwrap().starts_with("Valid units"));
         let e = s.set("nope", "1").unwrap_err();
         assert_eq!(e.message, "unrecognized configuration parameter \"nope\"");
+        let mut on = Settings::default();
+        on.set("huge_pages", "yes").unwrap();
+        assert_eq!(on.huge_pages, HugePages::On);
+        let e = s.set("huge_pages", "maybe").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid value for parameter \"huge_pages\": \"maybe\"\nHINT:  Available values: try, on, off."
+        );
         let e = s.set("direct_io", "maybe").unwrap_err();
         assert_eq!(
             e.message,

@@ -5,6 +5,7 @@
 //! allocations), so worker *processes* forked after start see the same table (rule 4 of the
 //! architecture). See `docs/design.md`, "Shared region".
 
+use crate::settings::HugePages;
 use std::io;
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -45,23 +46,31 @@ impl SharedRegion {
     }
 
     /// Page memory for the buffer pool, 2 MiB aligned. `private`: a process-private anonymous
-    /// mapping (enough while every executor is a thread). Otherwise shared, with hugetlb pages
-    /// when the system has them reserved (PostgreSQL's `huge_pages = try`), else shmem pages.
+    /// mapping (enough while every executor is a thread); otherwise shared. `huge`: reserved
+    /// huge pages (hugetlb) first, as PostgreSQL's `huge_pages` (`On`: only them).
     ///
     /// Why private by default: O_DIRECT reads pin their pages with get_user_pages, which takes
-    /// a slow path for shmem-backed pages; prewarming 1.3 GB measured 0.8-0.9 s private against
-    /// 1.4-2.6 s shared (see docs/benchmarks.md). No transparent-huge-page advice either: the
-    /// first run after a cache drop spent seconds in compaction.
-    pub(crate) fn new_pages(len: usize, private: bool) -> io::Result<SharedRegion> {
+    /// a slow path for shmem pages; prewarming 1.3 GB measured 0.8-0.9 s private against
+    /// 1.4-2.6 s shared (see docs/benchmarks.md). Why hugetlb when reserved: fresh 4 KiB pages
+    /// cost 0.4-1.7 s of system time per 1.3 GB here, reserved huge pages 0.2 s. No
+    /// transparent-huge-page advice: the first run after a cache drop spent seconds in
+    /// compaction.
+    pub(crate) fn new_pages(
+        len: usize,
+        private: bool,
+        huge: HugePages,
+    ) -> io::Result<SharedRegion> {
         const HUGE: usize = 2 << 20;
         let len = len.max(1).div_ceil(HUGE) * HUGE;
-        let attempts: &[libc::c_int] = if private {
-            &[libc::MAP_PRIVATE | libc::MAP_ANONYMOUS]
+        let base = if private {
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS
         } else {
-            &[
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-            ]
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS
+        };
+        let attempts: &[libc::c_int] = match huge {
+            HugePages::Try => &[base | libc::MAP_HUGETLB, base],
+            HugePages::On => &[base | libc::MAP_HUGETLB],
+            HugePages::Off => &[base],
         };
         let mut last = io::Error::from_raw_os_error(libc::ENOMEM);
         for &flags in attempts {

@@ -130,18 +130,24 @@ impl Issuer {
                 hit_pin: SHARED_PIN,
             });
         }
+        let pinned = self.pin_slow(pool, tag)?;
+        self.finish_buffer_read(file, block, pinned.buffer)?;
+        pool.remember(tag, pinned.buffer);
+        Ok(pinned)
+    }
+
+    /// Pins `tag`'s buffer through the mapping table, assigning a victim if it is not in the
+    /// pool.
+    fn pin_slow(&self, pool: &BufferPool, tag: Tag) -> Result<PinnedBuffer<'_>, AioError> {
         let b = pool
             .lookup_or_assign(tag)
             .ok_or(AioError::NoUnpinnedBuffers)?
             .buffer();
-        let pinned = PinnedBuffer {
+        Ok(PinnedBuffer {
             issuer: self,
             buffer: b,
             hit_pin: SHARED_PIN,
-        };
-        self.finish_buffer_read(file, block, b)?;
-        pool.remember(tag, b);
-        Ok(pinned)
+        })
     }
 
     /// The nowait variant of [`Issuer::read_block`] (PostgreSQL's `StartBufferIO` with
@@ -154,15 +160,8 @@ impl Issuer {
             file: file.slot,
             block,
         };
-        let b = pool
-            .lookup_or_assign(tag)
-            .ok_or(AioError::NoUnpinnedBuffers)?
-            .buffer();
-        let pinned = PinnedBuffer {
-            issuer: self,
-            buffer: b,
-            hit_pin: SHARED_PIN,
-        };
+        let pinned = self.pin_slow(pool, tag)?;
+        let b = pinned.buffer;
         let (valid, in_progress, _) = pool.flags(b);
         if !valid && in_progress {
             if let Some(w) = pool.io_ref(b) {

@@ -186,10 +186,7 @@ fn aios_cmd(a: AiosArgs) -> Result<(), String> {
     let mut rows: Vec<dbaio::AioRow> =
         serde_json::from_value(v["aios"].clone()).map_err(|e| format!("unexpected reply: {e}"))?;
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?
-        );
+        print_json(&rows)?;
     } else {
         print!("{}", cli_view::aios_table(&mut rows));
     }
@@ -200,10 +197,7 @@ fn stat_cmd(a: StatArgs) -> Result<(), String> {
     let all = cli_view::fetch_all(&a.socket)?;
     if a.json {
         let v = serde_json::json!({ "pid": all.pid, "io_method": all.io_method, "uptime_s": all.uptime_s, "waits": all.waits, "stats": all.stats });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
-        );
+        print_json(&v)?;
     } else if a.prometheus {
         print!("{}", cli_view::prometheus(&all));
     } else {
@@ -212,6 +206,15 @@ fn stat_cmd(a: StatArgs) -> Result<(), String> {
     if a.reset {
         cli_view::fetch(&a.socket, "reset_stats")?;
     }
+    Ok(())
+}
+
+/// Prints `v` as pretty JSON on stdout.
+fn print_json(v: &impl serde::Serialize) -> Result<(), String> {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).map_err(|e| e.to_string())?
+    );
     Ok(())
 }
 
@@ -247,10 +250,7 @@ fn prewarm_cmd(a: PrewarmArgs) -> Result<ExitCode, String> {
         eprintln!("dbaio: ERROR:  {e}");
     }
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
-        );
+        print_json(&r)?;
     } else {
         println!(
             "prewarmed {} blocks ({} files, {:.1} MB) in {:.3} s: {:.1} MB/s, {} reads, io_method {}{}",
@@ -295,10 +295,7 @@ fn verify_cmd(a: VerifyArgs) -> Result<ExitCode, String> {
         }
     };
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
-        );
+        print_json(&report)?;
     } else {
         for f in &report.failures {
             eprintln!("dbaio: error: {}", f.message());
@@ -332,10 +329,7 @@ fn pool_hit_cmd(a: &BenchArgs) -> Result<(), String> {
     )
     .map_err(|e| e.to_string())?;
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
-        );
+        print_json(&r)?;
     } else {
         println!(
             "{}: {} issuers, {} resident blocks, {:.0} hits/s ({} hits in {:.2} s)",

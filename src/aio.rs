@@ -40,7 +40,12 @@ impl AioInner {
                 );
             }
             // Buffers are tagged by file slot: forget this file's before the slot is reused.
-            if let Some(pool) = self.core.pool.as_ref() {
+            // After shutdown no file can be opened, so no slot is reused: skip the scan (it
+            // costs tens of milliseconds per file on a large, full pool).
+            if let (Some(pool), false) = (
+                self.core.pool.as_ref(),
+                self.core.shutting_down.load(Ordering::SeqCst),
+            ) {
                 pool.drop_file_buffers(slot);
             }
             self.core.files.free_slot(slot);
@@ -255,8 +260,8 @@ impl Aio {
         self.inner.core.faults.clear();
     }
 
-    /// Refuses new I/O and waits until every submitted I/O of every issuer is complete.
-    /// Issuers may still wait on and reclaim what they started.
+    /// Refuses new I/O and new files, and waits until every submitted I/O of every issuer is
+    /// complete. Issuers may still wait on and reclaim what they started.
     pub fn shutdown(&self) {
         let core = &self.inner.core;
         core.shutting_down.store(true, Ordering::SeqCst);

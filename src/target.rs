@@ -169,6 +169,10 @@ impl File {
         path: &Path,
         opts: &OpenOptions,
     ) -> Result<File, AioError> {
+        if aio.core.shutting_down.load(Ordering::SeqCst) {
+            // A slot freed after shutdown keeps its buffers (see `release_file`).
+            return Err(AioError::ShutDown);
+        }
         let direct = opts.direct.unwrap_or(aio.core.settings.direct_io);
         let cpath = CString::new(path.as_os_str().as_bytes()).map_err(|_| AioError::Open {
             path: path.display().to_string(),

@@ -1,6 +1,6 @@
 //! Shutdown with I/O in flight: `Aio::shutdown` from another thread waits for every submitted
-//! I/O; afterwards acquire fails with a clear error, while results already started can still
-//! be taken.
+//! I/O; afterwards acquire and open fail with a clear error, while results already started
+//! can still be taken.
 
 use crate::support::*;
 use dbaio::{AioError, IoBuf, IoMethodKind, OpenOptions};
@@ -26,6 +26,12 @@ fn scenario(m: IoMethodKind) {
         "shutdown drained every submitted I/O"
     );
     assert!(matches!(me.acquire(), Err(AioError::ShutDown)));
+    // No new files either: a slot freed after shutdown keeps its buffers, so none may be
+    // reused by another file.
+    assert!(matches!(
+        aio.open(&path, &OpenOptions::read()),
+        Err(AioError::ShutDown)
+    ));
     for (i, io) in ios.into_iter().enumerate() {
         assert_pattern(&me.wait(io).into_buf(), i as u64 * 262144);
     }

@@ -195,7 +195,10 @@ fn scenario(m: IoMethodKind) {
     }
     let st = s.stats();
     assert_eq!((st.hits, st.blocks_read), (50, 50), "{st:?}");
-    assert_eq!(st.read_sizes[1], 50, "reads split at every valid block: {st:?}");
+    assert_eq!(
+        st.read_sizes[1], 50,
+        "reads split at every valid block: {st:?}"
+    );
     assert!(st.max_distance >= 8, "alternation still ramps up: {st:?}");
     drop(s);
 

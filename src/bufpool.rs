@@ -39,11 +39,21 @@ const RETAGGING: u64 = 1 << 26;
 const CHECKSUM_IGNORED: u64 = 1 << 27;
 
 /// Hit pins (see `try_hit`) one issuer holds at once; more pins use the shared count.
-pub(crate) const HIT_PINS: usize = 8;
+const HIT_PINS: usize = 8;
+/// Where a pin is, for a pin in the buffer's shared count (else: the issuer's hit-pin slot).
+pub(crate) const SHARED_PIN: u8 = u8::MAX;
 /// An empty hit-pin slot.
 const NO_BUFFER: u32 = u32::MAX;
 
 const PARTITIONS: usize = 128;
+
+/// Applies `f` to a state word atomically (a CAS loop); `f` returning `None` leaves it as it
+/// is. True if it was changed.
+fn update(state: &AtomicU64, f: impl FnMut(u64) -> Option<u64>) -> bool {
+    state
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, f)
+        .is_ok()
+}
 
 /// A block of a file known to the subsystem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -166,25 +176,21 @@ impl BufferPool {
         unsafe { self.pages.base().add(b as usize * self.page_size) }
     }
 
+    /// State word `s` with one more pin and the usage count raised (up to 5).
+    fn pinned(s: u64) -> u64 {
+        let usage = ((s & USAGE_MASK) >> USAGE_SHIFT).min(USAGE_MAX - 1) + 1;
+        ((s & !USAGE_MASK) | (usage << USAGE_SHIFT)) + 1
+    }
+
     /// Pins `b` (refcount + 1, usage count up to 5).
     fn pin(&self, b: u32) {
-        let d = &self.descs[b as usize];
-        let mut s = d.state.load(Ordering::Relaxed);
-        loop {
-            let usage = ((s & USAGE_MASK) >> USAGE_SHIFT).min(USAGE_MAX - 1) + 1;
-            let new = ((s & !USAGE_MASK) | (usage << USAGE_SHIFT)) + 1;
-            assert!(
-                s & REFCOUNT_MASK < REFCOUNT_MASK,
-                "buffer {b} pinned too often"
-            );
-            match d
+        let old =
+            self.descs[b as usize]
                 .state
-                .compare_exchange_weak(s, new, Ordering::AcqRel, Ordering::Relaxed)
-            {
-                Ok(_) => return,
-                Err(x) => s = x,
-            }
-        }
+                .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |s| {
+                    (s & REFCOUNT_MASK < REFCOUNT_MASK).then(|| Self::pinned(s))
+                });
+        assert!(old.is_ok(), "buffer {b} pinned too often");
     }
 
     /// Drops one pin of `b`.
@@ -303,7 +309,7 @@ impl BufferPool {
     /// cache line, and pins it in hit-pin slot `k` of `issuer` (which must be free). The pin is
     /// a published hazard: an evictor that sees it leaves the buffer alone. `None` sends the
     /// caller to `lookup_or_assign`.
-    pub(crate) fn try_hit(&self, tag: Tag, issuer: u32, k: usize) -> Option<u32> {
+    fn try_hit(&self, tag: Tag, issuer: u32, k: usize) -> Option<u32> {
         let b = self.hint_slot(tag).load(Ordering::Relaxed);
         if b == NO_BUFFER {
             return None;
@@ -339,26 +345,16 @@ impl BufferPool {
     /// evictor, which needs the count at its own single pin, cannot have claimed it), and the
     /// tag is checked once pinned (it cannot change while pinned). For callers that hold many
     /// pins (read streams); `None` sends them to `lookup_or_assign`.
-    pub(crate) fn try_pin(&self, tag: Tag) -> Option<u32> {
+    fn try_pin(&self, tag: Tag) -> Option<u32> {
         let b = self.hint_slot(tag).load(Ordering::Relaxed);
         let d = self.descs.get(b as usize)?;
-        let mut s = d.state.load(Ordering::Acquire);
-        loop {
-            if s & (VALID | TAG_VALID | RETAGGING) != VALID | TAG_VALID
-                || s & REFCOUNT_MASK == REFCOUNT_MASK
-            {
-                return None;
-            }
-            let usage = ((s & USAGE_MASK) >> USAGE_SHIFT).min(USAGE_MAX - 1) + 1;
-            let new = ((s & !USAGE_MASK) | (usage << USAGE_SHIFT)) + 1;
-            match d
-                .state
-                .compare_exchange_weak(s, new, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => break,
-                Err(x) => s = x,
-            }
-        }
+        d.state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                let pinnable = s & (VALID | TAG_VALID | RETAGGING) == VALID | TAG_VALID
+                    && s & REFCOUNT_MASK < REFCOUNT_MASK;
+                pinnable.then(|| Self::pinned(s))
+            })
+            .ok()?;
         if d.tag.load(Ordering::Acquire) != tag.pack() {
             self.unpin(b);
             return None;
@@ -367,34 +363,46 @@ impl BufferPool {
     }
 
     /// A free hit-pin slot of `issuer`, if any.
-    pub(crate) fn free_hit_pin(&self, issuer: u32) -> Option<usize> {
+    fn free_hit_pin(&self, issuer: u32) -> Option<usize> {
         self.hit_pins
             .get(issuer as usize)?
             .iter()
             .position(|p| p.load(Ordering::Relaxed) == NO_BUFFER)
     }
 
-    /// Drops hit pin `k` of `issuer`.
-    pub(crate) fn release_hit_pin(&self, issuer: u32, k: usize) {
-        self.hit_pins[issuer as usize][k].store(NO_BUFFER, Ordering::Release);
+    /// Drops a pin of `b` held by `issuer`: hit-pin slot `hit_pin`, or `SHARED_PIN` for the
+    /// shared count.
+    pub(crate) fn release_pin(&self, issuer: u32, b: u32, hit_pin: u8) {
+        if hit_pin == SHARED_PIN {
+            self.unpin(b);
+        } else {
+            self.hit_pins[issuer as usize][usize::from(hit_pin)]
+                .store(NO_BUFFER, Ordering::Release);
+        }
+    }
+
+    /// Pins `tag`'s buffer if it is valid in the pool, without a lock: in a free hit-pin slot
+    /// of `issuer` (no shared write at all), else in the shared count. Returns the buffer and
+    /// where its pin is (a slot, or `SHARED_PIN`).
+    pub(crate) fn pin_hit(&self, tag: Tag, issuer: u32) -> Option<(u32, u8)> {
+        if let Some(k) = self.free_hit_pin(issuer) {
+            if let Some(b) = self.try_hit(tag, issuer, k) {
+                return Some((b, k as u8));
+            }
+        }
+        self.try_pin(tag).map(|b| (b, SHARED_PIN))
     }
 
     fn retag(&self, v: u32, tag: Tag) {
         let d = &self.descs[v as usize];
         d.tag.store(tag.pack(), Ordering::Relaxed);
-        let mut s = d.state.load(Ordering::Relaxed);
-        loop {
-            let new = (s & !(VALID | IO_ERROR | USAGE_MASK | RETAGGING | CHECKSUM_IGNORED))
-                | TAG_VALID
-                | (1 << USAGE_SHIFT);
-            match d
-                .state
-                .compare_exchange_weak(s, new, Ordering::AcqRel, Ordering::Relaxed)
-            {
-                Ok(_) => return,
-                Err(x) => s = x,
-            }
-        }
+        update(&d.state, |s| {
+            Some(
+                (s & !(VALID | IO_ERROR | USAGE_MASK | RETAGGING | CHECKSUM_IGNORED))
+                    | TAG_VALID
+                    | (1 << USAGE_SHIFT),
+            )
+        });
     }
 
     /// Clock sweep: an unpinned, idle buffer with usage count 0, returned pinned.
@@ -424,36 +432,26 @@ impl BufferPool {
         None
     }
 
-    /// The state of `b` now: (valid, io in progress, io error).
-    pub(crate) fn flags(&self, b: u32) -> (bool, bool, bool) {
+    /// The state of `b` now: (valid, io in progress).
+    pub(crate) fn flags(&self, b: u32) -> (bool, bool) {
         let s = self.descs[b as usize].state.load(Ordering::Acquire);
-        (s & VALID != 0, s & IO_IN_PROGRESS != 0, s & IO_ERROR != 0)
+        (s & VALID != 0, s & IO_IN_PROGRESS != 0)
     }
 
     /// StartBufferIO: claims the read of `b` if it is neither valid nor being read. Returns
     /// false if someone else's I/O is in progress or the buffer is valid.
     pub(crate) fn start_io(&self, b: u32) -> bool {
         let d = &self.descs[b as usize];
-        let mut s = d.state.load(Ordering::Acquire);
-        loop {
-            if s & (VALID | IO_IN_PROGRESS) != 0 {
-                return false;
-            }
-            match d.state.compare_exchange_weak(
-                s,
-                (s | IO_IN_PROGRESS) & !(IO_ERROR | CHECKSUM_IGNORED),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => {
-                    // No reference until the I/O is started (published by `set_io`); a reader
-                    // that still sees an older one finds it finished and looks again.
-                    d.io_index.store(u32::MAX, Ordering::Release);
-                    return true;
-                }
-                Err(x) => s = x,
-            }
+        let claimed = update(&d.state, |s| {
+            (s & (VALID | IO_IN_PROGRESS) == 0)
+                .then_some((s | IO_IN_PROGRESS) & !(IO_ERROR | CHECKSUM_IGNORED))
+        });
+        if claimed {
+            // No reference until the I/O is started (published by `set_io`); a reader that
+            // still sees an older one finds it finished and looks again.
+            d.io_index.store(u32::MAX, Ordering::Release);
         }
+        claimed
     }
 
     /// Publishes the wait reference of the I/O reading `b`; called at staging, when the handle
@@ -482,26 +480,14 @@ impl BufferPool {
         self.descs[b as usize].state.load(Ordering::Acquire) & CHECKSUM_IGNORED != 0
     }
 
-    /// TerminateBufferIO: the read of `b` finished, well or not.
-    pub(crate) fn terminate_io(&self, b: u32, ok: bool) {
-        self.terminate_io_flagged(b, ok, false);
-    }
-
-    /// As `terminate_io`; `ignored`: the page is kept despite a checksum failure.
-    fn terminate_io_flagged(&self, b: u32, ok: bool, ignored: bool) {
-        let d = &self.descs[b as usize];
+    /// TerminateBufferIO: the read of `b` finished, well (`ok`) or not; `ignored`: the page is
+    /// kept despite a checksum failure.
+    pub(crate) fn terminate_io(&self, b: u32, ok: bool, ignored: bool) {
         let flag = if ignored { CHECKSUM_IGNORED } else { 0 };
-        let mut s = d.state.load(Ordering::Relaxed);
-        loop {
-            let new = (s & !IO_IN_PROGRESS) | flag | if ok { VALID } else { IO_ERROR };
-            match d
-                .state
-                .compare_exchange_weak(s, new, Ordering::AcqRel, Ordering::Relaxed)
-            {
-                Ok(_) => return,
-                Err(x) => s = x,
-            }
-        }
+        let done = if ok { VALID } else { IO_ERROR };
+        update(&self.descs[b as usize].state, |s| {
+            Some((s & !IO_IN_PROGRESS) | flag | done)
+        });
     }
 
     /// Forgets every buffer of file slot `file` (PostgreSQL's `DropRelationBuffers`): called
@@ -510,12 +496,10 @@ impl BufferPool {
     /// lookup finds it any more, and once unpinned it is free. A full scan of the descriptors.
     pub(crate) fn drop_file_buffers(&self, file: u32) {
         for (b, d) in self.descs.iter().enumerate() {
-            if d.state.load(Ordering::Acquire) & TAG_VALID == 0
-                || (d.tag.load(Ordering::Acquire) >> 32) as u32 != file
-            {
+            let key = d.tag.load(Ordering::Acquire);
+            if d.state.load(Ordering::Acquire) & TAG_VALID == 0 || (key >> 32) as u32 != file {
                 continue;
             }
-            let key = d.tag.load(Ordering::Acquire);
             let tag = Tag {
                 file,
                 block: key as u32,
@@ -525,17 +509,10 @@ impl BufferPool {
             if map.get(&key) == Some(&(b as u32)) {
                 map.remove(&key);
             }
-            let mut s = d.state.load(Ordering::Acquire);
-            while s & TAG_VALID != 0 && d.tag.load(Ordering::Acquire) == key {
-                let new = s & !(TAG_VALID | VALID | IO_ERROR | CHECKSUM_IGNORED | USAGE_MASK);
-                match d
-                    .state
-                    .compare_exchange_weak(s, new, Ordering::AcqRel, Ordering::Acquire)
-                {
-                    Ok(_) => break,
-                    Err(x) => s = x,
-                }
-            }
+            update(&d.state, |s| {
+                (s & TAG_VALID != 0 && d.tag.load(Ordering::Acquire) == key)
+                    .then_some(s & !(TAG_VALID | VALID | IO_ERROR | CHECKSUM_IGNORED | USAGE_MASK))
+            });
         }
     }
 
@@ -639,7 +616,7 @@ impl HandleCallbacks for BufferReadv {
                     ignored = true;
                 }
             }
-            pool.terminate_io_flagged(b, ok, ignored);
+            pool.terminate_io(b, ok, ignored);
             k += 1;
         }
         if v == ReadVerdicts::default() {

@@ -5,7 +5,7 @@
 //! are verified and buffers become valid in whichever thread completes the I/O. See
 //! `docs/design.md`, "Buffer pool" and "Read streams".
 
-use crate::bufpool::{BUFFER_READV, BufferPool, Tag};
+use crate::bufpool::{BUFFER_READV, BufferPool, SHARED_PIN, Tag};
 use crate::error::AioError;
 use crate::io::InFlight;
 use crate::issuer::Issuer;
@@ -21,9 +21,6 @@ pub struct PinnedBuffer<'a> {
     /// The issuer's hit-pin slot holding the pin, or `SHARED_PIN` for the shared count.
     pub(crate) hit_pin: u8,
 }
-
-/// `PinnedBuffer::hit_pin` of a pin in the buffer's shared count.
-pub(crate) const SHARED_PIN: u8 = u8::MAX;
 
 impl PinnedBuffer<'_> {
     /// The buffer's number in the pool.
@@ -55,11 +52,7 @@ impl PinnedBuffer<'_> {
 impl Drop for PinnedBuffer<'_> {
     fn drop(&mut self) {
         if let Some(pool) = self.issuer.pool() {
-            if self.hit_pin == SHARED_PIN {
-                pool.unpin(self.buffer);
-            } else {
-                pool.release_hit_pin(self.issuer.slot(), usize::from(self.hit_pin));
-            }
+            pool.release_pin(self.issuer.slot(), self.buffer, self.hit_pin);
         }
     }
 }
@@ -113,21 +106,12 @@ impl Issuer {
             file: file.slot,
             block,
         };
-        // A hit takes no lock and writes no shared cache line (see BufferPool::try_hit).
-        if let Some(k) = pool.free_hit_pin(self.slot()) {
-            if let Some(b) = pool.try_hit(tag, self.slot(), k) {
-                return Ok(PinnedBuffer {
-                    issuer: self,
-                    buffer: b,
-                    hit_pin: k as u8,
-                });
-            }
-        }
-        if let Some(b) = pool.try_pin(tag) {
+        // A hit takes no lock and, in a hit-pin slot, writes no shared cache line.
+        if let Some((buffer, hit_pin)) = pool.pin_hit(tag, self.slot()) {
             return Ok(PinnedBuffer {
                 issuer: self,
-                buffer: b,
-                hit_pin: SHARED_PIN,
+                buffer,
+                hit_pin,
             });
         }
         let pinned = self.pin_slow(pool, tag)?;
@@ -162,7 +146,7 @@ impl Issuer {
         };
         let pinned = self.pin_slow(pool, tag)?;
         let b = pinned.buffer;
-        let (valid, in_progress, _) = pool.flags(b);
+        let (valid, in_progress) = pool.flags(b);
         if !valid && in_progress {
             if let Some(w) = pool.io_ref(b) {
                 return Ok(NoWait::BeingRead(w));
@@ -183,7 +167,7 @@ impl Issuer {
     ) -> Result<(), AioError> {
         let pool = self.pool().ok_or(AioError::NoUnpinnedBuffers)?;
         loop {
-            let (valid, in_progress, _) = pool.flags(b);
+            let (valid, in_progress) = pool.flags(b);
             if valid {
                 return Ok(());
             }
@@ -220,34 +204,22 @@ impl Issuer {
             file: file.slot,
             block,
         };
-        // Hits first, without a lock: in a hit-pin slot if one is free (no shared write at
-        // all), else in the shared count.
-        if let Some(k) = pool.free_hit_pin(self.slot()) {
-            if let Some(b) = pool.try_hit(tag(first), self.slot(), k) {
-                out.push(b);
-                return Ok(StartedRead::Hit { hit_pin: k as u8 });
-            }
-        }
-        if let Some(b) = pool.try_pin(tag(first)) {
+        // Hits first, without a lock.
+        if let Some((b, hit_pin)) = pool.pin_hit(tag(first), self.slot()) {
             out.push(b);
-            return Ok(StartedRead::Hit {
-                hit_pin: SHARED_PIN,
-            });
+            return Ok(StartedRead::Hit { hit_pin });
         }
         let b0 = pool
             .lookup_or_assign(tag(first))
             .ok_or(AioError::NoUnpinnedBuffers)?
             .buffer();
         out.push(b0);
-        let hit = StartedRead::Hit {
-            hit_pin: SHARED_PIN,
-        };
-        if pool.flags(b0).0 {
-            return Ok(hit);
-        }
         if !pool.start_io(b0) {
+            // Valid (a hit after all), or someone else's read.
             return Ok(if pool.flags(b0).0 {
-                hit
+                StartedRead::Hit {
+                    hit_pin: SHARED_PIN,
+                }
             } else {
                 StartedRead::Elsewhere
             });
@@ -288,7 +260,7 @@ impl Issuer {
     ) -> Result<InFlight<'_>, AioError> {
         let give_up = |e| {
             for &b in bufs {
-                pool.terminate_io(b, false);
+                pool.terminate_io(b, false, false);
             }
             e
         };

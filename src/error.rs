@@ -143,11 +143,6 @@ impl std::error::Error for IoError {}
 pub(crate) const DIRECT_HINT: &str = "O_DIRECT needs the offset, the length and the buffer address aligned to the device's logical block size (usually 512 or 4096 bytes).";
 
 impl IoError {
-    /// True if a page verifier found the data invalid (the read itself worked).
-    pub fn is_invalid_page(&self) -> bool {
-        self.invalid_pages > 0
-    }
-
     /// The OS error, if there was one.
     pub fn os_error(&self) -> Option<std::io::Error> {
         (self.errno > 0).then(|| std::io::Error::from_raw_os_error(self.errno))

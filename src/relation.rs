@@ -52,10 +52,7 @@ impl Relation {
                 break;
             }
             let f = aio.open(&p, &opts.clone().segment_base(n * segment_blocks))?;
-            let len = f.len().map_err(|source| AioError::Open {
-                path: p.display().to_string(),
-                source,
-            })?;
+            let len = file_len(&f)?;
             bytes += len;
             segments.push(f);
             if len < u64::from(segment_blocks) * block {
@@ -79,31 +76,14 @@ impl Relation {
         path: impl AsRef<Path>,
         opts: &OpenOptions,
     ) -> Result<Relation, AioError> {
-        let path = path.as_ref().to_path_buf();
-        let f = aio.open(&path, opts)?;
-        let bytes = f.len().map_err(|source| AioError::Open {
-            path: path.display().to_string(),
-            source,
-        })?;
-        let nblocks =
-            (bytes / u64::from(aio.settings().block_size)).min(u64::from(u32::MAX)) as u32;
-        Ok(Relation {
-            path,
-            segments: vec![f],
-            segment_blocks: u32::MAX,
-            nblocks,
-            bytes,
-        })
+        Relation::from_file(aio.open(path, opts)?)
     }
 
     /// An open file as a one-segment relation (sharing its buffers with every other user of
     /// that `File`).
     pub fn from_file(file: File) -> Result<Relation, AioError> {
         let path = file.path().to_path_buf();
-        let bytes = file.len().map_err(|source| AioError::Open {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let bytes = file_len(&file)?;
         let block = u64::from(file.aio.core.settings.block_size);
         Ok(Relation {
             path,
@@ -147,6 +127,14 @@ impl Relation {
             .get(seg)
             .map(|f| (f, block % self.segment_blocks))
     }
+}
+
+/// A file's size, failing as its open would.
+fn file_len(f: &File) -> Result<u64, AioError> {
+    f.len().map_err(|source| AioError::Open {
+        path: f.path().display().to_string(),
+        source,
+    })
 }
 
 /// `path` for segment 0, `path.N` for segment N.

@@ -3,7 +3,9 @@
 //!
 //! Everything in it is plain data or atomics (no pointers to process-private heap, no Rust
 //! allocations), so worker *processes* forked after start see the same table (rule 4 of the
-//! architecture). See `docs/design.md`, "Shared region".
+//! architecture). See `docs/design.md`, "Shared region". The buffer pool's page memory is
+//! mapped here too (`new_pages`, private for now, huge pages when reserved), with `Prefault`
+//! faulting it in on a background thread (see "Buffer pool").
 
 use crate::settings::HugePages;
 use std::io;
@@ -11,7 +13,8 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// An owned anonymous shared mapping, zero-filled at creation.
+/// An owned anonymous mapping, zero-filled at creation: shared (the handle table), or private
+/// (the buffer pool's pages, see `new_pages`).
 pub(crate) struct SharedRegion {
     ptr: NonNull<u8>,
     len: usize,
@@ -25,14 +28,18 @@ unsafe impl Sync for SharedRegion {}
 
 impl SharedRegion {
     pub(crate) fn new(len: usize) -> io::Result<SharedRegion> {
-        let len = len.max(1);
+        SharedRegion::map(len.max(1), libc::MAP_SHARED | libc::MAP_ANONYMOUS)
+    }
+
+    /// An anonymous mapping of `len` bytes with mmap `flags`.
+    fn map(len: usize, flags: libc::c_int) -> io::Result<SharedRegion> {
         // SAFETY: an anonymous mapping with no address hint; the kernel picks the address.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                flags,
                 -1,
                 0,
             )
@@ -74,24 +81,10 @@ impl SharedRegion {
         };
         let mut last = io::Error::from_raw_os_error(libc::ENOMEM);
         for &flags in attempts {
-            // SAFETY: an anonymous mapping with no address hint; the kernel picks the address.
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    flags,
-                    -1,
-                    0,
-                )
-            };
-            if p == libc::MAP_FAILED {
-                last = io::Error::last_os_error();
-                continue;
+            match SharedRegion::map(len, flags) {
+                Ok(r) => return Ok(r),
+                Err(e) => last = e,
             }
-            let ptr = NonNull::new(p.cast::<u8>())
-                .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
-            return Ok(SharedRegion { ptr, len });
         }
         Err(last)
     }

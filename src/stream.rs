@@ -13,7 +13,8 @@
 //! (`effective_io_concurrency`, or `maintenance_io_concurrency`). See `docs/design.md`,
 //! "Read streams".
 
-use crate::bufread::{PinnedBuffer, SHARED_PIN, StartedRead};
+use crate::bufpool::{SHARED_PIN, Tag};
+use crate::bufread::{PinnedBuffer, StartedRead};
 use crate::error::{AioError, IoError};
 use crate::io::InFlight;
 use crate::issuer::Issuer;
@@ -102,17 +103,12 @@ pub struct StreamError {
     pub error: AioError,
 }
 
-#[derive(Clone, Copy)]
-enum Kind {
-    Hit,
-    Elsewhere,
-    Io,
-}
-
 struct Entry {
     block: u32,
     buffer: u32,
-    kind: Kind,
+    /// Read by this stream (the head of `ios`), rather than found in the pool or being read
+    /// by someone else.
+    own_read: bool,
     /// The issuer's hit-pin slot holding a hit's pin, or `SHARED_PIN`.
     hit_pin: u8,
 }
@@ -285,35 +281,31 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
                 error,
             }))
         };
-        let read_error = match e.kind {
-            Kind::Hit => None,
-            Kind::Elsewhere => None,
-            Kind::Io => self.take_from_head_io(),
+        let read_error = if e.own_read {
+            self.take_from_head_io()
+        } else {
+            None
         };
         let pool = self.issuer.pool().expect("a stream reads through the pool");
+        let (file, b) = self
+            .rel
+            .locate(e.block)
+            .expect("queued blocks were located");
         if !pool.flags(e.buffer).0 {
             if let Some(err) = read_error {
                 return fail(err.into());
             }
             // Someone else's read, or past the end of a short read: finish it here.
-            let (file, b) = self
-                .rel
-                .locate(e.block)
-                .expect("queued blocks were located");
             if let Err(err) = self.issuer.finish_buffer_read(file, b, e.buffer) {
                 return fail(err);
             }
         }
-        if let Some((file, b)) = self.rel.locate(e.block) {
-            // Later single-block reads of this block take the lock-free hit path.
-            pool.remember(
-                crate::bufpool::Tag {
-                    file: file.slot,
-                    block: b,
-                },
-                e.buffer,
-            );
-        }
+        // Later single-block reads of this block take the lock-free hit path.
+        let tag = Tag {
+            file: file.slot,
+            block: b,
+        };
+        pool.remember(tag, e.buffer);
         Some(Ok(StreamBuffer {
             block: e.block,
             buf,
@@ -433,7 +425,7 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
                 .issuer
                 .start_read_buffers(file, b, self.pending_n, &mut scratch);
             let mut hit_pin = SHARED_PIN;
-            let kind = match started {
+            let own_read = match started {
                 Ok(StartedRead::Hit { hit_pin: k }) => {
                     hit_pin = k;
                     self.stats.hits += 1;
@@ -444,9 +436,9 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
                             self.readahead -= 1;
                         }
                     }
-                    Kind::Hit
+                    false
                 }
-                Ok(StartedRead::Elsewhere) => Kind::Elsewhere,
+                Ok(StartedRead::Elsewhere) => false,
                 Ok(StartedRead::Io(io)) => {
                     let n = scratch.len() as u32;
                     self.ios.push_back(StreamIo {
@@ -460,7 +452,7 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
                     self.stats.read_sizes[n as usize] += 1;
                     self.stats.max_ios_in_flight =
                         self.stats.max_ios_in_flight.max(self.ios_in_flight);
-                    Kind::Io
+                    true
                 }
                 Err(e) => {
                     self.scratch = scratch;
@@ -475,7 +467,7 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
                 self.queue.push_back(Entry {
                     block: block + k as u32,
                     buffer,
-                    kind,
+                    own_read,
                     hit_pin,
                 });
             }
@@ -500,11 +492,7 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
     fn release(&mut self) {
         if let Some(pool) = self.issuer.pool() {
             for e in self.queue.drain(..) {
-                if e.hit_pin == SHARED_PIN {
-                    pool.unpin(e.buffer);
-                } else {
-                    pool.release_hit_pin(self.issuer.slot(), usize::from(e.hit_pin));
-                }
+                pool.release_pin(self.issuer.slot(), e.buffer, e.hit_pin);
             }
         }
         // Dropping an InFlight detaches it: the read completes on its own and its buffers

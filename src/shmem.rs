@@ -60,8 +60,9 @@ impl SharedRegion {
     /// a slow path for shmem pages; prewarming 1.3 GB measured 0.8-0.9 s private against
     /// 1.4-2.6 s shared (see docs/benchmarks.md). Why hugetlb when reserved: fresh 4 KiB pages
     /// cost 0.4-1.7 s of system time per 1.3 GB here, reserved huge pages 0.2 s. No
-    /// transparent-huge-page advice: the first run after a cache drop spent seconds in
-    /// compaction.
+    /// transparent-huge-page advice: it read 10% faster when the memory was still backed by
+    /// the host, but took 3.8-4.6 s of system time against 1.4-1.6 s when the host had taken
+    /// the memory back (the VM's balloon reports free pages).
     pub(crate) fn new_pages(
         len: usize,
         private: bool,

@@ -119,11 +119,12 @@ impl BufferPool {
         page_size: usize,
         issuers: u32,
         huge: HugePages,
+        thp: bool,
         verifier: Arc<dyn PageVerifier>,
     ) -> std::io::Result<BufferPool> {
         let per_partition = (buffers as usize / PARTITIONS + 1) * 4;
         // Private until worker processes exist (they will need the shared variant).
-        let pages = SharedRegion::new_pages(buffers as usize * page_size, true, huge)?;
+        let pages = SharedRegion::new_pages(buffers as usize * page_size, true, huge, thp)?;
         Ok(BufferPool {
             prefault: parking_lot::Mutex::new(None),
             pages,

@@ -108,6 +108,7 @@ impl Core {
             block_size,
             settings.max_issuers,
             settings.huge_pages,
+            settings.transparent_huge_pages,
             verifier,
         )
         .map_err(|source| AioError::BufferPool {

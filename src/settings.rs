@@ -150,6 +150,12 @@ pub struct Settings {
     pub buffer_pool_prefault: bool,
     /// `huge_pages`: the pool's pages from reserved huge pages (`try`, `on`, `off`).
     pub huge_pages: HugePages,
+    /// `transparent_huge_pages`: when the pool is not on reserved huge pages, advise the
+    /// kernel to back it with transparent ones (`MADV_HUGEPAGE`; default off). Each read then
+    /// lands in one physically contiguous piece; faulting them in costs more than 4 KiB pages
+    /// when memory is scarce or the host must back it, so it pays for a pool that many reads
+    /// go through, not for one that is filled once (see docs/settings.md).
+    pub transparent_huge_pages: bool,
     /// `io_uring_fallback`: `error` (default), `worker` or `sync`.
     pub io_uring_fallback: IoUringFallback,
     /// `io_uring_registered_files`: register files with each ring (default on).
@@ -180,6 +186,7 @@ impl Default for Settings {
             direct_io: false,
             buffer_pool_prefault: true,
             huge_pages: HugePages::Try,
+            transparent_huge_pages: false,
             io_uring_fallback: IoUringFallback::Error,
             io_uring_registered_files: true,
             io_worker_queue_size: 256,
@@ -217,6 +224,7 @@ pub const PARAMETERS: &[&str] = &[
     "direct_io",
     "buffer_pool_prefault",
     "huge_pages",
+    "transparent_huge_pages",
     "io_uring_fallback",
     "io_uring_registered_files",
     "io_worker_queue_size",
@@ -415,6 +423,9 @@ impl Settings {
                     ],
                 )?
             }
+            "transparent_huge_pages" => {
+                self.transparent_huge_pages = parse_bool("transparent_huge_pages", value)?
+            }
             "io_uring_fallback" => {
                 self.io_uring_fallback = parse_enum(
                     "io_uring_fallback",
@@ -544,7 +555,8 @@ impl Settings {
         format!(
             "io_method = {}\nio_workers = {}\nio_max_concurrency = {}\neffective_io_concurrency = {}\n\
              maintenance_io_concurrency = {}\nio_combine_limit = {}\nio_max_combine_limit = {}\n\
-             block_size = {}\nbuffer_pool_size = {}\ndirect_io = {}\nbuffer_pool_prefault = {}\nhuge_pages = {}\nio_uring_fallback = {}\n\
+             block_size = {}\nbuffer_pool_size = {}\ndirect_io = {}\nbuffer_pool_prefault = {}\nhuge_pages = {}\n\
+             transparent_huge_pages = {}\nio_uring_fallback = {}\n\
              io_uring_registered_files = {}\nio_worker_queue_size = {}\nmax_issuers = {}\nmax_files = {}\n\
              introspection_socket = '{}'\n",
             self.io_method,
@@ -563,6 +575,7 @@ impl Settings {
                 HugePages::On => "on",
                 HugePages::Off => "off",
             },
+            onoff(self.transparent_huge_pages),
             fb,
             onoff(self.io_uring_registered_files),
             self.io_worker_queue_size,
@@ -624,6 +637,13 @@ mod tests {
         let mut on = Settings::default();
         on.set("huge_pages", "yes").unwrap();
         assert_eq!(on.huge_pages, HugePages::On);
+        on.set("transparent_huge_pages", "on").unwrap();
+        assert!(on.transparent_huge_pages);
+        let e = s.set("transparent_huge_pages", "2").unwrap_err();
+        assert_eq!(
+            e.message,
+            "parameter \"transparent_huge_pages\" requires a Boolean value"
+        );
         let e = s.set("huge_pages", "maybe").unwrap_err();
         assert_eq!(
             e.to_string(),

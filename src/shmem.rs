@@ -54,19 +54,23 @@ impl SharedRegion {
 
     /// Page memory for the buffer pool, 2 MiB aligned. `private`: a process-private anonymous
     /// mapping (enough while every executor is a thread); otherwise shared. `huge`: reserved
-    /// huge pages (hugetlb) first, as PostgreSQL's `huge_pages` (`On`: only them).
+    /// huge pages (hugetlb) first, as PostgreSQL's `huge_pages` (`On`: only them). `thp`: when
+    /// not on reserved huge pages, advise transparent ones (`MADV_HUGEPAGE`); refused advice
+    /// (THP disabled, an old kernel) leaves 4 KiB pages.
     ///
     /// Why private by default: O_DIRECT reads pin their pages with get_user_pages, which takes
     /// a slow path for shmem pages; prewarming 1.3 GB measured 0.8-0.9 s private against
     /// 1.4-2.6 s shared (see docs/benchmarks.md). Why hugetlb when reserved: fresh 4 KiB pages
-    /// cost 0.4-1.7 s of system time per 1.3 GB here, reserved huge pages 0.2 s. No
-    /// transparent-huge-page advice: it read 10% faster when the memory was still backed by
-    /// the host, but took 3.8-4.6 s of system time against 1.4-1.6 s when the host had taken
-    /// the memory back (the VM's balloon reports free pages).
+    /// cost 0.4-1.7 s of system time per 1.3 GB here, reserved huge pages 0.2 s. Transparent
+    /// huge pages only when asked (`thp`): prewarming read 10% faster with them when the
+    /// memory was still backed by the host, but took 3.8-4.6 s of system time against
+    /// 1.4-1.6 s when the host had taken the memory back (the VM's balloon reports free
+    /// pages); a small pool that many reads go through gains without that risk.
     pub(crate) fn new_pages(
         len: usize,
         private: bool,
         huge: HugePages,
+        thp: bool,
     ) -> io::Result<SharedRegion> {
         const HUGE: usize = 2 << 20;
         let len = len.max(1).div_ceil(HUGE) * HUGE;
@@ -83,7 +87,14 @@ impl SharedRegion {
         let mut last = io::Error::from_raw_os_error(libc::ENOMEM);
         for &flags in attempts {
             match SharedRegion::map(len, flags) {
-                Ok(r) => return Ok(r),
+                Ok(r) => {
+                    if thp && flags & libc::MAP_HUGETLB == 0 {
+                        // SAFETY: advice on a mapping we own, made just above; it changes
+                        // how pages are backed, not their contents.
+                        unsafe { libc::madvise(r.base().cast(), r.len(), libc::MADV_HUGEPAGE) };
+                    }
+                    return Ok(r);
+                }
                 Err(e) => last = e,
             }
         }

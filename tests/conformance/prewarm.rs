@@ -1,7 +1,8 @@
 //! `dbaio prewarm` (the library half) on every method: given a relation's first segment it
 //! follows `.1` and `.2`, brings every block into the pool, and reports files, blocks and
 //! bytes that match the files; with `--verify-checksums` a corrupted real PostgreSQL page is
-//! counted and named in PostgreSQL's words while every other block is still prewarmed.
+//! counted and named in PostgreSQL's words while every other block is still prewarmed; the
+//! same on a pool advised to use transparent huge pages.
 
 use crate::support::*;
 use dbaio::IoMethodKind;
@@ -59,6 +60,13 @@ fn scenario(m: IoMethodKind) {
     );
     opts.verify_checksums = false;
     assert_eq!(run(&opts).unwrap().blocks, 237);
+
+    // The same on a pool advised to use transparent huge pages (4 KiB pages where the kernel
+    // refuses the advice): only the backing changes.
+    opts.settings.transparent_huge_pages = true;
+    opts.verify_checksums = true;
+    let r = run(&opts).unwrap();
+    assert_eq!((r.blocks, r.checksum_failures), (236, 1), "{r:?}");
 }
 
 crate::for_every_method!(scenario);

@@ -8,7 +8,7 @@
 use crate::callback::{CallbackId, HandleCallbacks, IoContext, ReportTarget};
 use crate::handle::WaitRef;
 use crate::result::{IoResult, Status};
-use crate::settings::HugePages;
+use crate::settings::Settings;
 use crate::shmem::{Prefault, SharedRegion};
 use crate::verifier::{PageVerdict, PageVerification, PageVerifier, ReadVerdicts};
 use crossbeam_utils::CachePadded;
@@ -94,6 +94,9 @@ pub(crate) struct BufferPool {
     /// Issuer slots that ever took a hit pin: evictors scan only these.
     hit_pin_slots: AtomicU32,
     hand: AtomicU32,
+    /// Per file slot: one past the highest block assigned a buffer since the slot's last
+    /// `drop_file_buffers`, so a small file's buffers are dropped by lookup, not by a scan.
+    block_ends: Box<[AtomicU32]>,
     verifier: Arc<dyn PageVerifier>,
 }
 
@@ -114,14 +117,16 @@ impl Lookup {
 }
 
 impl BufferPool {
+    /// A pool of `s.buffer_pool_size` pages of `s.block_size` bytes, for `s.max_issuers`
+    /// issuers and `s.max_files` file slots, on memory as `s.huge_pages` and
+    /// `s.transparent_huge_pages` say.
     pub(crate) fn new(
-        buffers: u32,
-        page_size: usize,
-        issuers: u32,
-        huge: HugePages,
-        thp: bool,
+        s: &Settings,
         verifier: Arc<dyn PageVerifier>,
     ) -> std::io::Result<BufferPool> {
+        let buffers = u32::try_from(s.buffer_pool_size).unwrap_or(u32::MAX);
+        let page_size = s.block_size as usize;
+        let (issuers, huge, thp) = (s.max_issuers, s.huge_pages, s.transparent_huge_pages);
         let per_partition = (buffers as usize / PARTITIONS + 1) * 4;
         // Private until worker processes exist (they will need the shared variant).
         let pages = SharedRegion::new_pages(buffers as usize * page_size, true, huge, thp)?;
@@ -148,6 +153,7 @@ impl BufferPool {
                 .collect(),
             hit_pin_slots: AtomicU32::new(0),
             hand: AtomicU32::new(0),
+            block_ends: (0..s.max_files).map(|_| AtomicU32::new(0)).collect(),
             verifier,
         })
     }
@@ -395,6 +401,9 @@ impl BufferPool {
     }
 
     fn retag(&self, v: u32, tag: Tag) {
+        if let Some(end) = self.block_ends.get(tag.file as usize) {
+            end.fetch_max(tag.block.saturating_add(1), Ordering::Relaxed);
+        }
         let d = &self.descs[v as usize];
         d.tag.store(tag.pack(), Ordering::Relaxed);
         update(&d.state, |s| {
@@ -493,28 +502,53 @@ impl BufferPool {
 
     /// Forgets every buffer of file slot `file` (PostgreSQL's `DropRelationBuffers`): called
     /// when the slot's last reference goes, before the slot can name another file. No I/O on
-    /// the file is in flight then. A buffer still pinned keeps its page for the pinner, but no
-    /// lookup finds it any more, and once unpinned it is free. A full scan of the descriptors.
+    /// the file is in flight then, and no buffer is being assigned to it. A buffer still
+    /// pinned keeps its page for the pinner, but no lookup finds it any more, and once
+    /// unpinned it is free.
+    ///
+    /// As PostgreSQL (`BUF_DROP_FULL_SCAN_THRESHOLD`): a file whose blocks so far number under
+    /// a 32nd of the pool is dropped by looking each block up; a bigger one by one scan of
+    /// the descriptors. Closing a small file in a large pool then costs its own size, not the
+    /// pool's.
     pub(crate) fn drop_file_buffers(&self, file: u32) {
+        let end = self
+            .block_ends
+            .get(file as usize)
+            .map_or(u32::MAX, |e| e.swap(0, Ordering::Relaxed));
+        if (end as usize) < self.descs.len() / 32 {
+            for block in 0..end {
+                let tag = Tag { file, block };
+                let found = self.map[tag.partition()].lock().get(&tag.pack()).copied();
+                if let Some(b) = found {
+                    self.drop_buffer(b, tag.pack());
+                }
+            }
+            return;
+        }
         for (b, d) in self.descs.iter().enumerate() {
             let key = d.tag.load(Ordering::Acquire);
-            if d.state.load(Ordering::Acquire) & TAG_VALID == 0 || (key >> 32) as u32 != file {
-                continue;
+            if d.state.load(Ordering::Acquire) & TAG_VALID != 0 && (key >> 32) as u32 == file {
+                self.drop_buffer(b as u32, key);
             }
-            let tag = Tag {
-                file,
-                block: key as u32,
-            };
-            let mut map = self.map[tag.partition()].lock();
-            // Under the partition lock the tag cannot change (retagging takes it too).
-            if map.get(&key) == Some(&(b as u32)) {
-                map.remove(&key);
-            }
-            update(&d.state, |s| {
-                (s & TAG_VALID != 0 && d.tag.load(Ordering::Acquire) == key)
-                    .then_some(s & !(TAG_VALID | VALID | IO_ERROR | CHECKSUM_IGNORED | USAGE_MASK))
-            });
         }
+    }
+
+    /// Unmaps buffer `b` if it still holds the page tagged `key`, and makes it free.
+    fn drop_buffer(&self, b: u32, key: u64) {
+        let d = &self.descs[b as usize];
+        let tag = Tag {
+            file: (key >> 32) as u32,
+            block: key as u32,
+        };
+        let mut map = self.map[tag.partition()].lock();
+        // Under the partition lock the tag cannot change (retagging takes it too).
+        if map.get(&key) == Some(&b) {
+            map.remove(&key);
+        }
+        update(&d.state, |s| {
+            (s & TAG_VALID != 0 && d.tag.load(Ordering::Acquire) == key)
+                .then_some(s & !(TAG_VALID | VALID | IO_ERROR | CHECKSUM_IGNORED | USAGE_MASK))
+        });
     }
 
     /// How many buffers each tag maps to, and buffers mapped twice (for tests).

@@ -103,15 +103,7 @@ impl Core {
         let region = SharedRegion::new(total).map_err(AioError::Start)?;
         let buffers = u32::try_from(settings.buffer_pool_size).unwrap_or(u32::MAX);
         let block_size = settings.block_size as usize;
-        let pool = BufferPool::new(
-            buffers,
-            block_size,
-            settings.max_issuers,
-            settings.huge_pages,
-            settings.transparent_huge_pages,
-            verifier,
-        )
-        .map_err(|source| AioError::BufferPool {
+        let pool = BufferPool::new(&settings, verifier).map_err(|source| AioError::BufferPool {
             bytes: buffers as u64 * block_size as u64,
             huge: settings.huge_pages == crate::settings::HugePages::On,
             source,

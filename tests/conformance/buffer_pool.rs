@@ -2,7 +2,8 @@
 //! two threads reading the same blocks at once both get the right bytes (one waits on the
 //! other's I/O); a read that failed is taken over by the next reader; eviction under pressure
 //! keeps pinned buffers intact; with every buffer pinned, a read fails clearly; no buffer is
-//! ever mapped twice; lock-free hit pins hold against concurrent eviction. Guards against: lost wakeups on a buffer under I/O, double mapping,
+//! ever mapped twice; lock-free hit pins hold against concurrent eviction; closing a file
+//! forgets its buffers, by a scan or (a small file in a large pool) by lookups. Guards against: lost wakeups on a buffer under I/O, double mapping,
 //! evicting a pinned page.
 
 use crate::support::*;
@@ -194,6 +195,39 @@ fn scenario(m: IoMethodKind) {
         }
     });
     aio.check_buffer_mapping().unwrap();
+    drop((f, aio));
+
+    // In a large pool a small file's buffers are dropped by looking its blocks up (under a
+    // 32nd of the pool), not by a scan: the same guarantees. 2048 buffers; 40 blocks.
+    let aio = start_with(m, |s| s.buffer_pool_size = 2048);
+    let me = aio.register_issuer("large").unwrap();
+    let small = data_file(&d, "small", 40 * 8192);
+    let a = aio.open(&small, &OpenOptions::read().direct(true)).unwrap();
+    for blk in 0..40 {
+        assert_pattern(
+            me.read_block(&a, blk).unwrap().page(),
+            u64::from(blk) * 8192,
+        );
+    }
+    let kept = me.read_block(&a, 5).unwrap();
+    assert_eq!(aio.check_buffer_mapping().unwrap(), 40);
+    drop(a);
+    assert_eq!(
+        aio.check_buffer_mapping().unwrap(),
+        0,
+        "every block of the file dropped"
+    );
+    let b = aio.open(&other, &OpenOptions::read()).unwrap();
+    for blk in 0..4 {
+        let page = me.read_block(&b, blk).unwrap();
+        assert!(
+            page.page().iter().all(|&x| x == 0xee),
+            "block {blk} is the new file's"
+        );
+    }
+    assert_pattern(kept.page(), 5 * 8192);
+    drop((kept, b));
+    assert_eq!(aio.check_buffer_mapping().unwrap(), 0);
 }
 
 crate::for_every_method!(scenario);

@@ -97,7 +97,7 @@ impl AioBuilder {
             None => None,
         };
         if let (Some(pool), true) = (core.pool.as_ref(), self.settings.buffer_pool_prefault) {
-            pool.start_prefault();
+            pool.prefault_on_first_use();
         }
         Ok(Aio {
             inner: Arc::new(AioInner {

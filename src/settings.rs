@@ -145,7 +145,7 @@ pub struct Settings {
     pub buffer_pool_size: u64,
     /// `direct_io`: open data files with O_DIRECT (default off).
     pub direct_io: bool,
-    /// `buffer_pool_prefault`: fault the pool's memory in on a background thread at start
+    /// `buffer_pool_prefault`: fault the pool's memory in on a background thread from first use
     /// (default on); off leaves it to the first reads (and the RSS grows as the pool fills).
     pub buffer_pool_prefault: bool,
     /// `huge_pages`: the pool's pages from reserved huge pages (`try`, `on`, `off`).

@@ -102,6 +102,37 @@ pub(crate) struct BufferPool {
     verifier: Arc<dyn PageVerifier>,
 }
 
+/// A buffer access strategy ring (PostgreSQL's `BAS_BULKREAD`): the buffers a big scan
+/// recycles, in order, instead of taking victims from the whole pool, so the scan leaves the
+/// rest of the pool's pages where they are. A slot's buffer is reused when nobody pins it and
+/// it was used at most once since (usage count ≤ 1); otherwise the clock sweep supplies one
+/// and it takes the slot.
+pub(crate) struct Ring {
+    bufs: Box<[u32]>,
+    next: usize,
+}
+
+impl Ring {
+    pub(crate) fn new(len: u32) -> Ring {
+        Ring {
+            bufs: vec![NO_BUFFER; len.max(1) as usize].into_boxed_slice(),
+            next: 0,
+        }
+    }
+
+    /// The buffer in the current slot, if it has one.
+    fn candidate(&self) -> Option<u32> {
+        let b = self.bufs[self.next];
+        (b != NO_BUFFER).then_some(b)
+    }
+
+    /// Puts `b` in the current slot and moves on.
+    fn record(&mut self, b: u32) {
+        self.bufs[self.next] = b;
+        self.next = (self.next + 1) % self.bufs.len();
+    }
+}
+
 /// What looking a block up gave.
 pub(crate) enum Lookup {
     /// Pinned; already in the pool (maybe still being read).
@@ -219,10 +250,12 @@ impl BufferPool {
     }
 
     /// Finds (and pins) the buffer for `tag`, assigning an unpinned victim if it is not in the
-    /// pool. `None` when every buffer is pinned.
-    pub(crate) fn lookup_or_assign(&self, tag: Tag) -> Option<Lookup> {
+    /// pool: the current buffer of `ring` if it can be reused, else one from the clock sweep
+    /// (which then takes the ring's slot). `None` when every buffer is pinned.
+    pub(crate) fn lookup_or_assign(&self, tag: Tag, mut ring: Option<&mut Ring>) -> Option<Lookup> {
         let key = tag.pack();
         let p = tag.partition();
+        let mut from_ring = ring.as_ref().and_then(|r| r.candidate());
         // A victim can be refused (pinned meanwhile, or hit-pinned, which the sweep does not
         // see); give up after as many refusals as there are buffers.
         for _ in 0..=self.descs.len() {
@@ -233,7 +266,11 @@ impl BufferPool {
                     return Some(Lookup::Found(b));
                 }
             }
-            let v = self.victim()?;
+            // The ring's buffer is tried once; a refused one goes back to the sweep.
+            let v = match from_ring.take().filter(|&b| self.pin_reusable(b)) {
+                Some(b) => b,
+                None => self.victim()?,
+            };
             let d = &self.descs[v as usize];
             let old = (d.state.load(Ordering::Acquire) & TAG_VALID != 0)
                 .then(|| d.tag.load(Ordering::Relaxed));
@@ -271,6 +308,9 @@ impl BufferPool {
             }
             self.retag(v, tag);
             new_map.insert(key, v);
+            if let Some(r) = ring.as_deref_mut() {
+                r.record(v);
+            }
             return Some(Lookup::Assigned(v));
         }
         None
@@ -422,6 +462,18 @@ impl BufferPool {
                     | (1 << USAGE_SHIFT),
             )
         });
+    }
+
+    /// Pins `b` for reuse by a ring if nobody pins it, no I/O is on it and it was used at
+    /// most once since it was last assigned (PostgreSQL's test in `GetBufferFromRing`).
+    fn pin_reusable(&self, b: u32) -> bool {
+        let d = &self.descs[b as usize];
+        update(&d.state, |s| {
+            (s & REFCOUNT_MASK == 0
+                && s & IO_IN_PROGRESS == 0
+                && (s & USAGE_MASK) >> USAGE_SHIFT <= 1)
+                .then_some(s + 1)
+        })
     }
 
     /// Clock sweep: an unpinned, idle buffer with usage count 0, returned pinned.

@@ -5,7 +5,7 @@
 //! are verified and buffers become valid in whichever thread completes the I/O. See
 //! `docs/design.md`, "Buffer pool" and "Read streams".
 
-use crate::bufpool::{BUFFER_READV, BufferPool, SHARED_PIN, Tag};
+use crate::bufpool::{BUFFER_READV, BufferPool, Ring, SHARED_PIN, Tag};
 use crate::error::AioError;
 use crate::io::InFlight;
 use crate::issuer::Issuer;
@@ -124,7 +124,7 @@ impl Issuer {
     /// pool.
     fn pin_slow(&self, pool: &BufferPool, tag: Tag) -> Result<PinnedBuffer<'_>, AioError> {
         let b = pool
-            .lookup_or_assign(tag)
+            .lookup_or_assign(tag, None)
             .ok_or(AioError::NoUnpinnedBuffers)?
             .buffer();
         Ok(PinnedBuffer {
@@ -190,13 +190,15 @@ impl Issuer {
     /// Starts a read of up to `max` consecutive blocks from `first` of `file` (the caller keeps
     /// runs inside one file). Pins the buffers into `out` (cleared first). Consecutive misses
     /// become one vectored read, stopped at the first block that is valid or under I/O
-    /// elsewhere, and when the pool has no unpinned buffer left.
+    /// elsewhere, and when the pool has no unpinned buffer left. With a `ring`, misses recycle
+    /// its buffers (see `Ring`).
     pub(crate) fn start_read_buffers(
         &self,
         file: &File,
         first: u32,
         max: u32,
         out: &mut Vec<u32>,
+        mut ring: Option<&mut Ring>,
     ) -> Result<StartedRead<'_>, AioError> {
         let pool = self.pool().ok_or(AioError::NoUnpinnedBuffers)?;
         out.clear();
@@ -210,7 +212,7 @@ impl Issuer {
             return Ok(StartedRead::Hit { hit_pin });
         }
         let b0 = pool
-            .lookup_or_assign(tag(first))
+            .lookup_or_assign(tag(first), ring.as_deref_mut())
             .ok_or(AioError::NoUnpinnedBuffers)?
             .buffer();
         out.push(b0);
@@ -226,7 +228,7 @@ impl Issuer {
         }
         let max = max.min(self.aio.core.max_iov).min(MAX_IO_COMBINE_LIMIT);
         for block in first + 1..first.saturating_add(max) {
-            let Some(found) = pool.lookup_or_assign(tag(block)) else {
+            let Some(found) = pool.lookup_or_assign(tag(block), ring.as_deref_mut()) else {
                 break; // every buffer pinned: read what we have
             };
             let b = found.buffer();

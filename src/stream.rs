@@ -13,7 +13,7 @@
 //! (`effective_io_concurrency`, or `maintenance_io_concurrency`). See `docs/design.md`,
 //! "Read streams".
 
-use crate::bufpool::{SHARED_PIN, Tag};
+use crate::bufpool::{Ring, SHARED_PIN, Tag};
 use crate::bufread::{PinnedBuffer, StartedRead};
 use crate::error::{AioError, IoError};
 use crate::io::InFlight;
@@ -38,6 +38,11 @@ pub struct ReadStreamOptions {
     pub sequential: bool,
     /// Override the number of reads in flight (0: from the settings).
     pub max_ios: u32,
+    /// Recycle a small ring of buffers instead of taking victims from the whole pool
+    /// (PostgreSQL's `BAS_BULKREAD` strategy, which its sequential scans of big tables use):
+    /// a scan bigger than the pool then leaves the pool's other pages cached. The ring holds
+    /// the stream's look-ahead plus 32 blocks (PostgreSQL's 256 kB).
+    pub ring: bool,
 }
 
 /// What a stream did so far.
@@ -159,6 +164,7 @@ pub struct ReadStream<'a, I: Iterator<Item = u32>> {
     /// Set when looking ahead failed with nothing queued; handed to the consumer.
     error: Option<StreamError>,
     scratch: Vec<u32>,
+    ring: Option<Ring>,
     stats: ReadStreamStats,
 }
 
@@ -215,6 +221,8 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
             ios_in_flight: 0,
             error: None,
             scratch: Vec::with_capacity(combine_limit as usize),
+            // Its own pins plus room for the buffers to age before they come round again.
+            ring: opts.ring.then(|| Ring::new(max_pinned + 32)),
             stats: ReadStreamStats {
                 read_sizes: vec![0; combine_limit as usize + 1],
                 max_distance: readahead,
@@ -424,9 +432,13 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
                 return false;
             };
             let mut scratch = std::mem::take(&mut self.scratch);
-            let started = self
-                .issuer
-                .start_read_buffers(file, b, self.pending_n, &mut scratch);
+            let started = self.issuer.start_read_buffers(
+                file,
+                b,
+                self.pending_n,
+                &mut scratch,
+                self.ring.as_mut(),
+            );
             let mut hit_pin = SHARED_PIN;
             let own_read = match started {
                 Ok(StartedRead::Hit { hit_pin: k }) => {

@@ -22,6 +22,7 @@ mod ops;
 mod page_verification;
 mod prewarm;
 mod read_stream;
+mod scan_ring;
 mod short_read;
 mod shutdown;
 mod verify_cluster;

@@ -2,11 +2,13 @@
 //! four times the size of the pool hands back every block in order with the right bytes,
 //! and afterwards a hot set read before it is still cached, where the same scan without the
 //! ring evicts it; two ring scans at once over the same blocks both get every block and leave
-//! the mapping sound. Guards against: a ring buffer reused while pinned or under I/O, a ring
+//! the mapping sound; a failed read in a ring scan fails its blocks only. Guards against: a ring buffer reused while pinned or under I/O, a ring
 //! that silently takes victims from the whole pool, double-mapped buffers.
 
 use crate::support::*;
-use dbaio::{IoMethodKind, OpenOptions, ReadStream, ReadStreamOptions, Relation};
+use dbaio::{
+    FaultAction, FaultRule, IoMethodKind, OpenOptions, ReadStream, ReadStreamOptions, Relation,
+};
 
 fn scan(me: &dbaio::Issuer, rel: &Relation, blocks: u32, ring: bool) {
     let opts = ReadStreamOptions {
@@ -82,6 +84,38 @@ fn scenario(m: IoMethodKind) {
             });
         }
     });
+    aio.check_buffer_mapping().unwrap();
+
+    // A failed read in a ring scan fails its blocks only; its buffers go back into the ring
+    // and are reused for later blocks with the right bytes.
+    aio.inject_fault(
+        FaultRule::new(FaultAction::Errno(libc::EIO))
+            .on_file(&rel.segments()[0])
+            .offsets(0..1) // the scan's first read
+            .times(1),
+    );
+    let me = aio.register_issuer("faulty").unwrap();
+    let opts = ReadStreamOptions {
+        ring: true,
+        sequential: true,
+        ..ReadStreamOptions::default()
+    };
+    let (mut ok, mut failed) = (0u32, Vec::new());
+    for b in ReadStream::new(&me, &rel, 0..1024, opts) {
+        match b {
+            Ok(b) => {
+                assert_pattern(b.page(), u64::from(b.block()) * 8192);
+                ok += 1;
+            }
+            Err(e) => failed.push(e.block),
+        }
+    }
+    let expect: Vec<u32> = (0..failed.len() as u32).collect();
+    assert!(
+        !failed.is_empty() && failed.len() <= 16 && failed == expect,
+        "{failed:?}"
+    );
+    assert_eq!(ok as usize + failed.len(), 1024);
     aio.check_buffer_mapping().unwrap();
 }
 

@@ -14,8 +14,8 @@ use crate::verifier::{PageVerdict, PageVerification, PageVerifier, ReadVerdicts}
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering, fence};
+use std::sync::{Arc, OnceLock};
 
 /// The id of the built-in buffer-read callback (registered first).
 pub(crate) const BUFFER_READV: CallbackId = CallbackId(1);
@@ -80,7 +80,7 @@ struct Desc {
 
 pub(crate) struct BufferPool {
     /// Declared before `pages`: fields drop in order, so it is joined before the unmap.
-    prefault: parking_lot::Mutex<Option<Prefault>>,
+    prefault: OnceLock<Prefault>,
     /// Set at start when `buffer_pool_prefault` is on; the first victim starts the thread.
     prefault_pending: AtomicBool,
     pages: SharedRegion,
@@ -164,7 +164,7 @@ impl BufferPool {
         // Private until worker processes exist (they will need the shared variant).
         let pages = SharedRegion::new_pages(buffers as usize * page_size, true, huge, thp)?;
         Ok(BufferPool {
-            prefault: parking_lot::Mutex::new(None),
+            prefault: OnceLock::new(),
             prefault_pending: AtomicBool::new(false),
             pages,
             page_size,
@@ -203,7 +203,7 @@ impl BufferPool {
 
     fn start_prefault(&self) {
         if self.prefault_pending.swap(false, Ordering::Relaxed) {
-            *self.prefault.lock() = Some(Prefault::start(&self.pages));
+            self.prefault.get_or_init(|| Prefault::start(&self.pages));
         }
     }
 
@@ -582,9 +582,9 @@ impl BufferPool {
         if (end as usize) < self.descs.len() / 32 {
             for block in 0..end {
                 let tag = Tag { file, block };
-                let found = self.map[tag.partition()].lock().get(&tag.pack()).copied();
-                if let Some(b) = found {
-                    self.drop_buffer(b, tag.pack());
+                let mut map = self.map[tag.partition()].lock();
+                if let Some(&b) = map.get(&tag.pack()) {
+                    self.drop_buffer(&mut map, b, tag.pack());
                 }
             }
             return;
@@ -592,20 +592,20 @@ impl BufferPool {
         for (b, d) in self.descs.iter().enumerate() {
             let key = d.tag.load(Ordering::Acquire);
             if d.state.load(Ordering::Acquire) & TAG_VALID != 0 && (key >> 32) as u32 == file {
-                self.drop_buffer(b as u32, key);
+                let tag = Tag {
+                    file,
+                    block: key as u32,
+                };
+                self.drop_buffer(&mut self.map[tag.partition()].lock(), b as u32, key);
             }
         }
     }
 
-    /// Unmaps buffer `b` if it still holds the page tagged `key`, and makes it free.
-    fn drop_buffer(&self, b: u32, key: u64) {
+    /// Unmaps buffer `b` if it still holds the page tagged `key`, and makes it free. `map` is
+    /// the key's partition, locked by the caller: under that lock the tag cannot change
+    /// (retagging takes it too).
+    fn drop_buffer(&self, map: &mut HashMap<u64, u32>, b: u32, key: u64) {
         let d = &self.descs[b as usize];
-        let tag = Tag {
-            file: (key >> 32) as u32,
-            block: key as u32,
-        };
-        let mut map = self.map[tag.partition()].lock();
-        // Under the partition lock the tag cannot change (retagging takes it too).
         if map.get(&key) == Some(&b) {
             map.remove(&key);
         }

@@ -3,8 +3,9 @@
 //! A storage engine starts an [`Aio`] from [`Settings`] (`io_method = sync | worker |
 //! io_uring`), registers one [`Issuer`] per thread, opens its files as [`File`] targets, and
 //! starts I/Os on handles. Any thread can wait on a [`WaitRef`]; results come back as
-//! [`Completion`]s with the memory the I/O used. PostgreSQL 18's AIO subsystem is the reference
-//! design; `docs/design.md` explains this one module by module.
+//! [`Completion`]s with the memory the I/O used. Pages can come through a buffer pool
+//! ([`Issuer::read_block`], [`ReadStream`]). PostgreSQL 18's AIO subsystem is the reference
+//! design; `docs/design.md` explains this one layer by layer.
 //!
 //! ```
 //! use dbaio::{Aio, IoBuf, OpenOptions, Settings};
@@ -21,81 +22,80 @@
 //!
 //! ## File map
 //!
+//! Layers, bottom to top; each imports only the ones above it in this list.
+//!
 //! | file | role |
 //! |---|---|
-//! | `settings.rs` | parameters, parsing, PostgreSQL-style errors |
-//! | `aio.rs` | [`Aio`]: start, open files, wait from any thread, shutdown |
-//! | `issuer.rs` | [`Issuer`]: acquire, batch mode, submit, reclaim, close |
-//! | `io.rs` | [`Handle`], [`InFlight`], [`Completion`]: what callers hold |
-//! | `handle.rs` | the shared handle slot, its eight states, [`WaitRef`] |
-//! | `core.rs` | handle table in the shared region; completion and waiting |
-//! | `shmem.rs` | the anonymous shared mapping |
-//! | `target.rs` | the file table and [`File`] |
-//! | `op.rs`, `result.rs`, `error.rs` | ops and flags; packed results; errors |
-//! | `callback.rs` | callback kinds and what they see |
-//! | `iobuf.rs` | owned aligned I/O memory |
-//! | `bufpool.rs` | the buffer pool: pages, descriptors, mapping, clock sweep, buffer I/O |
-//! | `bufread.rs` | reading blocks into the pool: one block, or a run as one readv |
-//! | `relation.rs` | a relation's segment files, by relation-wide block number |
-//! | `stream.rs` | read streams: look-ahead distance, combining, buffers in order |
-//! | `page.rs` | PostgreSQL page checksum and header verification |
-//! | `verifier.rs` | page verification at completion: trait, modes, PostgreSQL's messages |
-//! | `pgdata.rs` | a stopped cluster's control file and relation files |
-//! | `verify.rs` | `dbaio verify`: pg_checksums --check at device speed |
-//! | `prewarm.rs` | `dbaio prewarm`: relations into the pool through read streams |
-//! | `fault.rs` | fault injection at completion |
-//! | `view.rs` | the aios view and wait events: lock-free snapshots |
-//! | `stats.rs` | per-issuer, per-op counters and latency histograms |
-//! | `introspect.rs` | the owner-only unix socket serving the view as JSON |
-//! | `method/` | the method trait; `sync.rs`, `worker.rs`, `io_uring.rs` |
-//! | `bench.rs` | `dbaio bench` |
-//! | `main.rs` | the `dbaio` command |
+//! | **`handle/`** | **the shared handle table and its protocol** |
+//! | `handle/settings.rs` | parameters, parsing, PostgreSQL-style errors |
+//! | `handle/error.rs` | [`AioError`], [`IoError`] |
+//! | `handle/op.rs`, `handle/result.rs` | ops and flags; packed results |
+//! | `handle/slot.rs` | one handle's shared slot, its eight states, [`WaitRef`] |
+//! | `handle/shared.rs` | the table in the shared region; issuer slots; completion and waiting |
+//! | `handle/files.rs` | the file table (descriptors, paths, references) |
+//! | `handle/callback.rs` | callback kinds and what they see |
+//! | `handle/fault.rs` | fault injection at completion |
+//! | `handle/shmem.rs` | anonymous mappings: the shared region, pool memory, prefaulting |
+//! | `handle/wait_event.rs` | what an issuer is blocked on |
+//! | **`method/`** | **the method trait; `sync.rs`, `worker.rs`, `io_uring.rs`** |
+//! | **`introspect/`** | **reading the table while I/O goes on** |
+//! | `introspect/view.rs` | the aios view and the waits |
+//! | `introspect/stats.rs` | per-issuer, per-op counters and latency histograms |
+//! | `introspect/socket.rs` | the owner-only unix socket serving them as JSON |
+//! | **`aio/`** | **the API an engine calls** |
+//! | `aio/subsystem.rs` | [`Aio`]: open files, wait from any thread, shutdown |
+//! | `aio/issuer.rs` | [`Issuer`]: acquire, batch mode, submit, wait, reclaim, close |
+//! | `aio/io.rs` | [`Handle`], [`InFlight`], [`Completion`]: what callers hold |
+//! | `aio/iobuf.rs` | [`IoBuf`]: owned aligned I/O memory |
+//! | `aio/file.rs` | [`File`], [`OpenOptions`] |
+//! | **`bufmgr/`** | **the buffer manager** |
+//! | `bufmgr/pool.rs` | pages, descriptors, mapping, clock sweep, buffer I/O, `buffer-readv` |
+//! | `bufmgr/ring.rs` | buffer access strategy rings |
+//! | `bufmgr/read.rs` | [`Issuer::read_block`]; a run of blocks as one readv |
+//! | `bufmgr/stream.rs` | [`ReadStream`]: look-ahead distance, combining, buffers in order |
+//! | `bufmgr/relation.rs` | [`Relation`]: a relation's segment files |
+//! | `bufmgr/verification.rs` | page verification at completion: trait, modes, messages |
+//! | **`start.rs`** | **[`Aio::start`], [`AioBuilder`]: puts the layers together** |
+//!
+//! Beside the library: `workers/` (the worker thread engine), `uring/` (the io_uring engine),
+//! `pg/` (PostgreSQL's page and cluster formats) and `cli/` (the `dbaio` command).
 
 mod aio;
-pub mod bench;
-mod bufpool;
-mod bufread;
-mod callback;
-mod core;
-mod error;
-mod fault;
+mod bufmgr;
 mod handle;
 pub mod introspect;
-mod io;
-mod iobuf;
-mod issuer;
 mod method;
-mod op;
-pub mod page;
-pub mod pgdata;
-pub mod prewarm;
-mod relation;
-mod result;
-pub mod settings;
-mod shmem;
-mod stats;
-mod stream;
-mod target;
-mod verifier;
-pub mod verify;
-mod view;
+mod start;
 
-pub use aio::{Aio, AioBuilder};
-pub use bufread::{NoWait, PinnedBuffer};
-pub use callback::{CallbackId, HandleCallbacks, IoContext, MAX_CALLBACK_KINDS, ReportTarget};
-pub use error::{AioError, IoError};
-pub use fault::{FaultAction, FaultRule};
-pub use handle::{Executor, HandleState, MAX_CALLBACKS, WaitRef};
-pub use io::{Completion, Handle, InFlight};
-pub use iobuf::{IO_ALIGN, IoBuf};
-pub use issuer::{Issuer, SUBMIT_BATCH_SIZE};
+/// PostgreSQL's page format: header, checksum, `PageIsVerified` (from `dbaio-pg`).
+pub use dbaio_pg::page;
+/// Settings: names, units, ranges and PostgreSQL-style errors.
+pub use handle::settings;
+
+pub use aio::file::{File, OpenOptions};
+pub use aio::io::{Completion, Handle, InFlight};
+pub use aio::iobuf::{IO_ALIGN, IoBuf};
+pub use aio::issuer::{Issuer, SUBMIT_BATCH_SIZE};
+pub use aio::subsystem::Aio;
+pub use bufmgr::read::{NoWait, PinnedBuffer};
+pub use bufmgr::relation::{Relation, SEGMENT_BYTES, segment_path};
+pub use bufmgr::stream::{
+    ReadStream, ReadStreamOptions, ReadStreamStats, StreamBuffer, StreamError,
+};
+pub use bufmgr::verification::{
+    PageVerdict, PageVerification, PageVerifier, PgPageVerifier, ReadVerdicts,
+};
+pub use handle::callback::{
+    CallbackId, HandleCallbacks, IoContext, MAX_CALLBACK_KINDS, ReportTarget,
+};
+pub use handle::error::{AioError, IoError};
+pub use handle::fault::{FaultAction, FaultRule};
+pub use handle::op::{HandleFlags, Op};
+pub use handle::result::{IoResult, Status};
+pub use handle::settings::{HugePages, IoMethodKind, IoUringFallback, Settings, SettingsError};
+pub use handle::slot::{Executor, HandleState, MAX_CALLBACKS, WaitRef};
+pub use handle::wait_event::WaitEvent;
+pub use introspect::stats::{ExecutorRow, IssuerStatsRow, LatencyRow, OpStatsRow};
+pub use introspect::view::{AioRow, WaitRow};
 pub use method::io_uring_available;
-pub use op::{HandleFlags, Op};
-pub use relation::{Relation, SEGMENT_BYTES, segment_path};
-pub use result::{IoResult, Status};
-pub use settings::{HugePages, IoMethodKind, IoUringFallback, Settings, SettingsError};
-pub use stats::{ExecutorRow, IssuerStatsRow, LatencyRow, OpStatsRow};
-pub use stream::{ReadStream, ReadStreamOptions, ReadStreamStats, StreamBuffer, StreamError};
-pub use target::{File, OpenOptions};
-pub use verifier::{PageVerdict, PageVerification, PageVerifier, PgPageVerifier, ReadVerdicts};
-pub use view::{AioRow, WaitEvent, WaitRow};
+pub use start::AioBuilder;

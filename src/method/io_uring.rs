@@ -6,12 +6,12 @@
 //! PostgreSQL. See `docs/design.md`, "Methods".
 
 use super::IoMethod;
-use crate::core::Core;
-use crate::error::AioError;
-use crate::handle::{Executor, HandleState};
-use crate::op::{HandleFlags, Op};
-use crate::settings::{IoMethodKind, Settings};
-use crate::target::NO_FILE;
+use crate::handle::error::AioError;
+use crate::handle::files::NO_FILE;
+use crate::handle::op::{HandleFlags, Op};
+use crate::handle::settings::{IoMethodKind, Settings};
+use crate::handle::shared::Shared;
+use crate::handle::slot::{Executor, HandleState};
 use dbaio_uring::{Fd, Ring, Submission, Support};
 use parking_lot::Mutex;
 use std::os::fd::RawFd;
@@ -33,12 +33,12 @@ pub(crate) struct UringMethod {
     fixed_files: u32,
     /// Serialises ring creation against file registration so no ring misses a file.
     files_lock: Mutex<()>,
-    core: Arc<Core>,
+    shared: Arc<Shared>,
 }
 
 impl UringMethod {
     /// Probes io_uring; `Err` is the refusal in words.
-    pub(crate) fn start(settings: &Settings, core: &Arc<Core>) -> Result<UringMethod, String> {
+    pub(crate) fn start(settings: &Settings, shared: &Arc<Shared>) -> Result<UringMethod, String> {
         let support = dbaio_uring::probe().map_err(|r| r.to_string())?;
         Ok(UringMethod {
             rings: (0..settings.max_issuers)
@@ -48,14 +48,14 @@ impl UringMethod {
                 })
                 .collect(),
             support,
-            entries: core.per_issuer,
+            entries: shared.per_issuer,
             fixed_files: if settings.io_uring_registered_files {
                 settings.max_files
             } else {
                 0
             },
             files_lock: Mutex::new(()),
-            core: Arc::clone(core),
+            shared: Arc::clone(shared),
         })
     }
 
@@ -64,29 +64,30 @@ impl UringMethod {
     }
 
     /// Handles one completion reaped from `issuer`'s ring.
-    fn complete(&self, core: &Core, issuer: u32, user_data: u64, res: i32) {
+    fn complete(&self, shared: &Shared, issuer: u32, user_data: u64, res: i32) {
         let i = user_data as u32;
         self.rings[issuer as usize]
             .in_flight
             .fetch_sub(1, Ordering::Relaxed);
         if res == -libc::EAGAIN || res == -libc::EINTR {
             // The kernel gave up on this attempt; run it again here rather than fail it.
-            core.perform_synchronously(i, Executor::Ring);
+            shared.perform_synchronously(i, Executor::Ring);
         } else {
-            core.process_completion(i, res, Executor::Ring);
+            shared.process_completion(i, res, Executor::Ring);
         }
     }
 
     /// Queues `handles` on the locked submission side of `issuer`'s ring.
-    fn push(&self, core: &Core, issuer: u32, sq: &mut Submission<'_>, handles: &[u32]) {
+    fn push(&self, shared: &Shared, issuer: u32, sq: &mut Submission<'_>, handles: &[u32]) {
         let counter = &self.rings[issuer as usize].in_flight;
         for &i in handles {
-            let op = self.build(core, i);
-            core.slot(i)
+            let op = self.build(shared, i);
+            shared
+                .slot(i)
                 .executor
                 .store(Executor::Ring.encode(), Ordering::Relaxed);
             let in_flight = counter.fetch_add(1, Ordering::Relaxed);
-            let punt = core.slot(i).flags().contains(HandleFlags::BUFFERED)
+            let punt = shared.slot(i).flags().contains(HandleFlags::BUFFERED)
                 && in_flight >= INLINE_BUFFERED_MAX;
             // SAFETY: the handle is SUBMITTED: its iovecs, buffers and path are parked in the
             // handle until reclaim, which waits for this entry's completion; the file's fd is
@@ -100,22 +101,22 @@ impl UringMethod {
     }
 
     /// Hands everything queued to the kernel, reaping first if the completion queue is full.
-    fn flush(&self, core: &Core, issuer: u32, ring: &Ring, mut sq: Submission<'_>) {
+    fn flush(&self, shared: &Shared, issuer: u32, ring: &Ring, mut sq: Submission<'_>) {
         loop {
             match sq.submit() {
                 Ok(_) => return,
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EAGAIN)) => {
                     // The completion queue is backed up: reap, then try again.
                     let mut cq = ring.completion();
-                    cq.drain(|ud, res| self.complete(core, issuer, ud, res));
+                    cq.drain(|ud, res| self.complete(shared, issuer, ud, res));
                 }
                 Err(e) => panic!("io_uring_enter failed to submit: {e}"),
             }
         }
     }
 
-    fn build(&self, core: &Core, i: u32) -> dbaio_uring::Op {
-        let s = core.slot(i);
+    fn build(&self, shared: &Shared, i: u32) -> dbaio_uring::Op {
+        let s = shared.slot(i);
         let r = Ordering::Relaxed;
         let file = s.file.load(r);
         let fd = if file != NO_FILE && file < self.fixed_files {
@@ -125,7 +126,7 @@ impl UringMethod {
         };
         let offset = s.offset.load(r);
         let len = s.length.load(r);
-        let iov = core.iovecs(i);
+        let iov = shared.iovecs(i);
         let iovcnt = u32::from(s.iov_count.load(r));
         match s.op() {
             Op::Readv => dbaio_uring::Op::Readv {
@@ -156,51 +157,9 @@ impl UringMethod {
     }
 }
 
-impl IoMethod for UringMethod {
-    fn kind(&self) -> IoMethodKind {
-        IoMethodKind::IoUring
-    }
-
-    fn needs_synchronous_execution(&self, core: &Core, i: u32) -> bool {
-        match core.slot(i).op() {
-            Op::Unlink => !self.support.unlink,
-            Op::FadviseWillneed => !self.support.fadvise,
-            Op::Fallocate => !self.support.fallocate,
-            Op::Ftruncate => !self.support.ftruncate,
-            _ => false,
-        }
-    }
-
-    fn init_issuer(&self, core: &Core, issuer: u32) -> Result<(), AioError> {
-        let slot = &self.rings[issuer as usize];
-        if slot.ring.get().is_some() {
-            return Ok(());
-        }
-        let _g = self.files_lock.lock();
-        let ring =
-            Ring::new(self.entries, self.fixed_files).map_err(|r| AioError::IoUringRefused {
-                cause: r.to_string(),
-            })?;
-        for (file, fd) in core.files.open_files() {
-            if file < self.fixed_files {
-                ring.update_fixed_file(file, fd).map_err(AioError::Start)?;
-            }
-        }
-        let _ = slot.ring.set(ring);
-        Ok(())
-    }
-
-    fn submit(&self, core: &Core, issuer: u32, handles: &[u32]) {
-        let ring = self
-            .ring(issuer)
-            .expect("an issuer's ring exists from registration on");
-        let mut sq = ring.submission();
-        self.push(core, issuer, &mut sq, handles);
-        self.flush(core, issuer, ring, sq);
-    }
-
-    fn wait_one(&self, core: &Core, i: u32, generation: u64) -> bool {
-        let s = core.slot(i);
+impl crate::handle::DriveCompletion for UringMethod {
+    fn wait_one(&self, shared: &Shared, i: u32, generation: u64) -> bool {
+        let s = shared.slot(i);
         let issuer = s.owner.load(Ordering::Relaxed);
         let Some(ring) = self.ring(issuer) else {
             return false;
@@ -212,7 +171,7 @@ impl IoMethod for UringMethod {
             {
                 return true;
             }
-            if cq.drain(|ud, res| self.complete(core, issuer, ud, res)) > 0 {
+            if cq.drain(|ud, res| self.complete(shared, issuer, ud, res)) > 0 {
                 continue;
             }
             if let Err(e) = cq.wait(1) {
@@ -221,36 +180,80 @@ impl IoMethod for UringMethod {
             }
         }
     }
+}
 
-    fn submit_and_wait(&self, core: &Core, issuer: u32, handles: &[u32], n: u32) -> bool {
+impl IoMethod for UringMethod {
+    fn kind(&self) -> IoMethodKind {
+        IoMethodKind::IoUring
+    }
+
+    fn needs_synchronous_execution(&self, shared: &Shared, i: u32) -> bool {
+        match shared.slot(i).op() {
+            Op::Unlink => !self.support.unlink,
+            Op::FadviseWillneed => !self.support.fadvise,
+            Op::Fallocate => !self.support.fallocate,
+            Op::Ftruncate => !self.support.ftruncate,
+            _ => false,
+        }
+    }
+
+    fn init_issuer(&self, shared: &Shared, issuer: u32) -> Result<(), AioError> {
+        let slot = &self.rings[issuer as usize];
+        if slot.ring.get().is_some() {
+            return Ok(());
+        }
+        let _g = self.files_lock.lock();
+        let ring =
+            Ring::new(self.entries, self.fixed_files).map_err(|r| AioError::IoUringRefused {
+                cause: r.to_string(),
+            })?;
+        for (file, fd) in shared.files.open_files() {
+            if file < self.fixed_files {
+                ring.update_fixed_file(file, fd).map_err(AioError::Start)?;
+            }
+        }
+        let _ = slot.ring.set(ring);
+        Ok(())
+    }
+
+    fn submit(&self, shared: &Shared, issuer: u32, handles: &[u32]) {
+        let ring = self
+            .ring(issuer)
+            .expect("an issuer's ring exists from registration on");
+        let mut sq = ring.submission();
+        self.push(shared, issuer, &mut sq, handles);
+        self.flush(shared, issuer, ring, sq);
+    }
+
+    fn submit_and_wait(&self, shared: &Shared, issuer: u32, handles: &[u32], n: u32) -> bool {
         let Some(ring) = self.ring(issuer) else {
             return false;
         };
         let mut sq = ring.submission();
-        self.push(core, issuer, &mut sq, handles);
+        self.push(shared, issuer, &mut sq, handles);
         let mut cq = ring.completion();
-        if cq.drain(|ud, res| self.complete(core, issuer, ud, res)) > 0 {
+        if cq.drain(|ud, res| self.complete(shared, issuer, ud, res)) > 0 {
             drop(cq);
-            self.flush(core, issuer, ring, sq);
+            self.flush(shared, issuer, ring, sq);
             return true;
         }
         if let Err(e) = sq.submit_and_wait(n) {
             if matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EAGAIN)) {
-                cq.drain(|ud, res| self.complete(core, issuer, ud, res));
+                cq.drain(|ud, res| self.complete(shared, issuer, ud, res));
                 drop(cq);
-                self.flush(core, issuer, ring, sq);
+                self.flush(shared, issuer, ring, sq);
                 return true;
             }
             panic!("io_uring_enter failed to submit and wait: {e}");
         }
         drop(sq);
-        cq.drain(|ud, res| self.complete(core, issuer, ud, res));
+        cq.drain(|ud, res| self.complete(shared, issuer, ud, res));
         true
     }
 
-    fn poll(&self, core: &Core, issuer: u32) {
+    fn poll(&self, shared: &Shared, issuer: u32) {
         if let Some(mut cq) = self.ring(issuer).and_then(|r| r.try_completion()) {
-            cq.drain(|ud, res| self.complete(core, issuer, ud, res));
+            cq.drain(|ud, res| self.complete(shared, issuer, ud, res));
         }
     }
 
@@ -278,7 +281,7 @@ impl Drop for UringMethod {
             if let Some(ring) = r.ring.get() {
                 while r.in_flight.load(Ordering::Relaxed) > 0 {
                     let mut cq = ring.completion();
-                    if cq.drain(|ud, res| self.complete(&self.core, issuer as u32, ud, res)) == 0
+                    if cq.drain(|ud, res| self.complete(&self.shared, issuer as u32, ud, res)) == 0
                         && cq.wait(1).is_err()
                     {
                         break;

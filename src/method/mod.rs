@@ -2,58 +2,53 @@
 //! the one place where `io_method` picks one. See `docs/design.md`, "Methods".
 //!
 //! Calling context: `submit` runs in the issuer that owns the handles; `wait_one` and `poll`
-//! may run in any thread; completion (`Core::process_completion`) happens wherever the method
+//! may run in any thread; completion (`Shared::process_completion`) happens wherever the method
 //! says, exactly once per submitted handle.
 
 mod io_uring;
 mod sync;
 mod worker;
 
-use crate::core::Core;
-use crate::error::AioError;
-use crate::settings::{IoMethodKind, IoUringFallback, Settings};
+use crate::handle::DriveCompletion;
+use crate::handle::error::AioError;
+use crate::handle::settings::{IoMethodKind, IoUringFallback, Settings};
+use crate::handle::shared::Shared;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
-/// What a method must do.
-pub(crate) trait IoMethod: Send + Sync {
+/// What a method must do. Its supertrait [`DriveCompletion`] (in the handle layer, so that
+/// waiting need not name the methods) holds the optional `wait_one`.
+pub(crate) trait IoMethod: DriveCompletion + Send + Sync {
     /// Which method this is.
     fn kind(&self) -> IoMethodKind;
 
     /// Required. True if handle `i` (STAGED) must run synchronously in the issuer instead of
     /// being submitted (sync: always; worker: issuer-private memory; io_uring: an op the kernel
     /// lacks).
-    fn needs_synchronous_execution(&self, core: &Core, i: u32) -> bool;
+    fn needs_synchronous_execution(&self, shared: &Shared, i: u32) -> bool;
 
     /// Optional. Prepares issuer slot `issuer` before its first I/O (io_uring: its ring).
-    fn init_issuer(&self, _core: &Core, _issuer: u32) -> Result<(), AioError> {
+    fn init_issuer(&self, _shared: &Shared, _issuer: u32) -> Result<(), AioError> {
         Ok(())
     }
 
     /// Required (except for sync). Starts `handles` — all SUBMITTED, all owned by `issuer` —
     /// and guarantees each is eventually completed exactly once.
-    fn submit(&self, core: &Core, issuer: u32, handles: &[u32]);
-
-    /// Optional. Drives handle `i` (SUBMITTED, `generation`) towards completion from the
-    /// calling thread, which need not be the issuer. Returns false when the method cannot
-    /// drive completion; the caller then sleeps until the completer wakes it.
-    fn wait_one(&self, _core: &Core, _i: u32, _generation: u64) -> bool {
-        false
-    }
+    fn submit(&self, shared: &Shared, issuer: u32, handles: &[u32]);
 
     /// Optional. Submits `handles` (as [`IoMethod::submit`]; may be empty), then blocks until
     /// about `n` more of `issuer`'s I/Os complete, driving completion from the calling thread
     /// (the issuer). Returns false when the method cannot wait that way (after submitting);
     /// the issuer then sleeps until a completer wakes it.
-    fn submit_and_wait(&self, core: &Core, issuer: u32, handles: &[u32], _n: u32) -> bool {
+    fn submit_and_wait(&self, shared: &Shared, issuer: u32, handles: &[u32], _n: u32) -> bool {
         if !handles.is_empty() {
-            self.submit(core, issuer, handles);
+            self.submit(shared, issuer, handles);
         }
         false
     }
 
     /// Optional. Completes whatever of `issuer`'s I/Os are ready, without blocking.
-    fn poll(&self, _core: &Core, _issuer: u32) {}
+    fn poll(&self, _shared: &Shared, _issuer: u32) {}
 
     /// Optional. A file was opened into slot `slot` (io_uring registers it).
     fn file_opened(&self, _slot: u32, _fd: RawFd) {}
@@ -63,11 +58,14 @@ pub(crate) trait IoMethod: Send + Sync {
 }
 
 /// Starts the method the settings ask for, applying `io_uring_fallback` if io_uring is refused.
-pub(crate) fn start(settings: &Settings, core: &Arc<Core>) -> Result<Box<dyn IoMethod>, AioError> {
+pub(crate) fn start(
+    settings: &Settings,
+    shared: &Arc<Shared>,
+) -> Result<Box<dyn IoMethod>, AioError> {
     match settings.io_method {
         IoMethodKind::Sync => Ok(Box::new(sync::SyncMethod)),
-        IoMethodKind::Worker => Ok(Box::new(worker::WorkerMethod::start(settings, core)?)),
-        IoMethodKind::IoUring => match io_uring::UringMethod::start(settings, core) {
+        IoMethodKind::Worker => Ok(Box::new(worker::WorkerMethod::start(settings, shared)?)),
+        IoMethodKind::IoUring => match io_uring::UringMethod::start(settings, shared) {
             Ok(m) => Ok(Box::new(m)),
             Err(cause) => match settings.io_uring_fallback {
                 IoUringFallback::Error => Err(AioError::IoUringRefused { cause }),
@@ -75,7 +73,7 @@ pub(crate) fn start(settings: &Settings, core: &Arc<Core>) -> Result<Box<dyn IoM
                     tracing::warn!(
                         "io_method \"io_uring\" refused ({cause}); falling back to \"worker\" as io_uring_fallback asks"
                     );
-                    Ok(Box::new(worker::WorkerMethod::start(settings, core)?))
+                    Ok(Box::new(worker::WorkerMethod::start(settings, shared)?))
                 }
                 IoUringFallback::Sync => {
                     tracing::warn!(

@@ -3,16 +3,16 @@
 //! issuer runs the overflow itself, after queueing the rest. See `docs/design.md`, "Methods".
 
 use super::IoMethod;
-use crate::core::Core;
-use crate::error::AioError;
-use crate::handle::Executor;
-use crate::op::HandleFlags;
-use crate::settings::{IoMethodKind, Settings};
+use crate::handle::error::AioError;
+use crate::handle::op::HandleFlags;
+use crate::handle::settings::{IoMethodKind, Settings};
+use crate::handle::shared::Shared;
+use crate::handle::slot::Executor;
 use dbaio_workers::{CompletionSink, WorkerPool};
 use std::sync::Arc;
 
-/// Posts worker completions into the core.
-struct Sink(Arc<Core>);
+/// Posts worker completions into the shared table.
+struct Sink(Arc<Shared>);
 
 impl CompletionSink for Sink {
     fn prepare(&self, worker: u32, req: &mut dbaio_workers::Request) {
@@ -35,34 +35,42 @@ pub(crate) struct WorkerMethod {
 }
 
 impl WorkerMethod {
-    pub(crate) fn start(settings: &Settings, core: &Arc<Core>) -> Result<WorkerMethod, AioError> {
+    pub(crate) fn start(
+        settings: &Settings,
+        shared: &Arc<Shared>,
+    ) -> Result<WorkerMethod, AioError> {
         let pool = WorkerPool::start(
             settings.io_workers,
             settings.io_worker_queue_size as usize,
             "dbaio-io-worker",
-            Arc::new(Sink(Arc::clone(core))),
+            Arc::new(Sink(Arc::clone(shared))),
         )
         .map_err(AioError::Start)?;
         Ok(WorkerMethod { pool })
     }
 }
 
+impl crate::handle::DriveCompletion for WorkerMethod {}
+
 impl IoMethod for WorkerMethod {
     fn kind(&self) -> IoMethodKind {
         IoMethodKind::Worker
     }
 
-    fn needs_synchronous_execution(&self, core: &Core, i: u32) -> bool {
-        core.slot(i).flags().contains(HandleFlags::REFERENCES_LOCAL)
+    fn needs_synchronous_execution(&self, shared: &Shared, i: u32) -> bool {
+        shared
+            .slot(i)
+            .flags()
+            .contains(HandleFlags::REFERENCES_LOCAL)
     }
 
-    fn submit(&self, core: &Core, _issuer: u32, handles: &[u32]) {
+    fn submit(&self, shared: &Shared, _issuer: u32, handles: &[u32]) {
         let mut queued = 0u32;
         let mut overflow_from = None;
         for (k, &i) in handles.iter().enumerate() {
             // SAFETY: the handle is SUBMITTED; its iovecs/path name memory the issuer parks in
             // the handle until reclaim, which waits for the completion the worker posts.
-            match unsafe { self.pool.try_submit(core.request(i)) } {
+            match unsafe { self.pool.try_submit(shared.request(i)) } {
                 Ok(()) => queued += 1,
                 Err(_) => {
                     overflow_from = Some(k);
@@ -74,9 +82,9 @@ impl IoMethod for WorkerMethod {
         if let Some(k) = overflow_from {
             for &i in &handles[k..] {
                 // SAFETY: as above — but a later entry may fit now that workers drained some.
-                match unsafe { self.pool.try_submit(core.request(i)) } {
+                match unsafe { self.pool.try_submit(shared.request(i)) } {
                     Ok(()) => self.pool.wake(1),
-                    Err(_) => core.perform_synchronously(i, Executor::Issuer),
+                    Err(_) => shared.perform_synchronously(i, Executor::Issuer),
                 }
             }
         }

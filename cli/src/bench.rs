@@ -1,0 +1,478 @@
+//! `dbaio bench`: a fio-like load generator over the handle API, and the method comparison
+//! that is the README's main command. It keeps `iodepth` I/Os in flight from one issuer,
+//! refilling in batch mode, and records per-I/O latency in an HDR histogram. See
+//! `docs/benchmarks.md`.
+
+use dbaio::{Aio, AioError, InFlight, IoBuf, IoMethodKind, OpenOptions, Settings};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The access pattern.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Rw {
+    /// Random reads.
+    Randread,
+    /// Sequential reads.
+    Read,
+    /// Random writes.
+    Randwrite,
+    /// Sequential writes.
+    Write,
+}
+
+impl Rw {
+    fn is_write(self) -> bool {
+        matches!(self, Rw::Randwrite | Rw::Write)
+    }
+    fn is_random(self) -> bool {
+        matches!(self, Rw::Randread | Rw::Randwrite)
+    }
+    /// fio's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rw::Randread => "randread",
+            Rw::Read => "read",
+            Rw::Randwrite => "randwrite",
+            Rw::Write => "write",
+        }
+    }
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    /// The data file (created and filled if missing or too short).
+    pub filename: PathBuf,
+    /// Bytes of the file the I/Os cover.
+    pub size: u64,
+    /// Access pattern.
+    pub rw: Rw,
+    /// Block size in bytes.
+    pub bs: u32,
+    /// I/Os kept in flight.
+    pub iodepth: u32,
+    /// How long to run.
+    pub runtime: Duration,
+    /// O_DIRECT.
+    pub direct: bool,
+    /// Worker threads for the worker method.
+    pub io_workers: u32,
+    /// Submit refills in groups of at most this many I/Os (one system call each under
+    /// io_uring). Small groups get the first I/Os to the device sooner.
+    pub batch: u32,
+    /// Wake for completions in groups of at least this many.
+    pub complete_min: u32,
+    /// Show a progress bar.
+    pub progress: bool,
+    /// Serve the aios view on this socket while running.
+    pub socket: Option<PathBuf>,
+}
+
+/// Latency percentiles in microseconds.
+#[derive(Clone, Debug, Serialize)]
+pub struct Latency {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Maximum.
+    pub max: f64,
+}
+
+/// One run's figures (the JSON contract of `dbaio bench --json`).
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchReport {
+    /// Method used.
+    pub io_method: String,
+    /// Access pattern.
+    pub rw: Rw,
+    /// Block size.
+    pub bs: u32,
+    /// Depth.
+    pub iodepth: u32,
+    /// I/Os completed.
+    pub ios: u64,
+    /// Bytes transferred.
+    pub bytes: u64,
+    /// Wall time.
+    pub seconds: f64,
+    /// I/Os per second.
+    pub iops: f64,
+    /// Bandwidth.
+    pub bw_bytes_per_sec: f64,
+    /// Latency from start to completion.
+    pub lat_us: Latency,
+    /// Failed I/Os.
+    pub errors: u64,
+}
+
+/// Parses fio-style sizes: `4096`, `4k`, `128K`, `1m`, `4G` (binary multiples).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        None => (t, 1u64),
+        Some((i, _)) => {
+            let m = match t[i..]
+                .to_ascii_lowercase()
+                .trim_end_matches("ib")
+                .trim_end_matches('b')
+            {
+                "" => 1,
+                "k" => 1 << 10,
+                "m" => 1 << 20,
+                "g" => 1 << 30,
+                "t" => 1 << 40,
+                _ => {
+                    return Err(format!(
+                        "invalid size \"{s}\" (use a number with k, m, g or t)"
+                    ));
+                }
+            };
+            (&t[..i], m)
+        }
+    };
+    let n: u64 = num.parse().map_err(|_| format!("invalid size \"{s}\""))?;
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("size \"{s}\" is too large"))
+}
+
+/// Makes sure `path` exists with at least `size` bytes of non-zero data.
+pub fn prepare_file(path: &Path, size: u64) -> std::io::Result<()> {
+    if std::fs::metadata(path)
+        .map(|m| m.len() >= size)
+        .unwrap_or(false)
+    {
+        return Ok(());
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(false)
+        .open(path)?;
+    let chunk: Vec<u8> = (0..1 << 20)
+        .map(|i: u32| (i.wrapping_mul(2654435761) >> 24) as u8 | 1)
+        .collect();
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(chunk.len() as u64) as usize;
+        f.write_all(&chunk[..n])?;
+        left -= n as u64;
+    }
+    f.sync_all()
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+/// Runs one benchmark with `method`.
+pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, AioError> {
+    let settings = Settings {
+        io_method: method,
+        io_workers: opts.io_workers,
+        io_max_concurrency: opts.iodepth.max(1) as i32,
+        max_issuers: 4,
+        introspection_socket: opts.socket.clone(),
+        ..Settings::default()
+    };
+    let aio = Aio::start(settings)?;
+    let issuer = aio.register_issuer("bench")?;
+    let opts_file = OpenOptions {
+        write: opts.rw.is_write(),
+        direct: Some(opts.direct),
+        ..OpenOptions::default()
+    };
+    let file = aio.open(&opts.filename, &opts_file)?;
+    let blocks = (opts.size / u64::from(opts.bs)).max(1);
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut seq = 0u64;
+    let mut next_offset = || {
+        let b = if opts.rw.is_random() {
+            rng.next() % blocks
+        } else {
+            let b = seq % blocks;
+            seq += 1;
+            b
+        };
+        b * u64::from(opts.bs)
+    };
+    // The sync method runs each I/O inside `start`, so its real depth is 1 (as fio's psync).
+    let depth = if aio.io_method() == IoMethodKind::Sync {
+        1
+    } else {
+        opts.iodepth.max(1) as usize
+    };
+    let mut free: Vec<IoBuf> = (0..depth)
+        .map(|_| IoBuf::from_slice(&vec![0x5a; opts.bs as usize]))
+        .collect();
+    let mut pending: Vec<(InFlight<'_>, Instant)> = Vec::with_capacity(depth);
+    let mut hist =
+        Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds are valid");
+    let (mut ios, mut bytes, mut errors) = (0u64, 0u64, 0u64);
+    let bar = opts.progress.then(|| {
+        let b = indicatif::ProgressBar::new(opts.runtime.as_secs());
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len}s {msg}")
+                .expect("valid template"),
+        );
+        b.set_prefix(format!("{method:>8}"));
+        b
+    });
+    let start = Instant::now();
+    let deadline = start + opts.runtime;
+    let mut last_tick = start;
+    let mut account = |c: dbaio::Completion, t0: Instant, free: &mut Vec<IoBuf>| {
+        hist.saturating_record((t0.elapsed().as_nanos() as u64 / 1000).max(1));
+        if c.check().is_err() || c.is_partial() {
+            errors += 1;
+        } else {
+            ios += 1;
+            bytes += c.bytes() as u64;
+        }
+        free.push(c.into_buf());
+    };
+    let start_io = |buf: IoBuf, next_offset: &mut dyn FnMut() -> u64| -> Result<_, AioError> {
+        let h = issuer.acquire()?;
+        let off = next_offset();
+        let t0 = Instant::now();
+        let io = if opts.rw.is_write() {
+            h.write(&file, off, buf)
+        } else {
+            h.read(&file, off, buf)
+        };
+        Ok((io, t0))
+    };
+    // Starts the next I/O with `buf`, submitting every `batch` starts.
+    let mut restart = |buf: IoBuf, fresh: &mut Vec<_>, staged: &mut u32| -> Result<(), AioError> {
+        fresh.push(start_io(buf, &mut next_offset)?);
+        *staged += 1;
+        if *staged == opts.batch {
+            issuer.submit_staged();
+            *staged = 0;
+        }
+        Ok(())
+    };
+    let mut fresh = Vec::with_capacity(depth);
+    // Batch mode throughout: starts are submitted every `batch`, and the last partial group
+    // goes to the kernel with the wait for completions (one system call under io_uring).
+    issuer.begin_batch()?;
+    loop {
+        let running = Instant::now() < deadline;
+        // Redeem each finished I/O and at once start the next one with its buffer, so the
+        // device gets work back as early as possible.
+        let mut staged = 0;
+        let mut k = 0;
+        while k < pending.len() {
+            if !pending[k].0.is_done() {
+                k += 1;
+                continue;
+            }
+            let (io, t0) = pending.swap_remove(k);
+            account(issuer.wait(io), t0, &mut free);
+            if running {
+                let buf = free.pop().expect("a buffer was just returned");
+                restart(buf, &mut fresh, &mut staged)?;
+            }
+        }
+        while running && !free.is_empty() {
+            let buf = free.pop().expect("checked non-empty");
+            restart(buf, &mut fresh, &mut staged)?;
+        }
+        pending.append(&mut fresh);
+        if pending.is_empty() {
+            break;
+        }
+        issuer.wait_for_completions(opts.complete_min);
+        if let Some(b) = &bar {
+            if last_tick.elapsed() >= Duration::from_millis(250) {
+                last_tick = Instant::now();
+                b.set_position(start.elapsed().as_secs());
+            }
+        }
+    }
+    issuer.end_batch();
+    let seconds = start.elapsed().as_secs_f64();
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    drop(pending);
+    issuer.close(file);
+    let us = |q: f64| hist.value_at_quantile(q) as f64;
+    Ok(BenchReport {
+        io_method: aio.io_method().name().to_string(),
+        rw: opts.rw,
+        bs: opts.bs,
+        iodepth: depth as u32,
+        ios,
+        bytes,
+        seconds,
+        iops: ios as f64 / seconds,
+        bw_bytes_per_sec: bytes as f64 / seconds,
+        lat_us: Latency {
+            p50: us(0.5),
+            p99: us(0.99),
+            p999: us(0.999),
+            max: hist.max() as f64,
+        },
+        errors,
+    })
+}
+
+/// Formats reports as the comparison table.
+pub fn table(reports: &[BenchReport]) -> String {
+    let mut s = format!(
+        "{:<9} {:<9} {:>6} {:>7} {:>10} {:>9} {:>8} {:>8} {:>9} {:>9} {:>6}\n",
+        "method",
+        "rw",
+        "bs",
+        "iodepth",
+        "IOPS",
+        "MB/s",
+        "p50 us",
+        "p99 us",
+        "p99.9 us",
+        "max us",
+        "errors"
+    );
+    for r in reports {
+        s += &format!(
+            "{:<9} {:<9} {:>6} {:>7} {:>10.0} {:>9.1} {:>8.0} {:>8.0} {:>9.0} {:>9.0} {:>6}\n",
+            r.io_method,
+            r.rw.name(),
+            r.bs,
+            r.iodepth,
+            r.iops,
+            r.bw_bytes_per_sec / 1e6,
+            r.lat_us.p50,
+            r.lat_us.p99,
+            r.lat_us.p999,
+            r.lat_us.max,
+            r.errors
+        );
+    }
+    s
+}
+
+/// Figures of a buffer-pool hit run.
+#[derive(Clone, Debug, Serialize)]
+pub struct PoolHitReport {
+    /// Issuer threads.
+    pub issuers: u32,
+    /// Distinct blocks read (all resident).
+    pub blocks: u32,
+    /// Pins and unpins done (each a hit).
+    pub hits: u64,
+    /// Wall time.
+    pub seconds: f64,
+    /// Hits per second, all issuers together.
+    pub hits_per_sec: f64,
+    /// Whether each hit read its whole page.
+    pub touch_page: bool,
+}
+
+/// The buffer-pool hit workload: `blocks` blocks of `filename` are read into the pool once,
+/// then `issuers` threads each pin and unpin random resident blocks for `runtime`, reading one
+/// byte of each page, or all of it with `touch_page` — or, with `streams`, run read streams over
+/// runs of 64 resident blocks from random starts. Measures whether hits serialise.
+pub fn pool_hit(
+    filename: &Path,
+    blocks: u32,
+    issuers: u32,
+    runtime: Duration,
+    touch_page: bool,
+    streams: bool,
+) -> Result<PoolHitReport, AioError> {
+    let settings = Settings {
+        io_method: IoMethodKind::Sync,
+        buffer_pool_size: u64::from(blocks) * 2,
+        max_issuers: issuers + 1,
+        ..Settings::default()
+    };
+    let aio = Aio::start(settings)?;
+    let file = aio.open(filename, &OpenOptions::read())?;
+    {
+        let me = aio.register_issuer("warm")?;
+        for b in 0..blocks {
+            drop(me.read_block(&file, b)?);
+        }
+    }
+    let start = Instant::now();
+    let counts: Vec<Result<u64, AioError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..issuers)
+            .map(|t| {
+                let (aio, file) = (aio.clone(), file.clone());
+                s.spawn(move || -> Result<u64, AioError> {
+                    let me = aio.register_issuer(&format!("hit{t}"))?;
+                    let mut rng = Rng(0x9e37_79b9_7f4a_7c15
+                        ^ (u64::from(t) + 1).wrapping_mul(0xff51_afd7_ed55_8ccd));
+                    let (mut n, mut sum) = (0u64, 0u64);
+                    if streams {
+                        // Read streams over runs of 64 resident blocks from random starts.
+                        let rel = dbaio::Relation::from_file(file.clone())?;
+                        while start.elapsed() < runtime {
+                            for _ in 0..16 {
+                                let first = (rng.next() % u64::from(blocks - 64)) as u32;
+                                let opts = dbaio::ReadStreamOptions::default();
+                                for b in dbaio::ReadStream::new(&me, &rel, first..first + 64, opts)
+                                {
+                                    let b = b.map_err(|e| e.error)?;
+                                    sum = sum.wrapping_add(u64::from(b.page()[100]));
+                                    n += 1;
+                                }
+                            }
+                        }
+                        std::hint::black_box(sum);
+                        return Ok(n);
+                    }
+                    while start.elapsed() < runtime {
+                        for _ in 0..1024 {
+                            let b =
+                                me.read_block(&file, (rng.next() % u64::from(blocks)) as u32)?;
+                            let page = b.page();
+                            sum = if touch_page {
+                                page.chunks_exact(8).fold(sum, |a, w| {
+                                    a ^ u64::from_le_bytes(w.try_into().expect("8 bytes"))
+                                })
+                            } else {
+                                sum.wrapping_add(u64::from(page[100]))
+                            };
+                            n += 1;
+                        }
+                    }
+                    std::hint::black_box(sum);
+                    Ok(n)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("hit thread"))
+            .collect()
+    });
+    let seconds = start.elapsed().as_secs_f64();
+    let mut hits = 0;
+    for c in counts {
+        hits += c?;
+    }
+    Ok(PoolHitReport {
+        issuers,
+        blocks,
+        hits,
+        seconds,
+        hits_per_sec: hits as f64 / seconds,
+        touch_page,
+    })
+}

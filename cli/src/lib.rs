@@ -1,0 +1,17 @@
+//! The `dbaio` command's tools, as a library so that tests can drive them without a process.
+//!
+//! | file | role |
+//! |---|---|
+//! | `main.rs` | the command line: flags, output, exit status |
+//! | `bench.rs` | `dbaio bench`: fio-like runs, the method comparison, buffer-pool hit runs |
+//! | `prewarm.rs` | `dbaio prewarm`: relations into the pool through read streams |
+//! | `checksums.rs` | `dbaio verify`: `pg_checksums --check` at device speed |
+//! | `screens.rs` | `dbaio aios` and `dbaio stat`: tables, JSON, Prometheus, the live screen |
+//!
+//! It uses the `dbaio` library through its public API only, and `dbaio-pg` for PostgreSQL's
+//! formats. See `docs/benchmarks.md` and `docs/aios.md`.
+
+pub mod bench;
+pub mod checksums;
+pub mod prewarm;
+pub mod screens;

@@ -1,0 +1,151 @@
+//! `dbaio prewarm FILE...`: each FILE is a relation's first segment; its `.1`, `.2`, …
+//! segments follow. Every block goes into the buffer pool through a [`ReadStream`], like
+//! PostgreSQL's `pg_prewarm(rel, 'buffer')`, optionally verifying every page at completion.
+//! See `docs/design.md`, "Read streams".
+
+use dbaio::{
+    Aio, OpenOptions, PageVerification, ReadStream, ReadStreamOptions, Relation, Settings,
+    segment_path,
+};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// What to prewarm and how.
+#[derive(Clone, Debug)]
+pub struct PrewarmOptions {
+    /// First segments of the relations.
+    pub files: Vec<PathBuf>,
+    /// Settings (io_method, buffer_pool_size, concurrency, …). With `buffer_pool_size` 0 the
+    /// pool is sized to hold every block (at most half the machine's memory).
+    pub settings: Settings,
+    /// Read with O_DIRECT.
+    pub direct: bool,
+    /// Verify every page (PostgreSQL's header checks and data checksum) as it completes.
+    pub verify_checksums: bool,
+    /// Blocks per segment file (0: 1 GiB worth, PostgreSQL's default).
+    pub segment_blocks: u32,
+}
+
+/// What a prewarm did (`--json` fields).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PrewarmReport {
+    /// Segment files read.
+    pub files: u64,
+    /// Blocks now valid in the pool.
+    pub blocks: u64,
+    /// Bytes read into the pool (blocks × block size).
+    pub bytes: u64,
+    /// Wall time of the reads.
+    pub seconds: f64,
+    /// bytes / seconds.
+    pub bytes_per_sec: f64,
+    /// Pages whose checksum did not match (with --verify-checksums).
+    pub checksum_failures: u64,
+    /// Pages found invalid in any way (bad checksum or header).
+    pub invalid_pages: u64,
+    /// Reads started, and the blocks they covered (their mean size is the combining).
+    pub reads: u64,
+    /// The io_method that ran.
+    pub io_method: String,
+    /// Buffer pool size in blocks.
+    pub buffer_pool_blocks: u64,
+    /// Blocks that could not be read or failed verification, with PostgreSQL's messages.
+    pub errors: Vec<String>,
+}
+
+/// Total bytes of the relations' segments (to size the pool).
+fn relation_bytes(files: &[PathBuf]) -> u64 {
+    let mut total = 0;
+    for f in files {
+        let mut n = 0;
+        while let Ok(m) = std::fs::metadata(segment_path(f, n)) {
+            total += m.len();
+            n += 1;
+        }
+    }
+    total
+}
+
+fn physical_memory() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let (pages, size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    (pages.max(0) as u64) * (size.max(0) as u64)
+}
+
+/// Runs the prewarm. `Err` is a fatal error (bad settings, a file that cannot be opened);
+/// blocks that fail are listed in the report.
+pub fn run(opts: &PrewarmOptions) -> Result<PrewarmReport, String> {
+    let mut settings = opts.settings.clone();
+    // One issuer: its pin share (buffer_pool_size / max_issuers) is then the whole pool.
+    settings.max_issuers = 2;
+    let block = u64::from(settings.block_size);
+    if settings.buffer_pool_size == 0 {
+        let want = relation_bytes(&opts.files).div_ceil(block);
+        let cap = (physical_memory() / 2 / block).max(128);
+        settings.buffer_pool_size = want.clamp(128, cap);
+    }
+    let aio = Aio::start(settings).map_err(|e| e.to_string())?;
+    let me = aio.register_issuer("prewarm").map_err(|e| e.to_string())?;
+    if opts.verify_checksums {
+        me.set_page_verification(PageVerification::ERROR);
+    }
+    let open = OpenOptions::read().direct(opts.direct);
+    let mut rels = Vec::new();
+    for f in &opts.files {
+        let rel = if opts.segment_blocks > 0 {
+            Relation::open_with_segment_blocks(&aio, f, &open, opts.segment_blocks)
+        } else {
+            Relation::open(&aio, f, &open)
+        };
+        rels.push(rel.map_err(|e| e.to_string())?);
+    }
+    let mut r = PrewarmReport {
+        io_method: aio.io_method().name().to_string(),
+        buffer_pool_blocks: aio.settings().buffer_pool_size,
+        ..PrewarmReport::default()
+    };
+    let t0 = Instant::now();
+    for rel in &rels {
+        r.files += rel.segments().len() as u64;
+        let mut stream = ReadStream::new(
+            &me,
+            rel,
+            0..rel.nblocks(),
+            ReadStreamOptions {
+                maintenance: true,
+                full: true,
+                ..ReadStreamOptions::default()
+            },
+        );
+        while let Some(b) = stream.next_buffer() {
+            match b {
+                Ok(_) => r.blocks += 1,
+                Err(e) => {
+                    let m = e.to_string();
+                    // A read of several bad pages reports them together, once.
+                    if r.errors.last() != Some(&m) {
+                        r.errors.push(m);
+                    }
+                }
+            }
+        }
+        let st = stream.stats();
+        r.checksum_failures += st.checksum_failures;
+        r.invalid_pages += st.invalid_pages;
+        r.reads += st.ios;
+    }
+    r.seconds = t0.elapsed().as_secs_f64();
+    r.bytes = r.blocks * block;
+    r.bytes_per_sec = r.bytes as f64 / r.seconds.max(1e-9);
+    // Done: shutting down first spares each file's close its buffer scan.
+    aio.shutdown();
+    drop(rels);
+    drop(me);
+    Ok(r)
+}

@@ -1,0 +1,480 @@
+//! The `dbaio aios` and `dbaio stat` commands: clients of an embedder's introspection socket.
+//! Tables, JSON, Prometheus text, and the live `--watch` screen (ratatui). See `docs/aios.md`.
+
+use dbaio::introspect::request;
+use dbaio::{AioRow, IssuerStatsRow, WaitRow};
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyModifiers};
+use ratatui::layout::{Constraint, Layout};
+use ratatui::style::{Modifier, Style};
+use ratatui::widgets::{Block, Borders, Row, Table};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Everything one poll of the socket returns.
+#[derive(serde::Deserialize)]
+pub struct All {
+    /// The embedder's process id.
+    pub pid: u32,
+    /// The method it runs.
+    pub io_method: String,
+    /// Seconds since its subsystem started.
+    pub uptime_s: f64,
+    /// The aios view.
+    pub aios: Vec<AioRow>,
+    /// What each issuer waits for.
+    pub waits: Vec<WaitRow>,
+    /// Per-issuer statistics.
+    pub stats: Vec<IssuerStatsRow>,
+}
+
+/// Sends `cmd` to the socket and returns the reply, or the server's error in words.
+pub fn fetch(socket: &Path, cmd: &str) -> Result<serde_json::Value, String> {
+    let v = request(socket, cmd)
+        .map_err(|e| format!("could not query \"{}\": {e}", socket.display()))?;
+    if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
+        return Err(format!("\"{}\" answered: {e}", socket.display()));
+    }
+    Ok(v)
+}
+
+/// Everything at once (the `all` command).
+pub fn fetch_all(socket: &Path) -> Result<All, String> {
+    serde_json::from_value(fetch(socket, "all")?).map_err(|e| format!("unexpected reply: {e}"))
+}
+
+fn opt<T: ToString>(v: &Option<T>) -> String {
+    v.as_ref().map(|x| x.to_string()).unwrap_or_default()
+}
+
+/// The aios table: PostgreSQL's columns and dbaio's, sorted by issuer then age (oldest first).
+pub fn aios_table(rows: &mut [AioRow]) -> String {
+    rows.sort_by(|a, b| (&a.issuer, b.age_us).cmp(&(&b.issuer, a.age_us)));
+    let head = [
+        "issuer",
+        "pid",
+        "tid",
+        "io_id",
+        "io_generation",
+        "state",
+        "operation",
+        "off",
+        "length",
+        "target",
+        "handle_data_len",
+        "raw_result",
+        "result",
+        "target_desc",
+        "f_sync",
+        "f_localmem",
+        "f_buffered",
+        "executor",
+        "age_us",
+    ];
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.issuer.clone(),
+                r.pid.to_string(),
+                r.tid.to_string(),
+                r.io_id.to_string(),
+                r.io_generation.to_string(),
+                r.state.clone(),
+                opt(&r.operation),
+                opt(&r.off),
+                opt(&r.length),
+                opt(&r.target),
+                opt(&r.handle_data_len),
+                opt(&r.raw_result),
+                opt(&r.result),
+                opt(&r.target_desc),
+                opt(&r.f_sync.map(|b| if b { "t" } else { "f" })),
+                opt(&r.f_localmem.map(|b| if b { "t" } else { "f" })),
+                opt(&r.f_buffered.map(|b| if b { "t" } else { "f" })),
+                r.executor.clone(),
+                r.age_us.to_string(),
+            ]
+        })
+        .collect();
+    let mut width: Vec<usize> = head.iter().map(|h| h.len()).collect();
+    for row in &cells {
+        for (w, c) in width.iter_mut().zip(row) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let mut out = String::new();
+    let line = |cols: Vec<&str>, out: &mut String| {
+        let parts: Vec<String> = cols
+            .iter()
+            .zip(&width)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(parts.join(" | ").trim_end());
+        out.push('\n');
+    };
+    line(head.to_vec(), &mut out);
+    out.push_str(
+        &width
+            .iter()
+            .map(|w| "-".repeat(*w))
+            .collect::<Vec<_>>()
+            .join("-+-"),
+    );
+    out.push('\n');
+    for row in &cells {
+        line(row.iter().map(String::as_str).collect(), &mut out);
+    }
+    let _ = writeln!(out, "({} rows)", rows.len());
+    out
+}
+
+/// Stats as Prometheus text exposition.
+pub fn prometheus(all: &All) -> String {
+    let mut o = String::new();
+    let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
+    let metrics: [(&str, &str, &str); 4] = [
+        (
+            "dbaio_io_ops_total",
+            "counter",
+            "Completed I/Os per issuer and op.",
+        ),
+        (
+            "dbaio_io_bytes_total",
+            "counter",
+            "Bytes transferred per issuer and op.",
+        ),
+        (
+            "dbaio_io_errors_total",
+            "counter",
+            "I/Os that ended in ERROR per issuer and op.",
+        ),
+        (
+            "dbaio_io_time_seconds_total",
+            "counter",
+            "Summed latency, staging to completion.",
+        ),
+    ];
+    for (name, kind, help) in metrics {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for s in &all.stats {
+            for op in &s.ops {
+                let v = match name {
+                    "dbaio_io_ops_total" => op.count as f64,
+                    "dbaio_io_bytes_total" => op.bytes as f64,
+                    "dbaio_io_errors_total" => op.errors as f64,
+                    _ => op.time_us / 1e6,
+                };
+                let _ = writeln!(
+                    o,
+                    "{name}{{issuer=\"{}\",slot=\"{}\",op=\"{}\"}} {v}",
+                    esc(&s.issuer),
+                    s.slot,
+                    op.op
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        o,
+        "# HELP dbaio_io_latency_microseconds Latency quantiles, staging to completion.\n# TYPE dbaio_io_latency_microseconds summary"
+    );
+    for s in &all.stats {
+        for op in &s.ops {
+            for (q, v) in [
+                ("0.5", op.lat_us.p50),
+                ("0.99", op.lat_us.p99),
+                ("0.999", op.lat_us.p999),
+                ("1", op.lat_us.max),
+            ] {
+                let _ = writeln!(
+                    o,
+                    "dbaio_io_latency_microseconds{{issuer=\"{}\",slot=\"{}\",op=\"{}\",quantile=\"{q}\"}} {v}",
+                    esc(&s.issuer),
+                    s.slot,
+                    op.op
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        o,
+        "# HELP dbaio_executor_ios_total I/Os executed per issuer and executor.\n# TYPE dbaio_executor_ios_total counter"
+    );
+    for s in &all.stats {
+        for e in &s.executors {
+            let _ = writeln!(
+                o,
+                "dbaio_executor_ios_total{{issuer=\"{}\",slot=\"{}\",executor=\"{}\"}} {}",
+                esc(&s.issuer),
+                s.slot,
+                e.executor,
+                e.ios
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        "# HELP dbaio_ios_in_flight Handles not idle per issuer.\n# TYPE dbaio_ios_in_flight gauge"
+    );
+    let mut in_flight: HashMap<&str, usize> = HashMap::new();
+    for r in &all.aios {
+        *in_flight.entry(&r.issuer).or_default() += 1;
+    }
+    for w in &all.waits {
+        let _ = writeln!(
+            o,
+            "dbaio_ios_in_flight{{issuer=\"{}\",slot=\"{}\"}} {}",
+            esc(&w.issuer),
+            w.slot,
+            in_flight.get(w.issuer.as_str()).unwrap_or(&0)
+        );
+    }
+    o
+}
+
+/// A human stats table.
+pub fn stats_table(all: &All) -> String {
+    let mut o = format!(
+        "pid {}  io_method {}  up {:.1} s\n",
+        all.pid, all.io_method, all.uptime_s
+    );
+    let _ = writeln!(
+        o,
+        "{:<16} {:>4} {:<9} {:>10} {:>12} {:>7} {:>9} {:>8} {:>8} {:>9} {:>9}  executors",
+        "issuer",
+        "slot",
+        "op",
+        "count",
+        "bytes",
+        "errors",
+        "time_s",
+        "p50_us",
+        "p99_us",
+        "p999_us",
+        "max_us"
+    );
+    for s in &all.stats {
+        let ex: Vec<String> = s
+            .executors
+            .iter()
+            .map(|e| format!("{}={}", e.executor, e.ios))
+            .collect();
+        for (k, op) in s.ops.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "{:<16} {:>4} {:<9} {:>10} {:>12} {:>7} {:>9.3} {:>8} {:>8} {:>9} {:>9}  {}",
+                s.issuer,
+                s.slot,
+                op.op,
+                op.count,
+                op.bytes,
+                op.errors,
+                op.time_us / 1e6,
+                op.lat_us.p50,
+                op.lat_us.p99,
+                op.lat_us.p999,
+                op.lat_us.max,
+                if k == 0 { ex.join(" ") } else { String::new() }
+            );
+        }
+    }
+    o
+}
+
+struct Rate {
+    at: Instant,
+    ios: HashMap<u32, (u64, u64)>,
+}
+
+fn totals(s: &IssuerStatsRow) -> (u64, u64) {
+    s.ops
+        .iter()
+        .fold((0, 0), |(n, b), op| (n + op.count, b + op.bytes))
+}
+
+/// The live, top-like screen. Quits on q, Esc or Ctrl-C, or after `count` refreshes.
+pub fn watch(socket: &Path, every: Duration, count: Option<u64>) -> Result<(), String> {
+    let mut terminal = ratatui::init();
+    let result = watch_loop(&mut terminal, socket, every, count);
+    ratatui::restore();
+    result
+}
+
+fn watch_loop(
+    terminal: &mut ratatui::DefaultTerminal,
+    socket: &Path,
+    every: Duration,
+    count: Option<u64>,
+) -> Result<(), String> {
+    let mut last: Option<Rate> = None;
+    let mut frames = 0u64;
+    loop {
+        let all = fetch_all(socket)?;
+        let now = Instant::now();
+        let mut in_flight: HashMap<&str, usize> = HashMap::new();
+        for r in &all.aios {
+            *in_flight.entry(&r.issuer).or_default() += 1;
+        }
+        let rates: HashMap<u32, (f64, f64)> = all
+            .stats
+            .iter()
+            .map(|s| {
+                let (n, b) = totals(s);
+                let r = last.as_ref().and_then(|l| {
+                    let dt = now.duration_since(l.at).as_secs_f64();
+                    l.ios.get(&s.slot).map(|&(n0, b0)| {
+                        (
+                            n.saturating_sub(n0) as f64 / dt,
+                            b.saturating_sub(b0) as f64 / dt / 1e6,
+                        )
+                    })
+                });
+                (s.slot, r.unwrap_or((0.0, 0.0)))
+            })
+            .collect();
+        last = Some(Rate {
+            at: now,
+            ios: all.stats.iter().map(|s| (s.slot, totals(s))).collect(),
+        });
+        let issuer_rows: Vec<Row> = all
+            .waits
+            .iter()
+            .map(|w| {
+                let (iops, mbs) = rates.get(&w.slot).copied().unwrap_or_default();
+                let p99 = all
+                    .stats
+                    .iter()
+                    .find(|s| s.slot == w.slot)
+                    .and_then(|s| s.ops.iter().max_by_key(|o| o.count))
+                    .map(|o| format!("{} {}", o.op, o.lat_us.p99))
+                    .unwrap_or_default();
+                let waiting = if w.wait_event.is_empty() {
+                    String::new()
+                } else {
+                    format!("{} ({}) {} us", w.wait_event, w.waiting_on, w.wait_us)
+                };
+                Row::new(vec![
+                    w.issuer.clone(),
+                    w.tid.to_string(),
+                    in_flight.get(w.issuer.as_str()).unwrap_or(&0).to_string(),
+                    waiting,
+                    format!("{iops:.0}"),
+                    format!("{mbs:.1}"),
+                    p99,
+                ])
+            })
+            .collect();
+        let mut oldest: Vec<&AioRow> = all.aios.iter().collect();
+        oldest.sort_by_key(|r| std::cmp::Reverse(r.age_us));
+        let io_rows: Vec<Row> = oldest
+            .iter()
+            .take(12)
+            .map(|r| {
+                Row::new(vec![
+                    r.issuer.clone(),
+                    r.io_id.to_string(),
+                    r.state.clone(),
+                    opt(&r.operation),
+                    opt(&r.off),
+                    opt(&r.length),
+                    r.executor.clone(),
+                    r.age_us.to_string(),
+                    opt(&r.target_desc),
+                ])
+            })
+            .collect();
+        let title = format!(
+            " dbaio aios — pid {} — io_method {} — up {:.0} s — {} I/Os not idle — q quits ",
+            all.pid,
+            all.io_method,
+            all.uptime_s,
+            all.aios.len()
+        );
+        let bold = Style::default().add_modifier(Modifier::BOLD);
+        terminal
+            .draw(|f| {
+                let [top, bottom] =
+                    Layout::vertical([Constraint::Percentage(45), Constraint::Percentage(55)])
+                        .areas(f.area());
+                let t1 = Table::new(
+                    issuer_rows,
+                    [
+                        Constraint::Length(16),
+                        Constraint::Length(8),
+                        Constraint::Length(9),
+                        Constraint::Min(30),
+                        Constraint::Length(9),
+                        Constraint::Length(8),
+                        Constraint::Length(14),
+                    ],
+                )
+                .header(
+                    Row::new(vec![
+                        "issuer",
+                        "tid",
+                        "in flight",
+                        "waiting",
+                        "IOPS",
+                        "MB/s",
+                        "p99 us",
+                    ])
+                    .style(bold),
+                )
+                .block(Block::default().borders(Borders::ALL).title(title.clone()));
+                let t2 = Table::new(
+                    io_rows,
+                    [
+                        Constraint::Length(12),
+                        Constraint::Length(6),
+                        Constraint::Length(17),
+                        Constraint::Length(9),
+                        Constraint::Length(12),
+                        Constraint::Length(8),
+                        Constraint::Length(9),
+                        Constraint::Length(8),
+                        Constraint::Min(20),
+                    ],
+                )
+                .header(
+                    Row::new(vec![
+                        "issuer",
+                        "io_id",
+                        "state",
+                        "operation",
+                        "off",
+                        "length",
+                        "executor",
+                        "age_us",
+                        "target_desc",
+                    ])
+                    .style(bold),
+                )
+                .block(
+                    Block::default()
+                        .borders(Borders::ALL)
+                        .title(" oldest I/Os "),
+                );
+                f.render_widget(t1, top);
+                f.render_widget(t2, bottom);
+            })
+            .map_err(|e| format!("terminal: {e}"))?;
+        frames += 1;
+        if count.is_some_and(|c| frames >= c) {
+            return Ok(());
+        }
+        let deadline = Instant::now() + every;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            if event::poll(left).map_err(|e| format!("terminal: {e}"))? {
+                if let Event::Key(k) = event::read().map_err(|e| format!("terminal: {e}"))? {
+                    let ctrl_c =
+                        k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL);
+                    if matches!(k.code, KeyCode::Char('q') | KeyCode::Esc) || ctrl_c {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! [`File`]: a file known to the subsystem, the target of I/Os, and [`OpenOptions`].
+//!
+//! Opening takes a slot in the file table (`handle/files.rs`); the descriptor closes when the
+//! last `File` clone and the last I/O on it are gone, and then the layers above hear of it
+//! (the buffer manager forgets the file's pages). See `docs/design.md`, "The API".
+
+use super::subsystem::AioInner;
+use crate::handle::error::AioError;
+use std::ffi::CString;
+use std::os::fd::RawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// How to open a file (like `std::fs::OpenOptions`, plus O_DIRECT).
+#[derive(Clone, Debug, Default)]
+pub struct OpenOptions {
+    /// Open for writing too.
+    pub write: bool,
+    /// Create it if missing (implies `write`).
+    pub create: bool,
+    /// Truncate it to zero length.
+    pub truncate: bool,
+    /// O_DIRECT; `None` takes the `direct_io` setting.
+    pub direct: Option<bool>,
+    /// For a segment of a relation split into files (`16403`, `16403.1`, …): the
+    /// relation-wide number of the file's first block. Page checksums mix in that number, and
+    /// messages name the relation (the path without its `.N` suffix).
+    pub segment_base: u32,
+}
+
+impl OpenOptions {
+    /// Read-only.
+    pub fn read() -> OpenOptions {
+        OpenOptions::default()
+    }
+    /// Read-write, created if missing.
+    pub fn read_write() -> OpenOptions {
+        OpenOptions {
+            write: true,
+            create: true,
+            ..OpenOptions::default()
+        }
+    }
+    /// Sets O_DIRECT explicitly.
+    pub fn direct(mut self, on: bool) -> OpenOptions {
+        self.direct = Some(on);
+        self
+    }
+    /// Truncates on open.
+    pub fn truncate(mut self, on: bool) -> OpenOptions {
+        self.truncate = on;
+        self
+    }
+    /// Marks the file as the segment of a relation whose first block is `first_block`.
+    pub fn segment_base(mut self, first_block: u32) -> OpenOptions {
+        self.segment_base = first_block;
+        self
+    }
+}
+
+/// A file known to the subsystem: the target of I/Os. Cloning is cheap; the descriptor closes
+/// when the last clone and the last I/O on it are gone.
+pub struct File {
+    pub(crate) aio: Arc<AioInner>,
+    pub(crate) slot: u32,
+}
+
+impl File {
+    pub(crate) fn open(
+        aio: &Arc<AioInner>,
+        path: &Path,
+        opts: &OpenOptions,
+    ) -> Result<File, AioError> {
+        if aio.shared.shutting_down.load(Ordering::SeqCst) {
+            // A slot freed after shutdown keeps its buffers (see `release_file`).
+            return Err(AioError::ShutDown);
+        }
+        let direct = opts.direct.unwrap_or(aio.shared.settings.direct_io);
+        let cpath = CString::new(path.as_os_str().as_bytes()).map_err(|_| AioError::Open {
+            path: path.display().to_string(),
+            source: std::io::Error::from_raw_os_error(libc::EINVAL),
+        })?;
+        let mut flags = libc::O_CLOEXEC;
+        flags |= if opts.write || opts.create {
+            libc::O_RDWR
+        } else {
+            libc::O_RDONLY
+        };
+        if opts.create {
+            flags |= libc::O_CREAT;
+        }
+        if opts.truncate {
+            flags |= libc::O_TRUNC;
+        }
+        if direct {
+            flags |= libc::O_DIRECT;
+        }
+        let table = &aio.shared.files;
+        let slot = table
+            .free
+            .lock()
+            .pop()
+            .ok_or(AioError::TooManyFiles(table.slots.len() as u32))?;
+        // SAFETY: cpath is a valid NUL-terminated string for the duration of the call.
+        let fd = unsafe { libc::open(cpath.as_ptr(), flags, 0o644 as libc::c_uint) };
+        if fd < 0 {
+            let source = std::io::Error::last_os_error();
+            table.free_slot(slot);
+            return Err(AioError::Open {
+                path: path.display().to_string(),
+                source,
+            });
+        }
+        let s = &table.slots[slot as usize];
+        *s.path.write() = Some(Arc::from(PathBuf::from(path)));
+        s.direct.store(direct, Ordering::Relaxed);
+        s.segment_base.store(opts.segment_base, Ordering::Relaxed);
+        s.refs.store(1, Ordering::Relaxed);
+        s.fd.store(fd, Ordering::Release);
+        aio.method.file_opened(slot, fd);
+        Ok(File {
+            aio: Arc::clone(aio),
+            slot,
+        })
+    }
+
+    /// The path it was opened with.
+    pub fn path(&self) -> Arc<Path> {
+        self.aio.shared.files.path(self.slot)
+    }
+
+    /// The relation-wide number of the file's block 0 ([`OpenOptions::segment_base`]).
+    pub fn segment_base(&self) -> u32 {
+        self.aio.shared.files.slots[self.slot as usize]
+            .segment_base
+            .load(Ordering::Relaxed)
+    }
+
+    /// True if opened with O_DIRECT.
+    pub fn is_direct(&self) -> bool {
+        self.aio.shared.files.slots[self.slot as usize]
+            .direct
+            .load(Ordering::Relaxed)
+    }
+
+    /// The raw descriptor (valid while this `File` lives).
+    pub fn raw_fd(&self) -> RawFd {
+        self.aio.shared.files.slots[self.slot as usize]
+            .fd
+            .load(Ordering::Acquire)
+    }
+
+    /// The file's current size in bytes.
+    pub fn len(&self) -> std::io::Result<u64> {
+        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: fstat writes a full `stat` into the buffer on success.
+        let r = unsafe { libc::fstat(self.raw_fd(), st.as_mut_ptr()) };
+        if r < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: fstat succeeded, so the struct is initialised.
+        Ok(unsafe { st.assume_init() }.st_size as u64)
+    }
+
+    /// True if the file is empty.
+    pub fn is_empty(&self) -> std::io::Result<bool> {
+        Ok(self.len()? == 0)
+    }
+}
+
+impl Clone for File {
+    fn clone(&self) -> File {
+        self.aio.shared.files.add_ref(self.slot);
+        File {
+            aio: Arc::clone(&self.aio),
+            slot: self.slot,
+        }
+    }
+}
+
+impl Drop for File {
+    fn drop(&mut self) {
+        self.aio.release_file(self.slot);
+    }
+}
+
+impl std::fmt::Debug for File {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "File({:?})", self.path())
+    }
+}

@@ -1,0 +1,533 @@
+//! The I/O values a caller holds: [`Handle`] (acquired, not yet started), [`InFlight`]
+//! (started; redeem it with [`Issuer::wait`]) and [`Completion`] (the result, with the
+//! memory handed back). See `docs/design.md`, "Handles" and "Buffer ownership".
+
+use crate::aio::file::File;
+use crate::aio::iobuf::IoBuf;
+use crate::aio::issuer::{Definition, Issuer, Reclaimed};
+use crate::handle::callback::CallbackId;
+use crate::handle::error::{AioError, IoError};
+use crate::handle::op::{HandleFlags, Op};
+use crate::handle::result::{IoResult, Status};
+use crate::handle::slot::{HandleState, MAX_CALLBACKS, WaitRef};
+use std::ffi::CString;
+use std::sync::atomic::Ordering;
+
+/// The memory an I/O uses, parked in the issuer until the I/O is complete.
+#[derive(Default)]
+pub(crate) enum IoMemory {
+    #[default]
+    None,
+    One(IoBuf),
+    Many(Vec<IoBuf>),
+    Path(CString),
+}
+
+impl IoMemory {
+    /// Writes iovecs for this memory, skipping the first `skip` bytes; returns (count, bytes).
+    ///
+    /// # Safety
+    ///
+    /// `iov` must point at `max` writable iovecs that no one else accesses.
+    pub(crate) unsafe fn fill_iovecs(
+        &self,
+        iov: *mut libc::iovec,
+        max: usize,
+        skip: u32,
+    ) -> (usize, u64) {
+        let bufs: &[IoBuf] = match self {
+            IoMemory::One(b) => std::slice::from_ref(b),
+            IoMemory::Many(v) => v,
+            IoMemory::None | IoMemory::Path(_) => &[],
+        };
+        let mut skip = skip as usize;
+        let (mut n, mut total) = (0usize, 0u64);
+        for b in bufs {
+            if skip >= b.len() {
+                skip -= b.len();
+                continue;
+            }
+            assert!(
+                n < max,
+                "iovec count was checked against io_max_combine_limit"
+            );
+            let len = b.len() - skip;
+            // SAFETY: n < max (asserted) and the caller owns the array; the buffer pointer is
+            // valid for len bytes past `skip` (it is an IoBuf of b.len() bytes).
+            unsafe {
+                iov.add(n).write(libc::iovec {
+                    iov_base: b.raw().add(skip).cast(),
+                    iov_len: len,
+                })
+            };
+            skip = 0;
+            n += 1;
+            total += len as u64;
+        }
+        (n, total)
+    }
+}
+
+/// An acquired handle: set flags, callbacks and block info, then start exactly one I/O with it.
+/// Dropping it unused gives it back.
+pub struct Handle<'a> {
+    issuer: &'a Issuer,
+    local: u32,
+}
+
+impl<'a> Handle<'a> {
+    pub(crate) fn new(issuer: &'a Issuer, local: u32) -> Handle<'a> {
+        Handle { issuer, local }
+    }
+
+    fn slot(&self) -> &crate::handle::slot::HandleSlot {
+        self.issuer
+            .aio
+            .shared
+            .slot(self.issuer.handle_index(self.local))
+    }
+
+    /// The wait reference of the I/O this handle will carry.
+    pub fn wait_ref(&self) -> WaitRef {
+        WaitRef {
+            index: self.issuer.handle_index(self.local),
+            generation: self.slot().generation.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Sets flags (see [`HandleFlags`]).
+    pub fn set_flags(&mut self, flags: HandleFlags) -> &mut Self {
+        self.slot().flags.fetch_or(flags.0, Ordering::Relaxed);
+        self
+    }
+
+    /// Registers a callback with one byte of data. The last registered runs first.
+    pub fn add_callback(&mut self, id: CallbackId, data: u8) -> Result<&mut Self, AioError> {
+        if self.issuer.aio.shared.callbacks.get(id.0).is_none() {
+            return Err(AioError::ApiViolation("callback id is not registered"));
+        }
+        let s = self.slot();
+        let n = s.num_callbacks.load(Ordering::Relaxed) as usize;
+        if n >= MAX_CALLBACKS {
+            return Err(AioError::ApiViolation("at most 4 callbacks per handle"));
+        }
+        s.callbacks[n].store(id.0, Ordering::Relaxed);
+        s.callback_data[n].store(data, Ordering::Relaxed);
+        s.num_callbacks.store(n as u8 + 1, Ordering::Relaxed);
+        Ok(self)
+    }
+
+    /// Stores up to `io_max_combine_limit` words for the callbacks (e.g. buffer ids).
+    pub fn set_handle_data(&mut self, data: &[u64]) -> Result<&mut Self, AioError> {
+        let shared = &self.issuer.aio.shared;
+        if data.len() > shared.max_iov as usize {
+            return Err(AioError::TooManyBuffers {
+                given: data.len(),
+                max: shared.max_iov as usize,
+            });
+        }
+        let words = shared.handle_data(self.issuer.handle_index(self.local));
+        for (w, d) in words.iter().zip(data) {
+            w.store(*d, Ordering::Relaxed);
+        }
+        self.slot()
+            .handle_data_len
+            .store(data.len() as u16, Ordering::Relaxed);
+        Ok(self)
+    }
+
+    /// Records the block range the I/O covers, for messages and the view.
+    pub fn set_blocks(&mut self, first: u32, count: u32) -> &mut Self {
+        self.slot().first_block.store(first, Ordering::Relaxed);
+        self.slot().nblocks.store(count, Ordering::Relaxed);
+        self
+    }
+
+    /// Hands the handle to its issuer to start `def`; `claimed` says whether an `InFlight`
+    /// will redeem the result. Returns the I/O's generation.
+    fn launch(self, def: Definition<'_>, claimed: bool) -> u64 {
+        let (issuer, local) = (self.issuer, self.local);
+        std::mem::forget(self);
+        issuer.start(local, def, claimed)
+    }
+
+    fn start(self, def: Definition<'_>) -> InFlight<'a> {
+        let (issuer, local) = (self.issuer, self.local);
+        let generation = self.launch(def, true);
+        InFlight {
+            issuer,
+            local,
+            generation,
+        }
+    }
+
+    /// An I/O on memory the caller manages (iovecs instead of owned buffers).
+    fn raw_definition<'f>(
+        op: Op,
+        file: &'f File,
+        offset: u64,
+        iov: &'f [libc::iovec],
+    ) -> Definition<'f> {
+        Definition {
+            op,
+            file: Some(file),
+            offset,
+            length: 0,
+            memory: IoMemory::None,
+            skip: 0,
+            raw_iov: Some(iov),
+        }
+    }
+
+    fn data(op: Op, file: &File, offset: u64, memory: IoMemory) -> Definition<'_> {
+        Definition {
+            op,
+            file: Some(file),
+            offset,
+            length: 0,
+            memory,
+            skip: 0,
+            raw_iov: None,
+        }
+    }
+
+    /// Reads `buf.len()` bytes at `offset` into `buf`.
+    pub fn read(self, file: &File, offset: u64, buf: IoBuf) -> InFlight<'a> {
+        self.start(Self::data(Op::Readv, file, offset, IoMemory::One(buf)))
+    }
+
+    /// Reads into several buffers in order (one readv).
+    pub fn readv(
+        self,
+        file: &File,
+        offset: u64,
+        bufs: Vec<IoBuf>,
+    ) -> Result<InFlight<'a>, AioError> {
+        self.check_count(bufs.len())?;
+        Ok(self.start(Self::data(Op::Readv, file, offset, IoMemory::Many(bufs))))
+    }
+
+    /// Writes `buf` at `offset`.
+    pub fn write(self, file: &File, offset: u64, buf: IoBuf) -> InFlight<'a> {
+        self.start(Self::data(Op::Writev, file, offset, IoMemory::One(buf)))
+    }
+
+    /// Writes several buffers in order (one writev).
+    pub fn writev(
+        self,
+        file: &File,
+        offset: u64,
+        bufs: Vec<IoBuf>,
+    ) -> Result<InFlight<'a>, AioError> {
+        self.check_count(bufs.len())?;
+        Ok(self.start(Self::data(Op::Writev, file, offset, IoMemory::Many(bufs))))
+    }
+
+    fn check_count(&self, n: usize) -> Result<(), AioError> {
+        let max = self.issuer.aio.shared.max_iov as usize;
+        if n > max {
+            return Err(AioError::TooManyBuffers { given: n, max });
+        }
+        Ok(())
+    }
+
+    fn plain(self, op: Op, file: &File, offset: u64, length: u64) -> InFlight<'a> {
+        self.start(Definition {
+            op,
+            file: Some(file),
+            offset,
+            length,
+            memory: IoMemory::None,
+            skip: 0,
+            raw_iov: None,
+        })
+    }
+
+    /// `fsync(2)`.
+    pub fn fsync(self, file: &File) -> InFlight<'a> {
+        self.plain(Op::Fsync, file, 0, 0)
+    }
+
+    /// `fdatasync(2)`.
+    pub fn fdatasync(self, file: &File) -> InFlight<'a> {
+        self.plain(Op::Fdatasync, file, 0, 0)
+    }
+
+    /// `posix_fadvise(POSIX_FADV_WILLNEED)` on `len` bytes at `offset`.
+    pub fn fadvise_willneed(self, file: &File, offset: u64, len: u64) -> InFlight<'a> {
+        self.plain(Op::FadviseWillneed, file, offset, len)
+    }
+
+    /// `fallocate(2)` of `len` bytes at `offset`.
+    pub fn fallocate(self, file: &File, offset: u64, len: u64) -> InFlight<'a> {
+        self.plain(Op::Fallocate, file, offset, len)
+    }
+
+    /// `ftruncate(2)` to `len` bytes.
+    pub fn ftruncate(self, file: &File, len: u64) -> InFlight<'a> {
+        self.plain(Op::Ftruncate, file, 0, len)
+    }
+
+    /// `unlink(2)` of `path` (moved in: the subsystem allocates nothing).
+    pub fn unlink(self, path: CString) -> InFlight<'a> {
+        self.start(Definition {
+            op: Op::Unlink,
+            file: None,
+            offset: 0,
+            length: 0,
+            memory: IoMemory::Path(path),
+            skip: 0,
+            raw_iov: None,
+        })
+    }
+
+    /// Starts a read into memory the caller manages (a buffer pool), detached: completion is
+    /// observed through callbacks and the returned [`WaitRef`].
+    ///
+    /// # Safety
+    ///
+    /// The memory `iov` names must stay valid, and must not be read or written by anyone else,
+    /// until the I/O is complete (a waiter on the returned reference has returned).
+    pub unsafe fn readv_raw(
+        self,
+        file: &File,
+        offset: u64,
+        iov: &[libc::iovec],
+    ) -> Result<WaitRef, AioError> {
+        self.raw(Op::Readv, file, offset, iov)
+    }
+
+    /// Starts a write from memory the caller manages, detached.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Handle::readv_raw`]; the memory must not be written until completion.
+    pub unsafe fn writev_raw(
+        self,
+        file: &File,
+        offset: u64,
+        iov: &[libc::iovec],
+    ) -> Result<WaitRef, AioError> {
+        self.raw(Op::Writev, file, offset, iov)
+    }
+
+    /// A raw read whose result comes back as an [`InFlight`] (for the buffer pool).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Handle::readv_raw`].
+    pub(crate) unsafe fn readv_raw_claimed(
+        self,
+        file: &File,
+        offset: u64,
+        iov: &[libc::iovec],
+    ) -> InFlight<'a> {
+        self.start(Self::raw_definition(Op::Readv, file, offset, iov))
+    }
+
+    fn raw(
+        self,
+        op: Op,
+        file: &File,
+        offset: u64,
+        iov: &[libc::iovec],
+    ) -> Result<WaitRef, AioError> {
+        self.check_count(iov.len())?;
+        let wref = self.wait_ref();
+        self.launch(Self::raw_definition(op, file, offset, iov), false);
+        Ok(wref)
+    }
+}
+
+impl Drop for Handle<'_> {
+    fn drop(&mut self) {
+        self.issuer.release(self.local);
+    }
+}
+
+/// A started I/O. Redeem it with [`Issuer::wait`] to get the result and the memory back; drop
+/// it to let the I/O finish unobserved (the memory is freed once the I/O is done; an error is
+/// logged).
+#[must_use = "an InFlight is redeemed with Issuer::wait; dropping it detaches the I/O"]
+pub struct InFlight<'a> {
+    issuer: &'a Issuer,
+    local: u32,
+    generation: u64,
+}
+
+impl InFlight<'_> {
+    /// A reference other threads can wait on.
+    pub fn wait_ref(&self) -> WaitRef {
+        WaitRef {
+            index: self.issuer.handle_index(self.local),
+            generation: self.generation,
+        }
+    }
+
+    /// True once complete (does not drive completion).
+    pub fn is_done(&self) -> bool {
+        self.issuer
+            .aio
+            .shared
+            .slot(self.issuer.handle_index(self.local))
+            .state()
+            >= HandleState::CompletedShared
+    }
+
+    pub(crate) fn local(&self) -> u32 {
+        self.local
+    }
+
+    pub(crate) fn into_parts(self) -> (u32, u64) {
+        let parts = (self.local, self.generation);
+        std::mem::forget(self);
+        parts
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.issuer.detach(self.local);
+    }
+}
+
+/// A finished I/O: its result and its memory.
+#[derive(Debug)]
+pub struct Completion {
+    result: IoResult,
+    op: Op,
+    offset: u64,
+    length: u64,
+    skip: u32,
+    memory: IoMemory,
+    error: Option<IoError>,
+}
+
+impl std::fmt::Debug for IoMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IoMemory::None => f.write_str("none"),
+            IoMemory::One(b) => write!(f, "{b:?}"),
+            IoMemory::Many(v) => write!(f, "{} buffers", v.len()),
+            IoMemory::Path(p) => write!(f, "{p:?}"),
+        }
+    }
+}
+
+impl Completion {
+    pub(crate) fn from_reclaimed(r: Reclaimed) -> Completion {
+        Completion {
+            result: r.result,
+            op: r.op,
+            offset: r.offset,
+            length: r.length,
+            skip: r.skip,
+            memory: r.memory,
+            error: r.error,
+        }
+    }
+
+    /// The distilled result.
+    pub fn result(&self) -> IoResult {
+        self.result
+    }
+
+    /// The op.
+    pub fn op(&self) -> Op {
+        self.op
+    }
+
+    /// Bytes transferred (0 for ops that move none).
+    pub fn bytes(&self) -> usize {
+        self.result.result.max(0) as usize
+    }
+
+    /// True if fewer bytes than asked were transferred (continue with [`Completion::resume`]).
+    pub fn is_partial(&self) -> bool {
+        self.result.status == Status::Partial
+    }
+
+    /// `Ok` unless the I/O failed; the error names op, file, offset, length and errno.
+    pub fn check(&self) -> Result<(), IoError> {
+        match &self.error {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// The single buffer of a read or write. Panics if the I/O used several (see
+    /// [`Completion::into_bufs`]) or none.
+    pub fn into_buf(self) -> IoBuf {
+        match self.memory {
+            IoMemory::One(b) => b,
+            IoMemory::Many(mut v) if v.len() == 1 => v.pop().expect("one buffer"),
+            other => panic!("Completion::into_buf on an I/O with {other:?}"),
+        }
+    }
+
+    /// The buffers, in order.
+    pub fn into_bufs(self) -> Vec<IoBuf> {
+        match self.memory {
+            IoMemory::One(b) => vec![b],
+            IoMemory::Many(v) => v,
+            _ => Vec::new(),
+        }
+    }
+
+    /// Starts the rest of a partial read or write on `handle`: same memory, past the bytes
+    /// already transferred.
+    pub fn resume<'a>(self, handle: Handle<'a>, file: &File) -> InFlight<'a> {
+        assert!(self.is_partial(), "resume is for partial transfers");
+        let done = self.bytes() as u64;
+        handle.start(Definition {
+            op: self.op,
+            file: Some(file),
+            offset: self.offset + done,
+            length: self.length - done,
+            memory: self.memory,
+            skip: self.skip + done as u32,
+            raw_iov: None,
+        })
+    }
+}
+
+impl Issuer {
+    /// Reads `buf.len()` bytes at `offset` and waits, continuing short reads; a read that
+    /// reaches end of file first is an error.
+    pub fn read_exact_at(&self, file: &File, offset: u64, buf: IoBuf) -> Result<IoBuf, AioError> {
+        let io = self.acquire()?.read(file, offset, buf);
+        self.finish_transfer(file, io)
+    }
+
+    /// Writes all of `buf` at `offset` and waits, continuing short writes.
+    pub fn write_all_at(&self, file: &File, offset: u64, buf: IoBuf) -> Result<IoBuf, AioError> {
+        let io = self.acquire()?.write(file, offset, buf);
+        self.finish_transfer(file, io)
+    }
+
+    fn finish_transfer<'a>(&'a self, file: &File, mut io: InFlight<'a>) -> Result<IoBuf, AioError> {
+        loop {
+            let c = self.wait(io);
+            c.check()?;
+            if !c.is_partial() {
+                return Ok(c.into_buf());
+            }
+            io = c.resume(self.acquire()?, file);
+        }
+    }
+
+    /// `fsync` and wait.
+    pub fn fsync(&self, file: &File) -> Result<(), AioError> {
+        let io = self.acquire()?.fsync(file);
+        Ok(self.wait(io).check()?)
+    }
+
+    /// `unlink` and wait.
+    pub fn unlink(&self, path: &std::path::Path) -> Result<(), AioError> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| AioError::ApiViolation("path contains a NUL byte"))?;
+        let io = self.acquire()?.unlink(c);
+        Ok(self.wait(io).check()?)
+    }
+}

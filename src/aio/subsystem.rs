@@ -1,0 +1,201 @@
+//! [`Aio`]: the started subsystem. It holds the shared table (handles, files, callbacks), the
+//! method and the statistics; it registers issuers, opens files, lets any thread wait on a
+//! [`WaitRef`], and drains everything in flight on shutdown. It is started in `start.rs`, the
+//! one place where the layers are put together. See `docs/design.md`, "The API".
+
+use super::file::{File, OpenOptions};
+use super::issuer::Issuer;
+use crate::handle::error::AioError;
+use crate::handle::fault::FaultRule;
+use crate::handle::settings::{IoMethodKind, Settings};
+use crate::handle::shared::Shared;
+use crate::handle::slot::{HandleState, WaitRef};
+use crate::introspect::socket::Introspection;
+use crate::introspect::stats::{IssuerStatsRow, StatsTable};
+use crate::introspect::view::{AioRow, WaitRow};
+use crate::method::IoMethod;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+pub(crate) struct AioInner {
+    /// Declared first so it stops before the method does.
+    pub _introspection: Option<Introspection>,
+    pub shared: Arc<Shared>,
+    pub method: Box<dyn IoMethod>,
+    pub stats: Arc<StatsTable>,
+}
+
+impl AioInner {
+    /// Drops one reference to file slot `slot`, closing the fd when it was the last.
+    pub(crate) fn release_file(&self, slot: u32) {
+        if let Some(fd) = self.shared.files.release(slot) {
+            self.method.file_closed(slot);
+            // SAFETY: the table handed us the fd exactly once (refcount reached zero), no I/O
+            // references it any more, and no one else will close it.
+            if unsafe { libc::close(fd) } < 0 {
+                tracing::warn!(
+                    "could not close file slot {slot}: {}",
+                    std::io::Error::last_os_error()
+                );
+            }
+            // The layer above (the buffer manager) forgets the file before the slot is reused.
+            if let Some(a) = self.shared.attachment_hooks() {
+                a.file_closed(slot, self.shared.shutting_down.load(Ordering::SeqCst));
+            }
+            self.shared.files.free_slot(slot);
+        }
+    }
+}
+
+/// The started AIO subsystem. Cheap to clone; every clone names the same subsystem.
+///
+/// ```
+/// use dbaio::{Aio, IoBuf, OpenOptions, Settings};
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("data");
+/// std::fs::write(&path, vec![7u8; 8192]).unwrap();
+///
+/// let aio = Aio::start(Settings::default()).unwrap();          // io_method = worker
+/// let issuer = aio.register_issuer("example").unwrap();
+/// let file = aio.open(&path, &OpenOptions::read()).unwrap();
+/// let io = issuer.acquire().unwrap().read(&file, 0, IoBuf::new(8192));
+/// let done = issuer.wait(io);
+/// assert!(done.result().is_ok());
+/// assert_eq!(done.bytes(), 8192);
+/// assert!(done.into_buf().iter().all(|&b| b == 7));
+/// ```
+#[derive(Clone)]
+pub struct Aio {
+    pub(crate) inner: Arc<AioInner>,
+}
+
+impl Aio {
+    /// The method actually running (after any io_uring fallback).
+    pub fn io_method(&self) -> IoMethodKind {
+        self.inner.method.kind()
+    }
+
+    /// The settings it was started with.
+    pub fn settings(&self) -> &Settings {
+        &self.inner.shared.settings
+    }
+
+    /// Handles each issuer owns (`io_max_concurrency`, resolved).
+    pub fn handles_per_issuer(&self) -> u32 {
+        self.inner.shared.per_issuer
+    }
+
+    /// Registers the calling thread as an issuer named `name`.
+    pub fn register_issuer(&self, name: &str) -> Result<Issuer, AioError> {
+        Issuer::register(&self.inner, name)
+    }
+
+    /// Opens a file as an I/O target.
+    pub fn open(&self, path: impl AsRef<Path>, opts: &OpenOptions) -> Result<File, AioError> {
+        File::open(&self.inner, path.as_ref(), opts)
+    }
+
+    /// Waits, from any thread, until the I/O `wref` names is complete. Returns at once if the
+    /// handle was recycled since. When the method allows (io_uring), the caller drives the
+    /// completion itself rather than depending on the issuer.
+    pub fn wait(&self, wref: WaitRef) -> Result<(), AioError> {
+        let shared = &self.inner.shared;
+        if wref.index >= shared.n_handles {
+            return Err(AioError::ApiViolation("wait reference names no handle"));
+        }
+        let s = shared.slot(wref.index);
+        let st = s.state();
+        if matches!(st, HandleState::Defined | HandleState::Staged)
+            && s.generation.load(Ordering::Acquire) == wref.generation
+        {
+            let owner = s.owner.load(Ordering::Relaxed) as usize;
+            // SAFETY: gettid has no preconditions.
+            let me = unsafe { libc::gettid() };
+            if shared.issuers[owner].tid.load(Ordering::Relaxed) == me {
+                return Err(AioError::ApiViolation(
+                    "an issuer waited on its own I/O before submitting it (use Issuer::wait_ref, which submits first)",
+                ));
+            }
+        }
+        shared.wait_done(&*self.inner.method, wref.index, wref.generation)
+    }
+
+    /// True if the I/O `wref` names is complete (or long recycled). Never blocks.
+    pub fn is_done(&self, wref: WaitRef) -> bool {
+        let shared = &self.inner.shared;
+        let s = shared.slot(wref.index);
+        if s.generation.load(Ordering::Acquire) != wref.generation || s.state().is_complete() {
+            return true;
+        }
+        self.inner
+            .method
+            .poll(shared, s.owner.load(Ordering::Relaxed));
+        s.generation.load(Ordering::Acquire) != wref.generation || s.state().is_complete()
+    }
+
+    /// The aios view: every I/O handle not idle, with PostgreSQL's `pg_aios` columns plus the
+    /// issuer, its thread, the executor and the age. Taken without stopping I/O; never a torn
+    /// row.
+    pub fn aios(&self) -> Vec<AioRow> {
+        crate::introspect::view::aios(&self.inner.shared)
+    }
+
+    /// What each registered issuer is waiting for now.
+    pub fn waits(&self) -> Vec<WaitRow> {
+        crate::introspect::view::waits(&self.inner.shared)
+    }
+
+    /// Per-issuer statistics: count, bytes, errors, time and latency percentiles per op, and
+    /// I/Os per executor.
+    pub fn stats(&self) -> Vec<IssuerStatsRow> {
+        self.inner.stats.rows(&self.inner.shared)
+    }
+
+    /// Zeroes every issuer's statistics.
+    pub fn reset_stats(&self) {
+        self.inner.stats.reset()
+    }
+
+    /// Arms a fault-injection rule (tests).
+    pub fn inject_fault(&self, rule: FaultRule) {
+        self.inner.shared.faults.add(rule);
+    }
+
+    /// Lets every completion parked by a [`FaultAction::Hold`](crate::FaultAction) rule go on.
+    pub fn release_held(&self) {
+        self.inner.shared.faults.release_held();
+    }
+
+    /// Disarms every fault-injection rule.
+    pub fn clear_faults(&self) {
+        self.inner.shared.faults.clear();
+    }
+
+    /// Refuses new I/O and new files, and waits until every submitted I/O of every issuer is
+    /// complete. Issuers may still wait on and reclaim what they started.
+    pub fn shutdown(&self) {
+        let shared = &self.inner.shared;
+        shared.shutting_down.store(true, Ordering::SeqCst);
+        for i in 0..shared.n_handles {
+            let s = shared.slot(i);
+            let g = s.generation.load(Ordering::Acquire);
+            if matches!(s.state(), HandleState::Submitted | HandleState::CompletedIo) {
+                let _ = shared.wait_done(&*self.inner.method, i, g);
+            }
+        }
+    }
+
+    /// True once [`Aio::shutdown`] was called.
+    pub fn is_shut_down(&self) -> bool {
+        self.inner.shared.shutting_down.load(Ordering::Relaxed)
+    }
+}
+
+impl std::fmt::Debug for Aio {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Aio")
+            .field("io_method", &self.io_method())
+            .finish()
+    }
+}

@@ -1,0 +1,752 @@
+//! The buffer pool: fixed-size pages in a shared mapping, descriptors of atomics, a
+//! partitioned tag → buffer table, clock-sweep replacement, and PostgreSQL's buffer I/O rules
+//! (one I/O per buffer; a second reader waits on that I/O's wait reference; a failed I/O is
+//! taken over by the next reader). Reads complete through a built-in callback kind, so the
+//! buffer becomes valid in whichever thread completes the I/O. See `docs/design.md`,
+//! "Buffer pool".
+
+use super::ring::BufferRing;
+use super::verification::{PageVerdict, PageVerification, PageVerifier, ReadVerdicts};
+use crate::handle::callback::{CallbackId, HandleCallbacks, IoContext, ReportTarget};
+use crate::handle::result::{IoResult, Status};
+use crate::handle::settings::Settings;
+use crate::handle::shared::Attachment;
+use crate::handle::shmem::{Prefault, SharedRegion};
+use crate::handle::slot::WaitRef;
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering, fence};
+use std::sync::{Arc, OnceLock};
+
+/// The id of the built-in buffer-read callback (registered first).
+pub(crate) const BUFFER_READV: CallbackId = CallbackId(1);
+
+const REFCOUNT_MASK: u64 = (1 << 18) - 1;
+const USAGE_SHIFT: u32 = 18;
+const USAGE_MASK: u64 = 0xf << USAGE_SHIFT;
+const USAGE_MAX: u64 = 5;
+/// The page holds the block's current contents.
+const VALID: u64 = 1 << 22;
+/// An I/O on the buffer is in flight; its wait reference is in the descriptor.
+const IO_IN_PROGRESS: u64 = 1 << 23;
+/// The last I/O failed; the next reader retries it.
+const IO_ERROR: u64 = 1 << 24;
+/// The tag names a block.
+const TAG_VALID: u64 = 1 << 25;
+/// An evictor is checking the issuers' hit pins before retagging the buffer: a hit must not
+/// pin it (see `try_hit`).
+const RETAGGING: u64 = 1 << 26;
+/// The page failed its checksum when read and was kept (ignore-checksum-failure mode).
+const CHECKSUM_IGNORED: u64 = 1 << 27;
+
+/// Hit pins (see `try_hit`) one issuer holds at once; more pins use the shared count.
+const HIT_PINS: usize = 8;
+/// Where a pin is, for a pin in the buffer's shared count (else: the issuer's hit-pin slot).
+pub(crate) const SHARED_PIN: u8 = u8::MAX;
+/// An empty hit-pin slot.
+const NO_BUFFER: u32 = u32::MAX;
+
+const PARTITIONS: usize = 128;
+
+/// Applies `f` to a state word atomically (a CAS loop); `f` returning `None` leaves it as it
+/// is. True if it was changed.
+fn update(state: &AtomicU64, f: impl FnMut(u64) -> Option<u64>) -> bool {
+    state
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, f)
+        .is_ok()
+}
+
+/// A block of a file known to the subsystem.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Tag {
+    pub file: u32,
+    pub block: u32,
+}
+
+impl Tag {
+    fn pack(self) -> u64 {
+        (u64::from(self.file) << 32) | u64::from(self.block)
+    }
+    fn partition(self) -> usize {
+        (self.pack().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 57) as usize % PARTITIONS
+    }
+}
+
+struct Desc {
+    state: AtomicU64,
+    tag: AtomicU64,
+    io_index: AtomicU32,
+    io_generation: AtomicU64,
+}
+
+pub(crate) struct BufferPool {
+    /// Declared before `pages`: fields drop in order, so it is joined before the unmap.
+    prefault: OnceLock<Prefault>,
+    /// Set at start when `buffer_pool_prefault` is on; the first victim starts the thread.
+    prefault_pending: AtomicBool,
+    pages: SharedRegion,
+    page_size: usize,
+    descs: Box<[Desc]>,
+    map: Box<[Mutex<HashMap<u64, u32>>]>,
+    /// A direct-mapped cache tag → buffer that hits read without locking. A hint only: every
+    /// use is validated against the descriptor, so a stale or torn entry costs a slow lookup.
+    hints: Box<[AtomicU32]>,
+    /// Per issuer slot: the buffers it pinned by a hit (`NO_BUFFER` when free). Written only by
+    /// that issuer; an evictor scans them before retagging a buffer.
+    hit_pins: Box<[CachePadded<[AtomicU32; HIT_PINS]>]>,
+    /// Issuer slots that ever took a hit pin: evictors scan only these.
+    hit_pin_slots: AtomicU32,
+    hand: AtomicU32,
+    /// Per file slot: one past the highest block assigned a buffer since the slot's last
+    /// `drop_file_buffers`, so a small file's buffers are dropped by lookup, not by a scan.
+    block_ends: Box<[AtomicU32]>,
+    /// Per issuer slot: its [`PageVerification`] mode as a byte, captured into each read.
+    verification: Box<[AtomicU8]>,
+    verifier: Arc<dyn PageVerifier>,
+}
+
+/// What looking a block up gave.
+pub(crate) enum Lookup {
+    /// Pinned; already in the pool (maybe still being read).
+    Found(u32),
+    /// Pinned; newly assigned to the tag; nobody has started reading it.
+    Assigned(u32),
+}
+
+impl Lookup {
+    pub(crate) fn buffer(self) -> u32 {
+        match self {
+            Lookup::Found(b) | Lookup::Assigned(b) => b,
+        }
+    }
+}
+
+impl BufferPool {
+    /// A pool of `s.buffer_pool_size` pages of `s.block_size` bytes, for `s.max_issuers`
+    /// issuers and `s.max_files` file slots, on memory as `s.huge_pages` and
+    /// `s.transparent_huge_pages` say.
+    pub(crate) fn new(
+        s: &Settings,
+        verifier: Arc<dyn PageVerifier>,
+    ) -> std::io::Result<BufferPool> {
+        let buffers = u32::try_from(s.buffer_pool_size).unwrap_or(u32::MAX);
+        let page_size = s.block_size as usize;
+        let (issuers, huge, thp) = (s.max_issuers, s.huge_pages, s.transparent_huge_pages);
+        let per_partition = (buffers as usize / PARTITIONS + 1) * 4;
+        // Private until worker processes exist (they will need the shared variant).
+        let pages = SharedRegion::new_pages(buffers as usize * page_size, true, huge, thp)?;
+        Ok(BufferPool {
+            prefault: OnceLock::new(),
+            prefault_pending: AtomicBool::new(false),
+            pages,
+            page_size,
+            descs: (0..buffers)
+                .map(|_| Desc {
+                    state: AtomicU64::new(0),
+                    tag: AtomicU64::new(0),
+                    io_index: AtomicU32::new(u32::MAX),
+                    io_generation: AtomicU64::new(0),
+                })
+                .collect(),
+            map: (0..PARTITIONS)
+                .map(|_| Mutex::new(HashMap::with_capacity(per_partition)))
+                .collect(),
+            hints: (0..(buffers as usize * 2).next_power_of_two())
+                .map(|_| AtomicU32::new(NO_BUFFER))
+                .collect(),
+            hit_pins: (0..issuers)
+                .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU32::new(NO_BUFFER))))
+                .collect(),
+            hit_pin_slots: AtomicU32::new(0),
+            hand: AtomicU32::new(0),
+            block_ends: (0..s.max_files).map(|_| AtomicU32::new(0)).collect(),
+            verification: (0..issuers).map(|_| AtomicU8::new(0)).collect(),
+            verifier,
+        })
+    }
+
+    /// Faults the page memory in on a background thread (see `Prefault`) from the first time
+    /// a buffer is handed out. Not earlier: while the thread faults, other threads' mappings
+    /// wait (registering an issuer, which maps a ring and allocates its statistics, took
+    /// 38-57 ms instead of 0.2 ms in 4 of 10 prewarm runs), and an engine registers its
+    /// issuers and opens its files before it reads.
+    pub(crate) fn prefault_on_first_use(&self) {
+        self.prefault_pending.store(true, Ordering::Relaxed);
+    }
+
+    fn start_prefault(&self) {
+        if self.prefault_pending.swap(false, Ordering::Relaxed) {
+            self.prefault.get_or_init(|| Prefault::start(&self.pages));
+        }
+    }
+
+    /// Issuer slot `issuer`'s page verification mode.
+    pub(crate) fn verification(&self, issuer: u32) -> PageVerification {
+        PageVerification::from_byte(self.verification[issuer as usize].load(Ordering::Relaxed))
+    }
+
+    /// Sets issuer slot `issuer`'s page verification mode.
+    pub(crate) fn set_verification(&self, issuer: u32, v: PageVerification) {
+        self.verification[issuer as usize].store(v.to_byte(), Ordering::Relaxed);
+    }
+
+    /// Buffers in the pool.
+    pub(crate) fn buffers(&self) -> u32 {
+        self.descs.len() as u32
+    }
+
+    pub(crate) fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    /// The page memory of buffer `b`.
+    pub(crate) fn page_ptr(&self, b: u32) -> *mut u8 {
+        assert!((b as usize) < self.descs.len(), "buffer {b} out of range");
+        // SAFETY: b < buffers, and the region holds buffers × page_size bytes.
+        unsafe { self.pages.base().add(b as usize * self.page_size) }
+    }
+
+    /// State word `s` with one more pin and the usage count raised (up to 5).
+    fn pinned(s: u64) -> u64 {
+        let usage = ((s & USAGE_MASK) >> USAGE_SHIFT).min(USAGE_MAX - 1) + 1;
+        ((s & !USAGE_MASK) | (usage << USAGE_SHIFT)) + 1
+    }
+
+    /// Pins `b` (refcount + 1, usage count up to 5).
+    fn pin(&self, b: u32) {
+        let old =
+            self.descs[b as usize]
+                .state
+                .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |s| {
+                    (s & REFCOUNT_MASK < REFCOUNT_MASK).then(|| Self::pinned(s))
+                });
+        assert!(old.is_ok(), "buffer {b} pinned too often");
+    }
+
+    /// Drops one pin of `b`.
+    pub(crate) fn unpin(&self, b: u32) {
+        let old = self.descs[b as usize].state.fetch_sub(1, Ordering::AcqRel);
+        assert!(
+            old & REFCOUNT_MASK > 0,
+            "buffer {b} unpinned more often than pinned"
+        );
+    }
+
+    /// Finds (and pins) the buffer for `tag`, assigning an unpinned victim if it is not in the
+    /// pool: the current buffer of `ring` if it can be reused, else one from the clock sweep
+    /// (which then takes the ring's slot). `None` when every buffer is pinned.
+    pub(crate) fn lookup_or_assign(
+        &self,
+        tag: Tag,
+        mut ring: Option<&mut BufferRing>,
+    ) -> Option<Lookup> {
+        let key = tag.pack();
+        let p = tag.partition();
+        let mut from_ring = ring.as_ref().and_then(|r| r.candidate());
+        // A victim can be refused (pinned meanwhile, or hit-pinned, which the sweep does not
+        // see); give up after as many refusals as there are buffers.
+        for _ in 0..=self.descs.len() {
+            {
+                let map = self.map[p].lock();
+                if let Some(&b) = map.get(&key) {
+                    self.pin(b); // under the partition lock: it cannot be evicted meanwhile
+                    return Some(Lookup::Found(b));
+                }
+            }
+            // The ring's buffer is tried once; a refused one goes back to the sweep.
+            let v = match from_ring.take().filter(|&b| self.pin_reusable(b)) {
+                Some(b) => b,
+                None => self.victim()?,
+            };
+            let d = &self.descs[v as usize];
+            let old = (d.state.load(Ordering::Acquire) & TAG_VALID != 0)
+                .then(|| d.tag.load(Ordering::Relaxed));
+            let op = old.map_or(p, |o| {
+                Tag {
+                    file: (o >> 32) as u32,
+                    block: o as u32,
+                }
+                .partition()
+            });
+            // Both partitions, lower index first (one lock if they are the same).
+            let (mut new_map, mut old_map) = if p == op {
+                (self.map[p].lock(), None)
+            } else if p < op {
+                let a = self.map[p].lock();
+                (a, Some(self.map[op].lock()))
+            } else {
+                let b = self.map[op].lock();
+                (self.map[p].lock(), Some(b))
+            };
+            if let Some(&b) = new_map.get(&key) {
+                // Someone else brought the block in meanwhile: use theirs.
+                self.pin(b);
+                self.unpin(v);
+                return Some(Lookup::Found(b));
+            }
+            if !self.claim_victim(v) {
+                continue;
+            }
+            if let Some(o) = old {
+                match old_map.as_mut() {
+                    Some(m) => m.remove(&o),
+                    None => new_map.remove(&o),
+                };
+            }
+            self.retag(v, tag);
+            new_map.insert(key, v);
+            if let Some(r) = ring.as_deref_mut() {
+                r.record(v);
+            }
+            return Some(Lookup::Assigned(v));
+        }
+        None
+    }
+
+    /// With the partition locks held: is the victim still pinned only by us, idle, and pinned
+    /// by no hit? Then it is marked RETAGGING (cleared by `retag`). If not, give it back (the
+    /// caller retries).
+    fn claim_victim(&self, v: u32) -> bool {
+        let d = &self.descs[v as usize];
+        let s = d.state.load(Ordering::Acquire);
+        if s & REFCOUNT_MASK == 1
+            && s & (IO_IN_PROGRESS | RETAGGING) == 0
+            && d.state
+                .compare_exchange(s, s | RETAGGING, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            // Dekker with `try_hit`: it publishes its pin, then reads the state; we publish
+            // RETAGGING, then read the pins. One of the two sees the other.
+            fence(Ordering::SeqCst);
+            if !self.hit_pinned(v) {
+                return true;
+            }
+            d.state.fetch_and(!RETAGGING, Ordering::AcqRel);
+        }
+        self.unpin(v);
+        false
+    }
+
+    fn hit_pinned(&self, v: u32) -> bool {
+        let n = (self.hit_pin_slots.load(Ordering::SeqCst) as usize).min(self.hit_pins.len());
+        self.hit_pins[..n]
+            .iter()
+            .any(|pins| pins.iter().any(|p| p.load(Ordering::SeqCst) == v))
+    }
+
+    fn hint_slot(&self, tag: Tag) -> &AtomicU32 {
+        let h = tag.pack().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+        &self.hints[h as usize & (self.hints.len() - 1)]
+    }
+
+    /// Remembers that `tag` is in buffer `b`, for `try_hit`.
+    pub(crate) fn remember(&self, tag: Tag, b: u32) {
+        let slot = self.hint_slot(tag);
+        // Store only a change: hits call this too, and must not write a shared line.
+        if slot.load(Ordering::Relaxed) != b {
+            slot.store(b, Ordering::Relaxed);
+        }
+    }
+
+    /// The hit path: finds a VALID buffer for `tag` without taking a lock or writing a shared
+    /// cache line, and pins it in hit-pin slot `k` of `issuer` (which must be free). The pin is
+    /// a published hazard: an evictor that sees it leaves the buffer alone. `None` sends the
+    /// caller to `lookup_or_assign`.
+    fn try_hit(&self, tag: Tag, issuer: u32, k: usize) -> Option<u32> {
+        let b = self.hint_slot(tag).load(Ordering::Relaxed);
+        if b == NO_BUFFER {
+            return None;
+        }
+        let slots = self.hit_pins.get(issuer as usize)?;
+        if self.hit_pin_slots.load(Ordering::Relaxed) <= issuer {
+            self.hit_pin_slots.fetch_max(issuer + 1, Ordering::SeqCst);
+        }
+        slots[k].store(b, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        let d = &self.descs[b as usize];
+        let s = d.state.load(Ordering::Acquire);
+        let ok = s & (VALID | TAG_VALID | RETAGGING) == VALID | TAG_VALID
+            && d.tag.load(Ordering::Acquire) == tag.pack();
+        if !ok {
+            slots[k].store(NO_BUFFER, Ordering::Release);
+            return None;
+        }
+        if s & USAGE_MASK < USAGE_MAX << USAGE_SHIFT {
+            // Count the use for the clock sweep; hot buffers are at the maximum and skip this.
+            let _ = d.state.compare_exchange(
+                s,
+                s + (1 << USAGE_SHIFT),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+        Some(b)
+    }
+
+    /// A hit without the partition lock, pinned in the buffer's shared count: the hint names
+    /// a candidate, one CAS pins it only if it is VALID, tagged and not being retagged (so an
+    /// evictor, which needs the count at its own single pin, cannot have claimed it), and the
+    /// tag is checked once pinned (it cannot change while pinned). For callers that hold many
+    /// pins (read streams); `None` sends them to `lookup_or_assign`.
+    fn try_pin(&self, tag: Tag) -> Option<u32> {
+        let b = self.hint_slot(tag).load(Ordering::Relaxed);
+        let d = self.descs.get(b as usize)?;
+        d.state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                let pinnable = s & (VALID | TAG_VALID | RETAGGING) == VALID | TAG_VALID
+                    && s & REFCOUNT_MASK < REFCOUNT_MASK;
+                pinnable.then(|| Self::pinned(s))
+            })
+            .ok()?;
+        if d.tag.load(Ordering::Acquire) != tag.pack() {
+            self.unpin(b);
+            return None;
+        }
+        Some(b)
+    }
+
+    /// A free hit-pin slot of `issuer`, if any.
+    fn free_hit_pin(&self, issuer: u32) -> Option<usize> {
+        self.hit_pins
+            .get(issuer as usize)?
+            .iter()
+            .position(|p| p.load(Ordering::Relaxed) == NO_BUFFER)
+    }
+
+    /// Drops a pin of `b` held by `issuer`: hit-pin slot `hit_pin`, or `SHARED_PIN` for the
+    /// shared count.
+    pub(crate) fn release_pin(&self, issuer: u32, b: u32, hit_pin: u8) {
+        if hit_pin == SHARED_PIN {
+            self.unpin(b);
+        } else {
+            self.hit_pins[issuer as usize][usize::from(hit_pin)]
+                .store(NO_BUFFER, Ordering::Release);
+        }
+    }
+
+    /// Pins `tag`'s buffer if it is valid in the pool, without a lock: in a free hit-pin slot
+    /// of `issuer` (no shared write at all), else in the shared count. Returns the buffer and
+    /// where its pin is (a slot, or `SHARED_PIN`).
+    pub(crate) fn pin_hit(&self, tag: Tag, issuer: u32) -> Option<(u32, u8)> {
+        if let Some(k) = self.free_hit_pin(issuer) {
+            if let Some(b) = self.try_hit(tag, issuer, k) {
+                return Some((b, k as u8));
+            }
+        }
+        self.try_pin(tag).map(|b| (b, SHARED_PIN))
+    }
+
+    fn retag(&self, v: u32, tag: Tag) {
+        if let Some(end) = self.block_ends.get(tag.file as usize) {
+            end.fetch_max(tag.block.saturating_add(1), Ordering::Relaxed);
+        }
+        let d = &self.descs[v as usize];
+        d.tag.store(tag.pack(), Ordering::Relaxed);
+        update(&d.state, |s| {
+            Some(
+                (s & !(VALID | IO_ERROR | USAGE_MASK | RETAGGING | CHECKSUM_IGNORED))
+                    | TAG_VALID
+                    | (1 << USAGE_SHIFT),
+            )
+        });
+    }
+
+    /// Pins `b` for reuse by a ring if nobody pins it, no I/O is on it and it was used at
+    /// most once since it was last assigned (PostgreSQL's test in `GetBufferFromRing`).
+    fn pin_reusable(&self, b: u32) -> bool {
+        let d = &self.descs[b as usize];
+        update(&d.state, |s| {
+            (s & REFCOUNT_MASK == 0
+                && s & IO_IN_PROGRESS == 0
+                && (s & USAGE_MASK) >> USAGE_SHIFT <= 1)
+                .then_some(s + 1)
+        })
+    }
+
+    /// Clock sweep: an unpinned, idle buffer with usage count 0, returned pinned.
+    fn victim(&self) -> Option<u32> {
+        if self.prefault_pending.load(Ordering::Relaxed) {
+            self.start_prefault();
+        }
+        let n = self.descs.len() as u32;
+        // Usage counts go down by one per pass, so 6 passes find one if any is unpinned.
+        for _ in 0..(n as u64 * (USAGE_MAX + 1) + 1) {
+            let b = self.hand.fetch_add(1, Ordering::Relaxed) % n;
+            let d = &self.descs[b as usize];
+            let s = d.state.load(Ordering::Relaxed);
+            if s & REFCOUNT_MASK != 0 || s & IO_IN_PROGRESS != 0 {
+                continue;
+            }
+            let new = if s & USAGE_MASK != 0 {
+                s - (1 << USAGE_SHIFT)
+            } else {
+                s + 1
+            };
+            if d.state
+                .compare_exchange(s, new, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+                && s & USAGE_MASK == 0
+            {
+                return Some(b);
+            }
+        }
+        None
+    }
+
+    /// The state of `b` now: (valid, io in progress).
+    pub(crate) fn flags(&self, b: u32) -> (bool, bool) {
+        let s = self.descs[b as usize].state.load(Ordering::Acquire);
+        (s & VALID != 0, s & IO_IN_PROGRESS != 0)
+    }
+
+    /// StartBufferIO: claims the read of `b` if it is neither valid nor being read. Returns
+    /// false if someone else's I/O is in progress or the buffer is valid.
+    pub(crate) fn start_io(&self, b: u32) -> bool {
+        let d = &self.descs[b as usize];
+        let claimed = update(&d.state, |s| {
+            (s & (VALID | IO_IN_PROGRESS) == 0)
+                .then_some((s | IO_IN_PROGRESS) & !(IO_ERROR | CHECKSUM_IGNORED))
+        });
+        if claimed {
+            // No reference until the I/O is started (published by `set_io`); a reader that
+            // still sees an older one finds it finished and looks again.
+            d.io_index.store(u32::MAX, Ordering::Release);
+        }
+        claimed
+    }
+
+    /// Publishes the wait reference of the I/O reading `b`; called at staging, when the handle
+    /// is defined: a waiter must never wait on a handle still being handed out.
+    pub(crate) fn set_io(&self, b: u32, wref: WaitRef) {
+        let d = &self.descs[b as usize];
+        d.io_generation.store(wref.generation, Ordering::Relaxed);
+        d.io_index.store(wref.index, Ordering::Release);
+    }
+
+    /// The wait reference of the I/O in progress on `b`, if any.
+    pub(crate) fn io_ref(&self, b: u32) -> Option<WaitRef> {
+        let d = &self.descs[b as usize];
+        if d.state.load(Ordering::Acquire) & IO_IN_PROGRESS == 0 {
+            return None;
+        }
+        let index = d.io_index.load(Ordering::Acquire);
+        (index != u32::MAX).then(|| WaitRef {
+            index,
+            generation: d.io_generation.load(Ordering::Relaxed),
+        })
+    }
+
+    /// True if `b`'s page failed its checksum when read and was kept anyway.
+    pub(crate) fn checksum_ignored(&self, b: u32) -> bool {
+        self.descs[b as usize].state.load(Ordering::Acquire) & CHECKSUM_IGNORED != 0
+    }
+
+    /// TerminateBufferIO: the read of `b` finished, well (`ok`) or not; `ignored`: the page is
+    /// kept despite a checksum failure.
+    pub(crate) fn terminate_io(&self, b: u32, ok: bool, ignored: bool) {
+        let flag = if ignored { CHECKSUM_IGNORED } else { 0 };
+        let done = if ok { VALID } else { IO_ERROR };
+        update(&self.descs[b as usize].state, |s| {
+            Some((s & !IO_IN_PROGRESS) | flag | done)
+        });
+    }
+
+    /// Forgets every buffer of file slot `file` (PostgreSQL's `DropRelationBuffers`): called
+    /// when the slot's last reference goes, before the slot can name another file. No I/O on
+    /// the file is in flight then, and no buffer is being assigned to it. A buffer still
+    /// pinned keeps its page for the pinner, but no lookup finds it any more, and once
+    /// unpinned it is free.
+    ///
+    /// As PostgreSQL (`BUF_DROP_FULL_SCAN_THRESHOLD`): a file whose blocks so far number under
+    /// a 32nd of the pool is dropped by looking each block up; a bigger one by one scan of
+    /// the descriptors. Closing a small file in a large pool then costs its own size, not the
+    /// pool's.
+    pub(crate) fn drop_file_buffers(&self, file: u32) {
+        let end = self
+            .block_ends
+            .get(file as usize)
+            .map_or(u32::MAX, |e| e.swap(0, Ordering::Relaxed));
+        if (end as usize) < self.descs.len() / 32 {
+            for block in 0..end {
+                let tag = Tag { file, block };
+                let mut map = self.map[tag.partition()].lock();
+                if let Some(&b) = map.get(&tag.pack()) {
+                    self.drop_buffer(&mut map, b, tag.pack());
+                }
+            }
+            return;
+        }
+        for (b, d) in self.descs.iter().enumerate() {
+            let key = d.tag.load(Ordering::Acquire);
+            if d.state.load(Ordering::Acquire) & TAG_VALID != 0 && (key >> 32) as u32 == file {
+                let tag = Tag {
+                    file,
+                    block: key as u32,
+                };
+                self.drop_buffer(&mut self.map[tag.partition()].lock(), b as u32, key);
+            }
+        }
+    }
+
+    /// Unmaps buffer `b` if it still holds the page tagged `key`, and makes it free. `map` is
+    /// the key's partition, locked by the caller: under that lock the tag cannot change
+    /// (retagging takes it too).
+    fn drop_buffer(&self, map: &mut HashMap<u64, u32>, b: u32, key: u64) {
+        let d = &self.descs[b as usize];
+        if map.get(&key) == Some(&b) {
+            map.remove(&key);
+        }
+        update(&d.state, |s| {
+            (s & TAG_VALID != 0 && d.tag.load(Ordering::Acquire) == key)
+                .then_some(s & !(TAG_VALID | VALID | IO_ERROR | CHECKSUM_IGNORED | USAGE_MASK))
+        });
+    }
+
+    /// How many buffers each tag maps to, and buffers mapped twice (for tests).
+    pub(crate) fn check_mapping(&self) -> Result<usize, String> {
+        let mut seen = vec![false; self.descs.len()];
+        let mut n = 0;
+        for (p, m) in self.map.iter().enumerate() {
+            for (&key, &b) in m.lock().iter() {
+                let d = &self.descs[b as usize];
+                if std::mem::replace(&mut seen[b as usize], true) {
+                    return Err(format!("buffer {b} is mapped twice"));
+                }
+                if d.tag.load(Ordering::Relaxed) != key {
+                    return Err(format!("buffer {b} in partition {p} has another tag"));
+                }
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+}
+
+impl Attachment for BufferPool {
+    fn issuer_registered(&self, slot: u32) {
+        self.set_verification(slot, PageVerification::OFF);
+    }
+
+    /// Buffers are tagged by file slot: forget the file's before the slot is reused. After
+    /// shutdown no file can be opened, so no slot is reused: the scan is skipped (it costs
+    /// tens of milliseconds per file on a large, full pool).
+    fn file_closed(&self, slot: u32, shutting_down: bool) {
+        if !shutting_down {
+            self.drop_file_buffers(slot);
+        }
+    }
+}
+
+/// The built-in completion of a buffer read: every buffer named in the handle data becomes
+/// VALID (a full page read) or IO_ERROR, and stops being in progress, in the completing thread.
+pub(crate) struct BufferReadv;
+
+impl HandleCallbacks for BufferReadv {
+    fn name(&self) -> &'static str {
+        "buffer-readv"
+    }
+    /// Publishes the I/O's wait reference on every buffer it reads, once the I/O is defined
+    /// and before it can execute (even synchronously), so other readers wait, not spin.
+    fn stage(&self, io: &IoContext<'_>, _data: u8) {
+        let Some(pool) = io.shared.attachment::<BufferPool>() else {
+            return;
+        };
+        let wref = io.wait_ref();
+        let mut k = 0;
+        while let Some(b) = io.handle_data_at(k) {
+            pool.set_io(b as u32, wref);
+            k += 1;
+        }
+    }
+
+    /// Verifies each page read (with the mode the issuer captured in `data`), then marks
+    /// each buffer VALID or IO_ERROR. Buffers past a short read become IO_ERROR too, so the
+    /// next reader reads them again. Invalid pages make the result ERROR, or WARNING if they
+    /// were zeroed or only their checksum failed and that is ignored; the verdicts go into the
+    /// error data (see `verifier.rs`).
+    fn complete_shared(&self, io: &IoContext<'_>, prior: IoResult, data: u8) -> IoResult {
+        let Some(pool) = io.shared.attachment::<BufferPool>() else {
+            return prior;
+        };
+        let mode = PageVerification::from_byte(data);
+        let done_pages = if prior.status == Status::Error {
+            0
+        } else {
+            prior.result.max(0) as usize / pool.page_size()
+        };
+        let first = match io.blocks() {
+            Some((first, _)) => io.segment_base() + first,
+            None => 0,
+        };
+        let mut v = ReadVerdicts::default();
+        let mut k = 0;
+        while let Some(b) = io.handle_data_at(k) {
+            let b = b as u32;
+            let mut ok = k < done_pages;
+            let mut ignored = false;
+            if ok && mode.verify {
+                let block = first + k as u32;
+                // SAFETY: the buffer is pinned by the reader and its IO_IN_PROGRESS bit is
+                // still set (cleared just below), so nobody else reads into or looks at the
+                // page; the read that filled it has completed.
+                let page =
+                    unsafe { std::slice::from_raw_parts_mut(pool.page_ptr(b), pool.page_size()) };
+                let verdict = pool.verifier.verify(page, block);
+                if verdict == PageVerdict::ChecksumFailure {
+                    v.checksum_failures += 1;
+                }
+                let keep = verdict == PageVerdict::Valid
+                    || (verdict == PageVerdict::ChecksumFailure && mode.ignore_checksum_failure);
+                if !keep {
+                    if v.invalid == 0 {
+                        v.first_offset = k as u32;
+                    }
+                    v.invalid += 1;
+                    if mode.zero_on_error {
+                        page.fill(0);
+                        v.zeroed_any = true;
+                    } else {
+                        ok = false;
+                    }
+                    tracing::debug!(block, ?verdict, "page verification failed");
+                } else if verdict == PageVerdict::ChecksumFailure {
+                    if !v.ignored_any && v.invalid == 0 {
+                        v.first_offset = k as u32;
+                    }
+                    v.ignored_any = true;
+                    ignored = true;
+                }
+            }
+            pool.terminate_io(b, ok, ignored);
+            k += 1;
+        }
+        if v == ReadVerdicts::default() {
+            return prior;
+        }
+        let failed = v.invalid > 0 && !v.zeroed_any;
+        IoResult {
+            status: if failed {
+                Status::Error
+            } else {
+                Status::Warning
+            },
+            callback_id: BUFFER_READV.0,
+            error_data: v.encode(),
+            result: prior.result,
+        }
+    }
+
+    fn message(&self, result: &IoResult, target: &ReportTarget<'_>) -> Option<String> {
+        let v = ReadVerdicts::decode(result.error_data);
+        Some(v.message(target.relation, target.first_block, target.nblocks))
+    }
+
+    fn invalid_pages(&self, result: &IoResult) -> u32 {
+        ReadVerdicts::decode(result.error_data).invalid
+    }
+
+    fn report(&self, result: &IoResult) -> String {
+        format!("{:?}", ReadVerdicts::decode(result.error_data))
+    }
+}

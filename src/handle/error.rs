@@ -1,0 +1,210 @@
+//! Errors: [`AioError`] for starting and using the subsystem, [`IoError`] for a failed I/O.
+//!
+//! An `IoError` names the op, the file, the offset, the length and the errno, and reads like
+//! PostgreSQL's messages (`could not read blocks 4..7 in file "base/5/16403": …`). See
+//! `docs/design.md`, "Results and errors".
+
+use crate::handle::op::Op;
+use crate::handle::settings::SettingsError;
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Errors from starting or using the subsystem (not from an individual I/O).
+#[derive(Debug, thiserror::Error)]
+pub enum AioError {
+    /// A bad setting.
+    #[error("{0}")]
+    Settings(#[from] SettingsError),
+    /// `io_method = io_uring` was refused and `io_uring_fallback = error`.
+    #[error(
+        "could not start io_method \"io_uring\": {cause}\nHINT:  Allow io_uring, or set io_uring_fallback = worker (or sync) to start with another method, or choose io_method = worker."
+    )]
+    IoUringRefused {
+        /// Why the kernel refused.
+        cause: String,
+    },
+    /// The shared region, a ring or a worker thread could not be created.
+    #[error("could not start the AIO subsystem: {0}")]
+    Start(std::io::Error),
+    /// The buffer pool's memory could not be mapped.
+    #[error(
+        "could not map the buffer pool ({} MB{}): {source}\nHINT:  {}",
+        bytes >> 20,
+        if *huge { " of huge pages" } else { "" },
+        if *huge {
+            "Reserve enough huge pages (sysctl vm.nr_hugepages), or set huge_pages = try."
+        } else {
+            "Lower buffer_pool_size."
+        }
+    )]
+    BufferPool {
+        /// Bytes asked for.
+        bytes: u64,
+        /// `huge_pages = on` was required.
+        huge: bool,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A rule of the handle API was broken (a bug in the caller).
+    #[error("API violation: {0}")]
+    ApiViolation(&'static str),
+    /// All `max_issuers` issuer slots are taken.
+    #[error("too many issuers: all {0} slots are in use\nHINT:  Raise max_issuers.")]
+    TooManyIssuers(u32),
+    /// All `max_files` file slots are taken.
+    #[error(
+        "too many open files in the AIO subsystem: all {0} slots are in use\nHINT:  Raise max_files."
+    )]
+    TooManyFiles(u32),
+    /// Every handle of the issuer holds a result its caller has not taken yet.
+    #[error(
+        "all {0} I/O handles of this issuer hold results not yet taken\nHINT:  Wait on (or drop) an InFlight before starting another I/O, or raise io_max_concurrency."
+    )]
+    AllHandlesClaimed(u32),
+    /// Every buffer of the pool is pinned.
+    #[error(
+        "no unpinned buffers available\nHINT:  Raise buffer_pool_size, or hold fewer buffers pinned."
+    )]
+    NoUnpinnedBuffers,
+    /// The subsystem is shutting down.
+    #[error("the AIO subsystem is shut down")]
+    ShutDown,
+    /// Too many buffers for one vectored I/O.
+    #[error(
+        "{given} buffers exceed the {max} iovecs a handle holds\nHINT:  Raise io_max_combine_limit."
+    )]
+    TooManyBuffers {
+        /// Buffers passed.
+        given: usize,
+        /// `io_max_combine_limit`.
+        max: usize,
+    },
+    /// Opening a file failed.
+    #[error("could not open file \"{path}\": {source}")]
+    Open {
+        /// The path.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The introspection socket could not be created.
+    #[error(
+        "could not create introspection socket \"{path}\": {source}\nHINT:  Choose another introspection_socket path, or leave it empty."
+    )]
+    Introspection {
+        /// The path.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// An I/O failed (boxed: an `IoError` carries its messages, and this enum stays small).
+    #[error(transparent)]
+    Io(Box<IoError>),
+}
+
+impl From<IoError> for AioError {
+    fn from(e: IoError) -> AioError {
+        AioError::Io(Box::new(e))
+    }
+}
+
+/// A failed I/O: what, where, how much, and the OS error.
+#[derive(Clone, Debug)]
+pub struct IoError {
+    /// The operation.
+    pub op: Op,
+    /// The file (for unlink: the path removed).
+    pub path: Arc<Path>,
+    /// File offset in bytes.
+    pub offset: u64,
+    /// Bytes asked for (or the length/size argument).
+    pub length: u64,
+    /// Bytes actually transferred, for a short transfer.
+    pub transferred: u64,
+    /// The OS error number (0: end of file, or a failure a callback reported).
+    pub errno: i32,
+    /// First block and count when the I/O was block I/O.
+    pub blocks: Option<(u32, u32)>,
+    /// A callback's own message, when a callback (not the OS) failed the I/O.
+    pub detail: Option<String>,
+    /// A callback's whole message, replacing the `could not read …` line (a page
+    /// verification failure reads `invalid page in block 3 of relation "…"`).
+    pub message: Option<Box<str>>,
+    /// How to fix it, when known (e.g. O_DIRECT alignment).
+    pub hint: Option<&'static str>,
+    /// Pages a verifier found invalid (0 for an OS error).
+    pub invalid_pages: u32,
+}
+
+impl std::error::Error for IoError {}
+
+/// Hint given for EINVAL on an O_DIRECT file.
+pub(crate) const DIRECT_HINT: &str = "O_DIRECT needs the offset, the length and the buffer address aligned to the device's logical block size (usually 512 or 4096 bytes).";
+
+impl IoError {
+    /// The OS error, if there was one.
+    pub fn os_error(&self) -> Option<std::io::Error> {
+        (self.errno > 0).then(|| std::io::Error::from_raw_os_error(self.errno))
+    }
+
+    fn where_(&self) -> String {
+        let p = self.path.display();
+        match self.blocks {
+            Some((first, n)) if n > 1 => {
+                format!("blocks {first}..{} in file \"{p}\"", first + n - 1)
+            }
+            Some((first, _)) => format!("block {first} in file \"{p}\""),
+            None => format!(
+                "{} bytes at offset {} of file \"{p}\"",
+                self.length, self.offset
+            ),
+        }
+    }
+}
+
+impl fmt::Display for IoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = self.path.display();
+        if let Some(m) = &self.message {
+            f.write_str(m)?;
+            if let Some(h) = self.hint {
+                write!(f, "\nHINT:  {h}")?;
+            }
+            return Ok(());
+        }
+        match self.op {
+            Op::Readv => write!(f, "could not read {}", self.where_())?,
+            Op::Writev => write!(f, "could not write {}", self.where_())?,
+            Op::Fsync => write!(f, "could not fsync file \"{p}\"")?,
+            Op::Fdatasync => write!(f, "could not fdatasync file \"{p}\"")?,
+            Op::Unlink => write!(f, "could not remove file \"{p}\"")?,
+            Op::FadviseWillneed => write!(f, "could not prefetch {}", self.where_())?,
+            Op::Fallocate => write!(f, "could not allocate {}", self.where_())?,
+            Op::Ftruncate => write!(
+                f,
+                "could not truncate file \"{p}\" to {} bytes",
+                self.length
+            )?,
+            Op::Invalid => write!(f, "could not perform I/O on file \"{p}\"")?,
+        }
+        if let Some(d) = &self.detail {
+            write!(f, ": {d}")?;
+        } else if self.errno > 0 {
+            let e = std::io::Error::from_raw_os_error(self.errno);
+            let text = e.to_string();
+            let text = text.split(" (os error").next().unwrap_or(&text);
+            write!(f, ": {text} (errno {})", self.errno)?;
+        } else {
+            write!(
+                f,
+                ": read only {} of {} bytes",
+                self.transferred, self.length
+            )?;
+        }
+        if let Some(h) = self.hint {
+            write!(f, "\nHINT:  {h}")?;
+        }
+        Ok(())
+    }
+}

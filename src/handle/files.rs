@@ -1,0 +1,105 @@
+//! The file table: one slot per file known to the subsystem — its descriptor, whether it was
+//! opened O_DIRECT, its path (enough to reopen it in another process and to name it in
+//! messages and the view) and a reference count. Every user [`File`](crate::File) value and
+//! every I/O defined on the file holds a reference; the descriptor is closed only when the
+//! last goes, so an fd is never closed — or its number reused — under an I/O. See
+//! `docs/design.md`, "The handle layer".
+
+use parking_lot::{Mutex, RwLock};
+use std::os::fd::RawFd;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+
+pub(crate) const NO_FILE: u32 = u32::MAX;
+
+pub(crate) struct FileSlot {
+    pub fd: AtomicI32,
+    pub refs: AtomicU32,
+    pub direct: AtomicBool,
+    /// The relation-wide number of the file's block 0 (a segment's first block; 0 otherwise).
+    pub segment_base: AtomicU32,
+    pub path: RwLock<Option<Arc<Path>>>,
+}
+
+pub(crate) struct FileTable {
+    pub slots: Box<[FileSlot]>,
+    pub(crate) free: Mutex<Vec<u32>>,
+}
+
+impl FileTable {
+    pub(crate) fn new(n: u32) -> FileTable {
+        let slots = (0..n)
+            .map(|_| FileSlot {
+                fd: AtomicI32::new(-1),
+                refs: AtomicU32::new(0),
+                direct: AtomicBool::new(false),
+                segment_base: AtomicU32::new(0),
+                path: RwLock::new(None),
+            })
+            .collect();
+        FileTable {
+            slots,
+            free: Mutex::new((0..n).rev().collect()),
+        }
+    }
+
+    /// The name messages give a block of file `slot`: the relation's path (a segment's path
+    /// without its `.N` suffix) and the relation-wide block number of the file's block 0.
+    pub(crate) fn relation(&self, slot: u32) -> (String, u32) {
+        let base = self
+            .slots
+            .get(slot as usize)
+            .map_or(0, |s| s.segment_base.load(Ordering::Relaxed));
+        let path = self.path(slot).display().to_string();
+        if base == 0 {
+            return (path, 0);
+        }
+        let name = match path.rsplit_once('.') {
+            Some((rel, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+                rel.to_string()
+            }
+            _ => path,
+        };
+        (name, base)
+    }
+
+    pub(crate) fn path(&self, slot: u32) -> Arc<Path> {
+        self.slots
+            .get(slot as usize)
+            .and_then(|s| s.path.read().clone())
+            .unwrap_or_else(|| Arc::from(Path::new("?")))
+    }
+
+    pub(crate) fn add_ref(&self, slot: u32) {
+        self.slots[slot as usize]
+            .refs
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Drops one reference; returns the fd to close when it was the last.
+    pub(crate) fn release(&self, slot: u32) -> Option<RawFd> {
+        let s = &self.slots[slot as usize];
+        if s.refs.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return None;
+        }
+        let fd = s.fd.swap(-1, Ordering::AcqRel);
+        *s.path.write() = None;
+        Some(fd)
+    }
+
+    pub(crate) fn free_slot(&self, slot: u32) {
+        self.free.lock().push(slot);
+    }
+
+    pub(crate) fn open_files(&self) -> Vec<(u32, RawFd)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let fd = s.fd.load(Ordering::Acquire);
+                (fd >= 0).then_some((i as u32, fd))
+            })
+            .collect()
+    }
+}

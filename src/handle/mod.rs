@@ -1,0 +1,38 @@
+//! The handle layer: the table of I/O handles every thread shares, and its protocol.
+//!
+//! It owns the shared region (handle slots, iovecs, handle data), the eight-state machine
+//! of a handle and its one mutator, the issuer slots other threads read (name, thread, wait
+//! event, completion counter), the file table, the callback registry, the fault injector,
+//! and the two paths every method shares: processing a completion and waiting for one. The
+//! settings, ops, results and errors that every layer speaks are defined here too.
+//!
+//! May use: the engines (`dbaio-workers` for the futex and plain requests) and std. Never the
+//! methods, the API, the buffer manager or the view: those sit above and plug in through
+//! [`callback::HandleCallbacks`] and [`shared::Attachment`]. See `docs/design.md`, "The
+//! handle layer".
+
+pub(crate) mod callback;
+pub(crate) mod error;
+pub(crate) mod fault;
+pub(crate) mod files;
+pub(crate) mod op;
+pub(crate) mod result;
+pub mod settings;
+pub(crate) mod shared;
+pub(crate) mod shmem;
+pub(crate) mod slot;
+pub(crate) mod wait_event;
+
+use shared::Shared;
+
+/// What the wait path needs from a method: driving a submitted I/O to completion from the
+/// waiting thread itself (io_uring reaps the issuer's ring). Defined here so that waiting does
+/// not name the methods; `method::IoMethod` extends it.
+pub(crate) trait DriveCompletion {
+    /// Drives handle `i` (SUBMITTED, `generation`) towards completion from the calling
+    /// thread, which need not be the issuer. Returns false when the method cannot; the caller
+    /// then sleeps until the completer wakes it.
+    fn wait_one(&self, _shared: &Shared, _i: u32, _generation: u64) -> bool {
+        false
+    }
+}

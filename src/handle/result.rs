@@ -1,0 +1,154 @@
+//! Results: small, `Copy`, and packed into one 64-bit word in the handle table.
+//!
+//! Layout as PostgreSQL's `PgAioResult`: callback id (6 bits), status (3 bits), error data
+//! (23 bits), raw-ish result (32 bits). The base result comes from the raw syscall result; each
+//! callback may transform it (innermost first). See `docs/design.md`, "Results and errors".
+
+use crate::handle::op::Op;
+
+/// How an I/O ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Status {
+    /// Not completed yet.
+    Unknown = 0,
+    /// Fully succeeded.
+    Ok = 1,
+    /// Transferred fewer bytes than asked, without error; continue with the rest.
+    Partial = 2,
+    /// (Partially) succeeded, with a warning.
+    Warning = 3,
+    /// Failed.
+    Error = 4,
+}
+
+impl Status {
+    /// The name the aios view shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Unknown => "UNKNOWN",
+            Status::Ok => "OK",
+            Status::Partial => "PARTIAL",
+            Status::Warning => "WARNING",
+            Status::Error => "ERROR",
+        }
+    }
+}
+
+/// A distilled I/O result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct IoResult {
+    /// How it ended.
+    pub status: Status,
+    /// Which callback set the status (0: the subsystem's base interpretation).
+    pub callback_id: u8,
+    /// Meaning defined by that callback; for the base, the errno of an error (0: end of file).
+    pub error_data: u32,
+    /// Bytes transferred (0 for ops that transfer none or failed).
+    pub result: i32,
+}
+
+/// error_data of the base result when a read or write moved 0 bytes (end of file).
+pub const ERROR_DATA_EOF: u32 = 0;
+
+impl IoResult {
+    /// Not completed.
+    pub const UNKNOWN: IoResult = IoResult {
+        status: Status::Unknown,
+        callback_id: 0,
+        error_data: 0,
+        result: 0,
+    };
+
+    /// The base interpretation of a raw result (`bytes` or `-errno`) for `op` that asked for
+    /// `expected` bytes.
+    pub fn from_raw(op: Op, raw: i32, expected: u64) -> IoResult {
+        if raw < 0 {
+            return IoResult {
+                status: Status::Error,
+                callback_id: 0,
+                error_data: (-raw) as u32 & 0x7f_ffff,
+                result: 0,
+            };
+        }
+        let status = if !op.transfers_data() || raw as u64 >= expected {
+            Status::Ok
+        } else if raw == 0 {
+            return IoResult {
+                status: Status::Error,
+                callback_id: 0,
+                error_data: ERROR_DATA_EOF,
+                result: 0,
+            };
+        } else {
+            Status::Partial
+        };
+        IoResult {
+            status,
+            callback_id: 0,
+            error_data: 0,
+            result: raw,
+        }
+    }
+
+    /// True for `Ok` and `Warning` (the data is usable).
+    pub fn is_ok(&self) -> bool {
+        matches!(self.status, Status::Ok | Status::Warning)
+    }
+
+    /// The errno of a base error, if this is one (0 stands for end of file).
+    pub fn errno(&self) -> Option<i32> {
+        (self.status == Status::Error && self.callback_id == 0).then_some(self.error_data as i32)
+    }
+
+    pub(crate) fn pack(self) -> u64 {
+        let hi = u64::from(self.callback_id & 0x3f)
+            | (u64::from(self.status as u8) << 6)
+            | (u64::from(self.error_data & 0x7f_ffff) << 9);
+        (hi << 32) | u64::from(self.result as u32)
+    }
+
+    pub(crate) fn unpack(v: u64) -> IoResult {
+        let hi = (v >> 32) as u32;
+        let status = match (hi >> 6) & 7 {
+            1 => Status::Ok,
+            2 => Status::Partial,
+            3 => Status::Warning,
+            4 => Status::Error,
+            _ => Status::Unknown,
+        };
+        IoResult {
+            status,
+            callback_id: (hi & 0x3f) as u8,
+            error_data: hi >> 9,
+            result: v as u32 as i32,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn pack_round_trips(id in 0u8..64, st in 0u8..5, data in 0u32..(1 << 23), res: i32) {
+            let status = [Status::Unknown, Status::Ok, Status::Partial, Status::Warning, Status::Error][st as usize];
+            let r = IoResult { status, callback_id: id, error_data: data, result: res };
+            prop_assert_eq!(IoResult::unpack(r.pack()), r);
+        }
+    }
+
+    #[test]
+    fn base_interpretation() {
+        assert_eq!(IoResult::from_raw(Op::Readv, 8192, 8192).status, Status::Ok);
+        assert_eq!(
+            IoResult::from_raw(Op::Readv, 4096, 8192).status,
+            Status::Partial
+        );
+        assert_eq!(IoResult::from_raw(Op::Readv, 0, 8192).status, Status::Error);
+        assert_eq!(IoResult::from_raw(Op::Readv, -5, 8192).errno(), Some(5));
+        assert_eq!(IoResult::from_raw(Op::Fsync, 0, 0).status, Status::Ok);
+    }
+}

@@ -1,0 +1,373 @@
+//! [`Shared`]: what every thread (and, with worker processes, every process) sees of the
+//! subsystem — the handle table in the shared region, the issuer slots, the file table, the
+//! callback registry, the fault injector — and the two paths every method shares: processing
+//! a completion and waiting for one. The methods hold an `Arc<Shared>` (never the `Aio`), so
+//! there is no reference cycle between the subsystem and its worker threads. See
+//! `docs/design.md`, "The handle layer".
+
+use super::callback::{CallbackRegistry, IoContext};
+use super::error::AioError;
+use super::fault::FaultInjector;
+use super::files::FileTable;
+use super::result::{IoResult, Status};
+use super::settings::Settings;
+use super::shmem::SharedRegion;
+use super::slot::{Executor, HandleSlot, HandleState};
+use super::wait_event::WaitEvent;
+use crossbeam_utils::CachePadded;
+use dbaio_workers::Request;
+use dbaio_workers::futex;
+use parking_lot::Mutex;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::time::Instant;
+
+/// Per-issuer-slot information other threads may read.
+pub(crate) struct IssuerSlot {
+    pub in_use: AtomicBool,
+    pub tid: AtomicI32,
+    pub name: Mutex<String>,
+    /// Bumped by every completion of this issuer's I/Os; the futex `wait_any` sleeps on.
+    pub completed: AtomicU32,
+    /// Non-zero while the issuer sleeps on `completed`.
+    pub waiting: AtomicU32,
+    /// The value of `completed` at which a sleeping issuer wants to be woken.
+    pub wake_at: AtomicU32,
+    /// What the issuer is waiting for now (a `WaitEvent` code; 0: nothing).
+    pub wait_event: AtomicU32,
+    /// What it waits on (an io_id, a count…), meaning per event.
+    pub wait_object: AtomicU64,
+    /// Since when (ns since the subsystem started).
+    pub wait_since_ns: AtomicU64,
+}
+
+impl IssuerSlot {
+    /// Publishes that the issuer starts waiting for `event` on `object`.
+    pub(crate) fn begin_wait(&self, event: WaitEvent, object: u64, now_ns: u64) {
+        self.wait_object.store(object, Ordering::Relaxed);
+        self.wait_since_ns.store(now_ns, Ordering::Relaxed);
+        self.wait_event.store(event as u32, Ordering::Release);
+    }
+
+    /// Publishes that the wait is over.
+    pub(crate) fn end_wait(&self) {
+        self.wait_event
+            .store(WaitEvent::None as u32, Ordering::Release);
+    }
+}
+
+/// A layer above the handle layer that keeps state of its own about files and issuers (the
+/// buffer manager): told when an issuer registers and when a file's last reference goes, and
+/// reachable, typed, from anything that holds the [`Shared`] (see [`Shared::attachment`]).
+pub(crate) trait Attachment: Send + Sync + 'static {
+    /// Issuer slot `slot` was just taken by a new issuer.
+    fn issuer_registered(&self, _slot: u32) {}
+    /// File slot `slot` lost its last reference; its descriptor is closed and the slot is
+    /// about to be reused. `shutting_down`: no file can be opened any more.
+    fn file_closed(&self, _slot: u32, _shutting_down: bool) {}
+}
+
+/// The attachment, with what typed access needs (its concrete type and address).
+struct Attached {
+    hooks: Arc<dyn Attachment>,
+    type_id: std::any::TypeId,
+    ptr: *const (),
+}
+
+pub(crate) struct Shared {
+    pub settings: Settings,
+    region: SharedRegion,
+    handles_off: usize,
+    iovecs_off: usize,
+    data_off: usize,
+    pub n_handles: u32,
+    pub per_issuer: u32,
+    pub max_iov: u32,
+    pub issuers: Box<[CachePadded<IssuerSlot>]>,
+    pub files: FileTable,
+    pub callbacks: CallbackRegistry,
+    pub faults: FaultInjector,
+    attached: Option<Attached>,
+    pub epoch: Instant,
+    pub shutting_down: AtomicBool,
+}
+
+fn round_up(v: usize, a: usize) -> usize {
+    v.div_ceil(a) * a
+}
+
+// SAFETY: `Attached::ptr` points into the `Arc` in `hooks`, whose target is `Send + Sync`
+// (the `Attachment` bound); the pointer is only read, to hand out shared references.
+unsafe impl Send for Attached {}
+// SAFETY: as above.
+unsafe impl Sync for Attached {}
+
+impl Shared {
+    /// Lays out the shared region for `settings` and builds the tables. `attachment` is the
+    /// layer above that wants to hear of issuers and files (the buffer manager), if any.
+    pub(crate) fn new<A: Attachment>(
+        settings: Settings,
+        callbacks: CallbackRegistry,
+        attachment: Option<Arc<A>>,
+    ) -> Result<Shared, AioError> {
+        let per_issuer = settings.effective_io_max_concurrency();
+        let n_handles = per_issuer
+            .checked_mul(settings.max_issuers)
+            .expect("handle count fits in u32");
+        let max_iov = settings.io_max_combine_limit;
+        let handles_off = 0;
+        let iovecs_off = round_up(n_handles as usize * size_of::<HandleSlot>(), 64);
+        let iov_bytes = n_handles as usize * max_iov as usize * size_of::<libc::iovec>();
+        let data_off = round_up(iovecs_off + iov_bytes, 64);
+        let total = data_off + n_handles as usize * max_iov as usize * size_of::<AtomicU64>();
+        let region = SharedRegion::new(total).map_err(AioError::Start)?;
+        let attached = attachment.map(|a| Attached {
+            type_id: std::any::TypeId::of::<A>(),
+            ptr: Arc::as_ptr(&a).cast::<()>(),
+            hooks: a,
+        });
+        let shared = Shared {
+            issuers: (0..settings.max_issuers)
+                .map(|_| {
+                    CachePadded::new(IssuerSlot {
+                        in_use: AtomicBool::new(false),
+                        tid: AtomicI32::new(0),
+                        name: Mutex::new(String::new()),
+                        completed: AtomicU32::new(0),
+                        waiting: AtomicU32::new(0),
+                        wake_at: AtomicU32::new(0),
+                        wait_event: AtomicU32::new(0),
+                        wait_object: AtomicU64::new(0),
+                        wait_since_ns: AtomicU64::new(0),
+                    })
+                })
+                .collect(),
+            files: FileTable::new(settings.max_files),
+            settings,
+            region,
+            handles_off,
+            iovecs_off,
+            data_off,
+            n_handles,
+            per_issuer,
+            max_iov,
+            callbacks,
+            faults: FaultInjector::default(),
+            attached,
+            epoch: Instant::now(),
+            shutting_down: AtomicBool::new(false),
+        };
+        for i in 0..n_handles {
+            let s = shared.slot(i);
+            s.owner.store(i / per_issuer, Ordering::Relaxed);
+            s.generation.store(1, Ordering::Relaxed);
+            s.reset();
+        }
+        Ok(shared)
+    }
+
+    /// The attachment, if it is an `A` (one type-id comparison, no virtual call: the buffer
+    /// manager finds its pool this way on every read).
+    pub(crate) fn attachment<A: Attachment>(&self) -> Option<&A> {
+        let a = self.attached.as_ref()?;
+        (a.type_id == std::any::TypeId::of::<A>()).then(|| {
+            // SAFETY: `ptr` is the address of the `A` inside `hooks` (same type id), kept
+            // alive by that `Arc` for as long as `self` lives.
+            unsafe { &*a.ptr.cast::<A>() }
+        })
+    }
+
+    /// The attachment's hooks, if there is one.
+    pub(crate) fn attachment_hooks(&self) -> Option<&dyn Attachment> {
+        self.attached.as_ref().map(|a| &*a.hooks)
+    }
+
+    /// The handle slot `i`.
+    pub(crate) fn slot(&self, i: u32) -> &HandleSlot {
+        assert!(i < self.n_handles, "handle index {i} out of range");
+        // SAFETY: the region holds n_handles HandleSlots at handles_off (sized in `new`), is
+        // 64-byte aligned (mmap gives page alignment), zero-filled memory is a valid HandleSlot
+        // (all fields are atomics), and the region lives as long as `self`.
+        unsafe {
+            &*self
+                .region
+                .base()
+                .add(self.handles_off)
+                .cast::<HandleSlot>()
+                .add(i as usize)
+        }
+    }
+
+    /// Handle `i`'s iovec array (`max_iov` entries). Written only by the owning issuer while
+    /// the handle is HANDED_OUT; read by executors after it is published.
+    pub(crate) fn iovecs(&self, i: u32) -> *mut libc::iovec {
+        assert!(i < self.n_handles, "handle index {i} out of range");
+        debug_assert!(
+            self.iovecs_off + (i as usize + 1) * self.max_iov as usize * 16 <= self.region.len()
+        );
+        // SAFETY: in bounds of the region by the layout computed in `new`.
+        unsafe {
+            self.region
+                .base()
+                .add(self.iovecs_off)
+                .cast::<libc::iovec>()
+                .add(i as usize * self.max_iov as usize)
+        }
+    }
+
+    /// Handle `i`'s data words (`max_iov` entries).
+    pub(crate) fn handle_data(&self, i: u32) -> &[AtomicU64] {
+        assert!(i < self.n_handles, "handle index {i} out of range");
+        // SAFETY: in bounds by the layout computed in `new`; zeroed AtomicU64s are valid and
+        // the region outlives `self`'s borrows.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.region
+                    .base()
+                    .add(self.data_off)
+                    .cast::<AtomicU64>()
+                    .add(i as usize * self.max_iov as usize),
+                self.max_iov as usize,
+            )
+        }
+    }
+
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// The plain request for handle `i` (SUBMITTED), for the worker engine and sync execution.
+    pub(crate) fn request(&self, i: u32) -> Request {
+        let s = self.slot(i);
+        let r = Ordering::Relaxed;
+        Request {
+            op: s.op().engine_code(),
+            fd: s.fd.load(r),
+            offset: s.offset.load(r),
+            len: s.length.load(r),
+            iov: self.iovecs(i),
+            iovcnt: u32::from(s.iov_count.load(r)),
+            path: s.path.load(r) as *const libc::c_char,
+            user_data: u64::from(i),
+        }
+    }
+
+    /// Executes handle `i` (SUBMITTED) in the calling thread and completes it.
+    pub(crate) fn perform_synchronously(&self, i: u32, executor: Executor) {
+        let req = self.request(i);
+        let issuer = (executor == Executor::Issuer)
+            .then(|| &self.issuers[self.slot(i).owner.load(Ordering::Relaxed) as usize]);
+        if let Some(info) = issuer {
+            info.begin_wait(
+                WaitEvent::for_sync_op(self.slot(i).op()),
+                u64::from(i),
+                self.now_ns(),
+            );
+        }
+        // SAFETY: the iovecs and path of a SUBMITTED handle name memory the issuer parked in
+        // the handle until reclaim, which cannot happen before the completion below.
+        let raw = unsafe { dbaio_workers::perform(&req) };
+        if let Some(info) = issuer {
+            info.end_wait();
+        }
+        self.process_completion(i, raw, executor);
+    }
+
+    /// Records the raw result of handle `i`, runs its shared callbacks (innermost first) and
+    /// publishes COMPLETED_SHARED, waking waiters. Runs in whichever thread completed the I/O.
+    pub(crate) fn process_completion(&self, i: u32, raw: i32, executor: Executor) {
+        let s = self.slot(i);
+        // Acquire: see everything the issuer wrote before it published SUBMITTED.
+        assert_eq!(
+            s.state(),
+            HandleState::Submitted,
+            "completing an I/O that is not submitted"
+        );
+        let op = s.op();
+        let (file, offset) = (
+            s.file.load(Ordering::Relaxed),
+            s.offset.load(Ordering::Relaxed),
+        );
+        // The injection point sees the real raw result, as PostgreSQL's does.
+        let (raw, hold) = self.faults.apply(op, file, offset, raw);
+        // Written before COMPLETED_IO is published, so the view never sees that state without
+        // its raw result.
+        s.raw_result.store(raw, Ordering::Relaxed);
+        s.executor.store(executor.encode(), Ordering::Relaxed);
+        s.completed_ns.store(self.now_ns(), Ordering::Relaxed);
+        s.set_state(HandleState::Submitted, HandleState::CompletedIo);
+        if let Some(seen) = hold {
+            self.faults.hold(seen);
+        }
+        let mut result = IoResult::from_raw(op, raw, s.length.load(Ordering::Relaxed));
+        let n = s.num_callbacks.load(Ordering::Relaxed) as usize;
+        let ctx = IoContext {
+            shared: self,
+            index: i,
+        };
+        for k in (0..n).rev() {
+            let id = s.callbacks[k].load(Ordering::Relaxed);
+            let data = s.callback_data[k].load(Ordering::Relaxed);
+            let Some(cb) = self.callbacks.get(id) else {
+                continue;
+            };
+            match catch_unwind(AssertUnwindSafe(|| cb.complete_shared(&ctx, result, data))) {
+                Ok(r) => result = r,
+                Err(_) => {
+                    tracing::error!(
+                        callback = cb.name(),
+                        io_id = i,
+                        "complete_shared callback panicked; failing the I/O"
+                    );
+                    result = IoResult {
+                        status: Status::Error,
+                        callback_id: id,
+                        error_data: 0x7f_ffff,
+                        result: 0,
+                    };
+                }
+            }
+        }
+        s.distilled.store(result.pack(), Ordering::Relaxed);
+        s.set_state(HandleState::CompletedIo, HandleState::CompletedShared);
+        let issuer = &self.issuers[s.owner.load(Ordering::Relaxed) as usize];
+        let c = issuer
+            .completed
+            .fetch_add(1, Ordering::SeqCst)
+            .wrapping_add(1);
+        if issuer.waiting.load(Ordering::SeqCst) != 0
+            && c.wrapping_sub(issuer.wake_at.load(Ordering::SeqCst)) as i32 >= 0
+            && issuer.waiting.swap(0, Ordering::SeqCst) != 0
+        {
+            futex::wake(&issuer.completed, 1);
+        }
+    }
+
+    /// Waits until the I/O `(i, generation)` is complete (or the handle was recycled). Any
+    /// thread may call it; when the method can drive completion (io_uring) the caller does so.
+    pub(crate) fn wait_done<M: super::DriveCompletion + ?Sized>(
+        &self,
+        method: &M,
+        i: u32,
+        generation: u64,
+    ) -> Result<(), AioError> {
+        let s = self.slot(i);
+        loop {
+            let st = s.state();
+            if s.generation.load(Ordering::Acquire) != generation {
+                return Ok(());
+            }
+            match st {
+                HandleState::CompletedShared | HandleState::CompletedLocal => return Ok(()),
+                HandleState::Idle | HandleState::HandedOut => {
+                    return Err(AioError::ApiViolation(
+                        "waiting on an I/O that was never started",
+                    ));
+                }
+                HandleState::Submitted if method.wait_one(self, i, generation) => {}
+                _ => s.sleep_while(st),
+            }
+        }
+    }
+}

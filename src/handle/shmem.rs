@@ -1,0 +1,171 @@
+//! The shared region: one anonymous `MAP_SHARED` mapping holding the handle table, the
+//! per-handle iovec arrays and handle data.
+//!
+//! Everything in it is plain data or atomics (no pointers to process-private heap, no Rust
+//! allocations), so worker *processes* forked after start see the same table (rule 4 of the
+//! architecture). See `docs/design.md`, "Shared region". The buffer pool's page memory is
+//! mapped here too (`new_pages`, private for now, huge pages when reserved), with `Prefault`
+//! faulting it in on a background thread (see "Buffer pool").
+
+use crate::handle::settings::HugePages;
+use std::io;
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// An owned anonymous mapping, zero-filled at creation: shared (the handle table), or private
+/// (the buffer pool's pages, see `new_pages`).
+pub(crate) struct SharedRegion {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the region is plain memory; all concurrent access to it goes through atomics or is
+// serialised by the handle state protocol (see handle.rs).
+unsafe impl Send for SharedRegion {}
+// SAFETY: as above.
+unsafe impl Sync for SharedRegion {}
+
+impl SharedRegion {
+    pub(crate) fn new(len: usize) -> io::Result<SharedRegion> {
+        SharedRegion::map(len.max(1), libc::MAP_SHARED | libc::MAP_ANONYMOUS)
+    }
+
+    /// An anonymous mapping of `len` bytes with mmap `flags`.
+    fn map(len: usize, flags: libc::c_int) -> io::Result<SharedRegion> {
+        // SAFETY: an anonymous mapping with no address hint; the kernel picks the address.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr = NonNull::new(p.cast::<u8>())
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
+        Ok(SharedRegion { ptr, len })
+    }
+
+    /// Page memory for the buffer pool, 2 MiB aligned. `private`: a process-private anonymous
+    /// mapping (enough while every executor is a thread); otherwise shared. `huge`: reserved
+    /// huge pages (hugetlb) first, as PostgreSQL's `huge_pages` (`On`: only them). `thp`: when
+    /// not on reserved huge pages, advise transparent ones (`MADV_HUGEPAGE`); refused advice
+    /// (THP disabled, an old kernel) leaves 4 KiB pages.
+    ///
+    /// Why private by default: O_DIRECT reads pin their pages with get_user_pages, which takes
+    /// a slow path for shmem pages; prewarming 1.3 GB measured 0.8-0.9 s private against
+    /// 1.4-2.6 s shared (see docs/benchmarks.md). Why hugetlb when reserved: fresh 4 KiB pages
+    /// cost 0.4-1.7 s of system time per 1.3 GB here, reserved huge pages 0.2 s. Transparent
+    /// huge pages only when asked (`thp`): prewarming read 10% faster with them when the
+    /// memory was still backed by the host, but took 3.8-4.6 s of system time against
+    /// 1.4-1.6 s when the host had taken the memory back (the VM's balloon reports free
+    /// pages); a small pool that many reads go through gains without that risk.
+    pub(crate) fn new_pages(
+        len: usize,
+        private: bool,
+        huge: HugePages,
+        thp: bool,
+    ) -> io::Result<SharedRegion> {
+        const HUGE: usize = 2 << 20;
+        let len = len.max(1).div_ceil(HUGE) * HUGE;
+        let base = if private {
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS
+        } else {
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS
+        };
+        let attempts: &[libc::c_int] = match huge {
+            HugePages::Try => &[base | libc::MAP_HUGETLB, base],
+            HugePages::On => &[base | libc::MAP_HUGETLB],
+            HugePages::Off => &[base],
+        };
+        let mut last = io::Error::from_raw_os_error(libc::ENOMEM);
+        for &flags in attempts {
+            match SharedRegion::map(len, flags) {
+                Ok(r) => {
+                    if thp && flags & libc::MAP_HUGETLB == 0 {
+                        // SAFETY: advice on a mapping we own, made just above; it changes
+                        // how pages are backed, not their contents.
+                        unsafe { libc::madvise(r.base().cast(), r.len(), libc::MADV_HUGEPAGE) };
+                    }
+                    return Ok(r);
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for SharedRegion {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len came from a successful mmap and nothing refers to the region any
+        // more (its owner, the Core, is being dropped).
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// Faults a fresh region's pages in on a background thread, front to back, so the first
+/// reads into a new buffer pool (which the clock sweep hands out in the same order) find
+/// their pages present instead of faulting them in, one by one, inside the submitting
+/// thread's `io_uring_enter` or `preadv`. Stops early, and is joined, when dropped.
+pub(crate) struct Prefault {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Prefault {
+    /// Starts prefaulting `region`, which must outlive the returned value.
+    pub(crate) fn start(region: &SharedRegion) -> Prefault {
+        const CHUNK: usize = 16 << 20;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (base, len) = (region.base() as usize, region.len());
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("dbaio-prefault".into())
+            .spawn(move || {
+                let mut off = 0;
+                while off < len && !flag.load(Ordering::Relaxed) {
+                    let n = CHUNK.min(len - off);
+                    // SAFETY: the range lies in a mapping the owner keeps until this thread is
+                    // joined; MADV_POPULATE_WRITE only faults pages in (present pages, and any
+                    // data in them, are left as they are).
+                    let r = unsafe {
+                        libc::madvise(
+                            (base + off) as *mut libc::c_void,
+                            n,
+                            libc::MADV_POPULATE_WRITE,
+                        )
+                    };
+                    if r != 0 {
+                        break; // an old kernel (before 5.14): the reads fault pages in
+                    }
+                    off += n;
+                }
+            })
+            .ok();
+        Prefault { stop, thread }
+    }
+}
+
+impl Drop for Prefault {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! The handle slot: one I/O's shared state, its eight-state machine, and wait references.
+//!
+//! Every field is an atomic so that any thread (or process) may read a slot at any time —
+//! the aios view copies slots without stopping I/O — without a data race. Ordering comes from
+//! the state word alone: the writer fills fields with relaxed stores and publishes them with a
+//! release store of the new state ([`HandleSlot::set_state`], the one mutator); a reader
+//! acquires the state and then reads the fields. See `docs/design.md`, "Handles".
+
+use crate::handle::op::{HandleFlags, Op};
+use crate::handle::result::IoResult;
+use dbaio_workers::futex;
+use std::sync::atomic::{
+    AtomicI32, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
+
+/// The most callbacks one handle can carry.
+pub const MAX_CALLBACKS: usize = 4;
+
+/// The lifecycle of a handle. Each state names what may follow it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+pub enum HandleState {
+    /// Unused; on its issuer's idle list. Next: `HandedOut`.
+    Idle = 0,
+    /// Returned by acquire; the issuer is defining it. Next: `Defined`, or `Idle` (released).
+    HandedOut = 1,
+    /// Op, target and memory are set. Next: `Staged`.
+    Defined = 2,
+    /// Stage callbacks ran; waiting in the batch to be submitted. Next: `Submitted`.
+    Staged = 3,
+    /// Handed to the method (a worker queue, a ring, or running inline). Next: `CompletedIo`.
+    Submitted = 4,
+    /// The raw result is known; shared callbacks are running. Next: `CompletedShared`.
+    CompletedIo = 5,
+    /// Shared callbacks done; waiters woken. Next: `CompletedLocal` (issuer only).
+    CompletedShared = 6,
+    /// Local callbacks done while the issuer reclaims. Next: `Idle`.
+    CompletedLocal = 7,
+}
+
+impl HandleState {
+    pub(crate) fn from_word(w: u32) -> HandleState {
+        match w & STATE_MASK {
+            0 => HandleState::Idle,
+            1 => HandleState::HandedOut,
+            2 => HandleState::Defined,
+            3 => HandleState::Staged,
+            4 => HandleState::Submitted,
+            5 => HandleState::CompletedIo,
+            6 => HandleState::CompletedShared,
+            _ => HandleState::CompletedLocal,
+        }
+    }
+
+    /// The name the aios view shows (`HANDED_OUT`, `SUBMITTED`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            HandleState::Idle => "IDLE",
+            HandleState::HandedOut => "HANDED_OUT",
+            HandleState::Defined => "DEFINED",
+            HandleState::Staged => "STAGED",
+            HandleState::Submitted => "SUBMITTED",
+            HandleState::CompletedIo => "COMPLETED_IO",
+            HandleState::CompletedShared => "COMPLETED_SHARED",
+            HandleState::CompletedLocal => "COMPLETED_LOCAL",
+        }
+    }
+
+    /// True once the shared callbacks have run: waiting on such a handle returns at once.
+    pub fn is_complete(self) -> bool {
+        self >= HandleState::CompletedShared
+    }
+
+    fn may_follow(self, from: HandleState) -> bool {
+        use HandleState::*;
+        matches!(
+            (from, self),
+            (Idle, HandedOut)
+                | (HandedOut, Defined)
+                | (HandedOut, Idle)
+                | (Defined, Staged)
+                | (Staged, Submitted)
+                | (Submitted, CompletedIo)
+                | (CompletedIo, CompletedShared)
+                | (CompletedShared, CompletedLocal)
+                | (CompletedLocal, Idle)
+        )
+    }
+}
+
+const STATE_MASK: u32 = 0xff;
+/// Set in the state word by a thread about to sleep on it; the next transition wakes it.
+const WAITERS: u32 = 1 << 31;
+
+/// A reference to one use of a handle: `Copy + Send`, usable from any thread. If the handle was
+/// recycled since, the I/O it named is long done and waiting returns at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WaitRef {
+    pub(crate) index: u32,
+    pub(crate) generation: u64,
+}
+
+impl WaitRef {
+    /// The handle's index in the table (`io_id` in the aios view).
+    pub fn io_id(&self) -> u32 {
+        self.index
+    }
+    /// The generation this reference names.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+}
+
+/// No block range recorded for the target.
+pub(crate) const NO_BLOCK: u32 = u32::MAX;
+
+/// One handle's shared state. Lives in the shared region; all-zero is a valid idle slot.
+#[repr(C, align(64))]
+pub(crate) struct HandleSlot {
+    /// State in the low byte, `WAITERS` in bit 31. Also the futex word waiters sleep on.
+    pub state: AtomicU32,
+    /// Issuer slot that owns this handle (fixed at start).
+    pub owner: AtomicU32,
+    /// Bumped each time the handle is recycled; starts at 1.
+    pub generation: AtomicU64,
+    pub op: AtomicU8,
+    pub flags: AtomicU8,
+    pub num_callbacks: AtomicU8,
+    pub callbacks: [AtomicU8; MAX_CALLBACKS],
+    pub callback_data: [AtomicU8; MAX_CALLBACKS],
+    pub handle_data_len: AtomicU16,
+    pub iov_count: AtomicU16,
+    /// File table slot of the target (u32::MAX: none, e.g. unlink by path).
+    pub file: AtomicU32,
+    pub fd: AtomicI32,
+    pub offset: AtomicU64,
+    /// Bytes to transfer (readv/writev), or the length/size for fadvise/fallocate/ftruncate.
+    pub length: AtomicU64,
+    /// First block and block count, for describing the target (NO_BLOCK: not block I/O).
+    pub first_block: AtomicU32,
+    pub nblocks: AtomicU32,
+    pub raw_result: AtomicI32,
+    pub distilled: AtomicU64,
+    /// When the handle was staged (ns since the subsystem started), for age and latency.
+    pub staged_ns: AtomicU64,
+    /// When the completer saw the raw result (ns since the subsystem started).
+    pub completed_ns: AtomicU64,
+    /// Who executed it (see `Executor`), for the view.
+    pub executor: AtomicU32,
+    /// Path of an unlink (a pointer into memory the issuer parks until completion).
+    pub path: AtomicUsize,
+}
+
+impl HandleSlot {
+    pub(crate) fn state(&self) -> HandleState {
+        HandleState::from_word(self.state.load(Ordering::Acquire))
+    }
+
+    /// The one state mutator: asserts `from → to` is legal and that the handle is in `from`,
+    /// publishes everything written before it (release), and wakes sleepers.
+    pub(crate) fn set_state(&self, from: HandleState, to: HandleState) {
+        assert!(
+            to.may_follow(from),
+            "illegal handle state transition {} -> {}",
+            from.name(),
+            to.name()
+        );
+        let old = self.state.swap(to as u32, Ordering::AcqRel);
+        assert_eq!(
+            HandleState::from_word(old),
+            from,
+            "handle state transition to {} expected {} but found {}",
+            to.name(),
+            from.name(),
+            HandleState::from_word(old).name()
+        );
+        if old & WAITERS != 0 {
+            futex::wake(&self.state, u32::MAX);
+        }
+    }
+
+    /// Sleeps until the state differs from `seen` (or spuriously). The caller re-checks.
+    pub(crate) fn sleep_while(&self, seen: HandleState) {
+        let w = self.state.fetch_or(WAITERS, Ordering::AcqRel) | WAITERS;
+        if HandleState::from_word(w) != seen {
+            return;
+        }
+        futex::wait(&self.state, w, None);
+    }
+
+    pub(crate) fn op(&self) -> Op {
+        Op::from_u8(self.op.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn flags(&self) -> HandleFlags {
+        HandleFlags(self.flags.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn distilled(&self) -> IoResult {
+        IoResult::unpack(self.distilled.load(Ordering::Relaxed))
+    }
+
+    /// Clears the per-I/O fields (called by the issuer after recycling).
+    pub(crate) fn reset(&self) {
+        let r = Ordering::Relaxed;
+        self.op.store(0, r);
+        self.flags.store(0, r);
+        self.num_callbacks.store(0, r);
+        self.handle_data_len.store(0, r);
+        self.iov_count.store(0, r);
+        self.file.store(u32::MAX, r);
+        self.fd.store(-1, r);
+        self.offset.store(0, r);
+        self.length.store(0, r);
+        self.first_block.store(NO_BLOCK, r);
+        self.nblocks.store(0, r);
+        self.raw_result.store(0, r);
+        self.distilled.store(IoResult::UNKNOWN.pack(), r);
+        self.executor.store(0, r);
+        self.staged_ns.store(0, r);
+        self.completed_ns.store(0, r);
+        self.path.store(0, r);
+    }
+}
+
+/// Who executed an I/O, as stored in `HandleSlot::executor`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Executor {
+    /// Not executed yet.
+    None,
+    /// The issuer itself, synchronously.
+    Issuer,
+    /// Worker thread `n`.
+    Worker(u32),
+    /// The kernel, through the issuer's ring; completed by a reaper.
+    Ring,
+}
+
+impl Executor {
+    pub(crate) fn encode(self) -> u32 {
+        match self {
+            Executor::None => 0,
+            Executor::Issuer => 1,
+            Executor::Ring => 2,
+            Executor::Worker(n) => 16 + n,
+        }
+    }
+    pub(crate) fn decode(v: u32) -> Executor {
+        match v {
+            0 => Executor::None,
+            1 => Executor::Issuer,
+            2 => Executor::Ring,
+            n => Executor::Worker(n.saturating_sub(16)),
+        }
+    }
+}
+
+impl std::fmt::Display for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Executor::None => f.write_str("-"),
+            Executor::Issuer => f.write_str("issuer"),
+            Executor::Ring => f.write_str("io_uring"),
+            Executor::Worker(n) => write!(f, "worker {n}"),
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! Introspection: what is in flight and who issued it, read while I/O goes on.
+//!
+//! - `view.rs` — the aios view (PostgreSQL's `pg_aios` columns plus issuer, thread, executor
+//!   and age) and what each issuer waits for, copied from the handle table without stopping
+//!   it.
+//! - `stats.rs` — per-issuer, per-op counters and latency histograms, recorded at reclaim.
+//! - `socket.rs` — the owner-only unix socket serving all three as JSON, and its client.
+//!
+//! May use: the handle layer (it reads the shared table). Never the API, the methods or the
+//! buffer manager. See `docs/aios.md` and `docs/design.md`, "Introspection".
+
+pub(crate) mod socket;
+pub(crate) mod stats;
+pub(crate) mod view;
+
+pub use socket::{COMMANDS, MAX_REQUEST, REQUEST_TIMEOUT, request};
+
+use crate::handle::shared::Shared;
+use stats::{IssuerStatsRow, StatsTable};
+use std::sync::Arc;
+use view::{AioRow, WaitRow};
+
+/// What the view is read from: the shared table, the stats, and the method's name.
+#[derive(Clone)]
+pub(crate) struct Source {
+    pub shared: Arc<Shared>,
+    pub stats: Arc<StatsTable>,
+    pub method: &'static str,
+}
+
+impl Source {
+    /// The aios view.
+    pub(crate) fn aios(&self) -> Vec<AioRow> {
+        view::aios(&self.shared)
+    }
+
+    /// What each issuer waits for.
+    pub(crate) fn waits(&self) -> Vec<WaitRow> {
+        view::waits(&self.shared)
+    }
+
+    /// Per-issuer statistics.
+    pub(crate) fn stat_rows(&self) -> Vec<IssuerStatsRow> {
+        self.stats.rows(&self.shared)
+    }
+}

@@ -1,0 +1,110 @@
+//! Starting the subsystem: the one place where the layers are put together, as PostgreSQL's
+//! shared-memory start-up sets up aio and bufmgr side by side. It makes the buffer pool,
+//! registers the pool's read callback and the embedder's callback kinds, builds the shared
+//! table with the pool attached, picks the method (`method::start`, the one place
+//! `io_method` is read), and opens the introspection socket. Nothing below imports this file.
+//! See `docs/design.md`, "Start".
+
+use crate::aio::subsystem::{Aio, AioInner};
+use crate::bufmgr::pool::{BufferPool, BufferReadv};
+use crate::bufmgr::verification::{PageVerifier, PgPageVerifier};
+use crate::handle::callback::{CallbackId, CallbackRegistry, HandleCallbacks, MAX_CALLBACK_KINDS};
+use crate::handle::error::AioError;
+use crate::handle::settings::{HugePages, Settings};
+use crate::handle::shared::Shared;
+use crate::introspect::Source;
+use crate::introspect::socket::Introspection;
+use crate::introspect::stats::StatsTable;
+use crate::method;
+use std::sync::Arc;
+
+/// Builds an [`Aio`] with embedder callback kinds and a page verifier.
+pub struct AioBuilder {
+    settings: Settings,
+    callbacks: Vec<Arc<dyn HandleCallbacks>>,
+    verifier: Arc<dyn PageVerifier>,
+}
+
+/// Built-in callback kinds, registered before the embedder's (the buffer pool's read is 1).
+const BUILT_IN_KINDS: usize = 1;
+
+impl AioBuilder {
+    /// Registers a callback kind; handles refer to it by the returned id.
+    pub fn callback(&mut self, cb: impl HandleCallbacks) -> Result<CallbackId, AioError> {
+        if BUILT_IN_KINDS + self.callbacks.len() >= MAX_CALLBACK_KINDS {
+            return Err(AioError::ApiViolation(
+                "at most 63 callback kinds can be registered",
+            ));
+        }
+        self.callbacks.push(Arc::new(cb));
+        Ok(CallbackId((BUILT_IN_KINDS + self.callbacks.len()) as u8))
+    }
+
+    /// Sets the buffer pool's page verifier (default: PostgreSQL's `PageIsVerified` with data
+    /// checksums), run on every page an issuer reads with verification on (see
+    /// [`Issuer::set_page_verification`](crate::Issuer::set_page_verification)).
+    pub fn page_verifier(&mut self, v: impl PageVerifier) -> &mut Self {
+        self.verifier = Arc::new(v);
+        self
+    }
+
+    /// Starts the subsystem.
+    pub fn start(self) -> Result<Aio, AioError> {
+        let settings = self.settings;
+        let pool = Arc::new(BufferPool::new(&settings, self.verifier).map_err(|source| {
+            AioError::BufferPool {
+                bytes: settings.buffer_pool_size * u64::from(settings.block_size),
+                huge: settings.huge_pages == HugePages::On,
+                source,
+            }
+        })?);
+        let mut callbacks = CallbackRegistry::default();
+        callbacks.kinds.push(Arc::new(BufferReadv));
+        callbacks.kinds.extend(self.callbacks);
+        let shared = Arc::new(Shared::new(
+            settings.clone(),
+            callbacks,
+            Some(Arc::clone(&pool)),
+        )?);
+        let method = method::start(&settings, &shared)?;
+        let stats = Arc::new(StatsTable::new(settings.max_issuers));
+        let introspection = match &settings.introspection_socket {
+            Some(path) => Some(Introspection::start(
+                path,
+                Source {
+                    shared: Arc::clone(&shared),
+                    stats: Arc::clone(&stats),
+                    method: method.kind().name(),
+                },
+            )?),
+            None => None,
+        };
+        if settings.buffer_pool_prefault {
+            pool.prefault_on_first_use();
+        }
+        Ok(Aio {
+            inner: Arc::new(AioInner {
+                _introspection: introspection,
+                shared,
+                method,
+                stats,
+            }),
+        })
+    }
+}
+
+impl Aio {
+    /// Starts the subsystem with `settings`.
+    pub fn start(settings: Settings) -> Result<Aio, AioError> {
+        Aio::builder(settings).start()
+    }
+
+    /// A builder, to register callback kinds or a page verifier before starting.
+    pub fn builder(settings: Settings) -> AioBuilder {
+        AioBuilder {
+            settings,
+            callbacks: Vec::new(),
+            verifier: Arc::new(PgPageVerifier { checksums: true }),
+        }
+    }
+}

@@ -170,6 +170,15 @@ impl File {
     }
 }
 
+impl crate::handle::fault::FaultRule {
+    /// Restricts the rule to I/Os on `file`. (Defined with `File`, which the handle layer,
+    /// where fault rules live, does not know.)
+    pub fn on_file(mut self, file: &File) -> Self {
+        self.file = Some(file.slot);
+        self
+    }
+}
+
 impl Clone for File {
     fn clone(&self) -> File {
         self.aio.shared.files.add_ref(self.slot);

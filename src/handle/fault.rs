@@ -54,11 +54,6 @@ impl FaultRule {
         self.op = Some(op);
         self
     }
-    /// Restricts it to I/Os on `file`.
-    pub fn on_file(mut self, file: &crate::File) -> FaultRule {
-        self.file = Some(file.slot);
-        self
-    }
     /// Restricts it to I/Os starting in `offsets`.
     pub fn offsets(mut self, offsets: Range<u64>) -> FaultRule {
         self.offsets = Some(offsets);

@@ -6,7 +6,8 @@
 //! See `docs/design.md`, "Start".
 
 use crate::aio::subsystem::{Aio, AioInner};
-use crate::bufmgr::pool::{BufferPool, BufferReadv};
+use crate::bufmgr::pool::BufferPool;
+use crate::bufmgr::read::BufferReadv;
 use crate::bufmgr::verification::{PageVerifier, PgPageVerifier};
 use crate::handle::callback::{CallbackId, CallbackRegistry, HandleCallbacks, MAX_CALLBACK_KINDS};
 use crate::handle::error::AioError;

@@ -115,8 +115,8 @@ pub fn run(pgdata: &Path, opts: &VerifyOptions) -> Result<VerifyReport, String> 
         maintenance_io_concurrency: depth,
         buffer_pool_size: 8192,
         // 64 MB that every byte of the cluster goes through: transparent huge pages make each
-        // read one physically contiguous piece, which kept the virtio disk out of its merged
-        // regime (busy 0.91 s against 1.17-1.28 s for the same reads; docs/benchmarks.md).
+        // read one physically contiguous piece, which keeps a virtio disk without indirect
+        // descriptors out of its merged regime (docs/benchmarks.md, "Checksum verification").
         transparent_huge_pages: true,
         max_issuers: 2,
         max_files: WINDOW as u32 + 8,

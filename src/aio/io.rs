@@ -2,9 +2,10 @@
 //! (started; redeem it with [`Issuer::wait`]) and [`Completion`] (the result, with the
 //! memory handed back). See `docs/design.md`, "Handles" and "Buffer ownership".
 
+use super::issuer::Issuer;
+use super::lifecycle::{Definition, Reclaimed};
 use crate::aio::file::File;
 use crate::aio::iobuf::IoBuf;
-use crate::aio::issuer::{Definition, Issuer, Reclaimed};
 use crate::handle::callback::CallbackId;
 use crate::handle::error::{AioError, IoError};
 use crate::handle::op::{HandleFlags, Op};
@@ -488,46 +489,5 @@ impl Completion {
             skip: self.skip + done as u32,
             raw_iov: None,
         })
-    }
-}
-
-impl Issuer {
-    /// Reads `buf.len()` bytes at `offset` and waits, continuing short reads; a read that
-    /// reaches end of file first is an error.
-    pub fn read_exact_at(&self, file: &File, offset: u64, buf: IoBuf) -> Result<IoBuf, AioError> {
-        let io = self.acquire()?.read(file, offset, buf);
-        self.finish_transfer(file, io)
-    }
-
-    /// Writes all of `buf` at `offset` and waits, continuing short writes.
-    pub fn write_all_at(&self, file: &File, offset: u64, buf: IoBuf) -> Result<IoBuf, AioError> {
-        let io = self.acquire()?.write(file, offset, buf);
-        self.finish_transfer(file, io)
-    }
-
-    fn finish_transfer<'a>(&'a self, file: &File, mut io: InFlight<'a>) -> Result<IoBuf, AioError> {
-        loop {
-            let c = self.wait(io);
-            c.check()?;
-            if !c.is_partial() {
-                return Ok(c.into_buf());
-            }
-            io = c.resume(self.acquire()?, file);
-        }
-    }
-
-    /// `fsync` and wait.
-    pub fn fsync(&self, file: &File) -> Result<(), AioError> {
-        let io = self.acquire()?.fsync(file);
-        Ok(self.wait(io).check()?)
-    }
-
-    /// `unlink` and wait.
-    pub fn unlink(&self, path: &std::path::Path) -> Result<(), AioError> {
-        use std::os::unix::ffi::OsStrExt;
-        let c = CString::new(path.as_os_str().as_bytes())
-            .map_err(|_| AioError::ApiViolation("path contains a NUL byte"))?;
-        let io = self.acquire()?.unlink(c);
-        Ok(self.wait(io).check()?)
     }
 }

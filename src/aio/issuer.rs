@@ -5,23 +5,26 @@
 //! Rules kept here: at most one handle handed out at a time; acquiring with none free reclaims
 //! finished handles, submits staged ones, then waits for the oldest in flight (so it cannot
 //! deadlock); an issuer never waits on its own unsubmitted I/O; I/O memory stays parked in the
-//! issuer until the I/O is complete, whatever the caller drops. See `docs/design.md`,
-//! "Issuers".
+//! issuer until the I/O is complete, whatever the caller drops.
+//!
+//! This file is the issuer's API. Its private steps (bookkeeping, define and stage, submit,
+//! reclaim) are in `lifecycle.rs`; its buffer-pool reads (`read_block`, page verification)
+//! are in `bufmgr/read.rs`, because the buffer manager sits above this layer. See
+//! `docs/design.md`, "The API".
 
-use crate::aio::file::File;
-use crate::aio::io::{Completion, Handle, InFlight, IoMemory};
-use crate::aio::subsystem::AioInner;
-use crate::handle::callback::IoContext;
-use crate::handle::error::{AioError, DIRECT_HINT, IoError};
+use super::file::File;
+use super::io::{Completion, Handle, InFlight, IoMemory};
+use super::iobuf::IoBuf;
+use super::lifecycle::{Local, LocalHandle, NIL};
+use super::subsystem::AioInner;
+use crate::handle::error::AioError;
 use crate::handle::files::NO_FILE;
-use crate::handle::op::{HandleFlags, Op};
-use crate::handle::result::{IoResult, Status};
-use crate::handle::slot::{Executor, HandleState, WaitRef};
+use crate::handle::slot::{HandleState, WaitRef};
 use crate::handle::wait_event::WaitEvent;
 use dbaio_workers::futex;
 use std::cell::{Cell, RefCell};
+use std::ffi::CString;
 use std::marker::PhantomData;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -29,88 +32,12 @@ use std::sync::atomic::Ordering;
 /// `PGAIO_SUBMIT_BATCH_SIZE`).
 pub const SUBMIT_BATCH_SIZE: usize = 32;
 
-const NIL: u32 = u32::MAX;
-
-/// Issuer-private state of one handle.
-struct LocalHandle {
-    /// An `InFlight` value exists for it: only its owner may reclaim it.
-    claimed: bool,
-    memory: IoMemory,
-    skip: u32,
-    file: u32,
-    prev: u32,
-    next: u32,
-}
-
-struct Local {
-    idle: Vec<u32>,
-    handed_out: Option<u32>,
-    in_batch: bool,
-    staged: Vec<u32>,
-    head: u32,
-    tail: u32,
-    in_flight: u32,
-    h: Vec<LocalHandle>,
-}
-
-impl Local {
-    fn link(&mut self, li: u32) {
-        self.h[li as usize].prev = self.tail;
-        self.h[li as usize].next = NIL;
-        if self.tail == NIL {
-            self.head = li;
-        } else {
-            self.h[self.tail as usize].next = li;
-        }
-        self.tail = li;
-        self.in_flight += 1;
-    }
-
-    fn unlink(&mut self, li: u32) {
-        let (p, n) = (self.h[li as usize].prev, self.h[li as usize].next);
-        if p == NIL {
-            self.head = n;
-        } else {
-            self.h[p as usize].next = n;
-        }
-        if n == NIL {
-            self.tail = p;
-        } else {
-            self.h[n as usize].prev = p;
-        }
-        self.in_flight -= 1;
-    }
-}
-
-/// What a reclaim hands back.
-pub(crate) struct Reclaimed {
-    pub result: IoResult,
-    pub op: Op,
-    pub offset: u64,
-    pub length: u64,
-    pub skip: u32,
-    pub memory: IoMemory,
-    pub error: Option<IoError>,
-}
-
-/// What an I/O start needs besides the handle.
-pub(crate) struct Definition<'f> {
-    pub op: Op,
-    pub file: Option<&'f File>,
-    pub offset: u64,
-    /// Length for non-data ops; data ops take it from the memory.
-    pub length: u64,
-    pub memory: IoMemory,
-    pub skip: u32,
-    pub raw_iov: Option<&'f [libc::iovec]>,
-}
-
 /// A registered issuer. Create one per thread with [`Aio::register_issuer`](crate::Aio).
 pub struct Issuer {
     pub(crate) aio: Arc<AioInner>,
-    slot: u32,
-    base: u32,
-    local: RefCell<Local>,
+    pub(super) slot: u32,
+    pub(super) base: u32,
+    pub(super) local: RefCell<Local>,
     _not_sync: PhantomData<Cell<()>>,
 }
 
@@ -176,10 +103,6 @@ impl Issuer {
         self.slot
     }
 
-    fn info(&self) -> &crate::handle::shared::IssuerSlot {
-        &self.aio.shared.issuers[self.slot as usize]
-    }
-
     /// I/Os submitted (or staged) and not yet reclaimed.
     pub fn in_flight(&self) -> u32 {
         let l = self.local.borrow();
@@ -222,33 +145,6 @@ impl Issuer {
             .set_state(HandleState::Idle, HandleState::HandedOut);
         l.handed_out = Some(li);
         Ok(Some(Handle::new(self, li)))
-    }
-
-    /// Frees at least one handle: reclaim finished ones, else submit staged ones and wait for
-    /// the oldest in-flight I/O whose result no `InFlight` is waiting for.
-    fn wait_for_free(&self) -> Result<(), AioError> {
-        self.aio.method.poll(&self.aio.shared, self.slot);
-        if self.reclaim_finished() > 0 {
-            return Ok(());
-        }
-        let oldest = {
-            let mut l = self.local.borrow_mut();
-            self.submit_staged_locked(&mut l);
-            let mut li = l.head;
-            while li != NIL && l.h[li as usize].claimed {
-                li = l.h[li as usize].next;
-            }
-            li
-        };
-        if oldest == NIL {
-            return Err(AioError::AllHandlesClaimed(self.aio.shared.per_issuer));
-        }
-        let idx = self.base + oldest;
-        let generation = self.aio.shared.slot(idx).generation.load(Ordering::Relaxed);
-        self.wait_as(WaitEvent::AioHandleFree, idx, generation)?;
-        let mut l = self.local.borrow_mut();
-        self.reclaim_locked(&mut l, oldest);
-        Ok(())
     }
 
     /// Reclaims every finished handle whose result nobody waits for; returns how many.
@@ -303,32 +199,6 @@ impl Issuer {
     pub fn submit_staged(&self) {
         let mut l = self.local.borrow_mut();
         self.submit_staged_locked(&mut l);
-    }
-
-    fn submit_staged_locked(&self, l: &mut Local) {
-        let (batch, n) = self.prepare_staged(l);
-        if n > 0 {
-            self.aio
-                .method
-                .submit(&self.aio.shared, self.slot, &batch[..n]);
-        }
-    }
-
-    /// Moves every staged handle to SUBMITTED and onto the in-flight list; returns their
-    /// indices for the method.
-    fn prepare_staged(&self, l: &mut Local) -> ([u32; SUBMIT_BATCH_SIZE], usize) {
-        let mut batch = [0u32; SUBMIT_BATCH_SIZE];
-        let n = l.staged.len();
-        let mut staged = std::mem::take(&mut l.staged);
-        for (entry, &li) in batch.iter_mut().zip(&staged) {
-            let s = self.aio.shared.slot(self.base + li);
-            s.set_state(HandleState::Staged, HandleState::Submitted);
-            l.link(li);
-            *entry = self.base + li;
-        }
-        staged.clear();
-        l.staged = staged;
-        (batch, n)
     }
 
     /// Waits for an I/O this issuer started and takes its result and memory back.
@@ -420,29 +290,6 @@ impl Issuer {
         }
     }
 
-    /// (complete, total) over this issuer's in-flight I/Os.
-    fn count_complete(&self) -> (u32, u32) {
-        let l = self.local.borrow();
-        let mut li = l.head;
-        let mut complete = 0;
-        while li != NIL {
-            if self.aio.shared.slot(self.base + li).state().is_complete() {
-                complete += 1;
-            }
-            li = l.h[li as usize].next;
-        }
-        (complete, l.in_flight)
-    }
-
-    fn submit_if_staged(&self, idx: u32) {
-        if matches!(
-            self.aio.shared.slot(idx).state(),
-            HandleState::Defined | HandleState::Staged
-        ) {
-            self.submit_staged();
-        }
-    }
-
     /// Closes `file` for this issuer: submits staged I/Os, waits for this issuer's in-flight
     /// I/Os on it, then drops the reference. (Other issuers' I/Os keep the descriptor open
     /// until they complete; it is never closed under an I/O.)
@@ -461,288 +308,43 @@ impl Issuer {
         drop(file);
     }
 
-    /// Waits for another reader's I/O on a buffer (wait event `BufferIo`), after submitting
-    /// this issuer's staged I/Os so nobody waits on them.
-    pub(crate) fn wait_for_buffer_io(&self, wref: WaitRef) -> Result<(), AioError> {
-        self.submit_staged();
-        self.wait_as(WaitEvent::BufferIo, wref.index, wref.generation)?;
-        self.reclaim_finished();
-        Ok(())
+    /// Reads `buf.len()` bytes at `offset` and waits, continuing short reads; a read that
+    /// reaches end of file first is an error.
+    pub fn read_exact_at(&self, file: &File, offset: u64, buf: IoBuf) -> Result<IoBuf, AioError> {
+        let io = self.acquire()?.read(file, offset, buf);
+        self.finish_transfer(file, io)
     }
 
-    /// Waits for I/O `(idx, generation)` with `event` published as this issuer's wait event.
-    fn wait_as(&self, event: WaitEvent, idx: u32, generation: u64) -> Result<(), AioError> {
-        let info = self.info();
-        info.begin_wait(event, u64::from(idx), self.aio.shared.now_ns());
-        let waited = self
-            .aio
-            .shared
-            .wait_done(&*self.aio.method, idx, generation);
-        info.end_wait();
-        waited
+    /// Writes all of `buf` at `offset` and waits, continuing short writes.
+    pub fn write_all_at(&self, file: &File, offset: u64, buf: IoBuf) -> Result<IoBuf, AioError> {
+        let io = self.acquire()?.write(file, offset, buf);
+        self.finish_transfer(file, io)
     }
 
-    /// This issuer's oldest in-flight, unfinished I/O on file slot `file` (NIL if none).
-    fn first_unfinished_on(&self, file: u32) -> u32 {
-        let l = self.local.borrow();
-        let mut li = l.head;
-        while li != NIL {
-            let done = self.aio.shared.slot(self.base + li).state().is_complete();
-            if l.h[li as usize].file == file && !done {
-                return li;
+    fn finish_transfer<'a>(&'a self, file: &File, mut io: InFlight<'a>) -> Result<IoBuf, AioError> {
+        loop {
+            let c = self.wait(io);
+            c.check()?;
+            if !c.is_partial() {
+                return Ok(c.into_buf());
             }
-            li = l.h[li as usize].next;
-        }
-        NIL
-    }
-
-    // ---- used by Handle -------------------------------------------------------------------
-
-    pub(crate) fn handle_index(&self, li: u32) -> u32 {
-        self.base + li
-    }
-
-    pub(crate) fn release(&self, li: u32) {
-        let mut l = self.local.borrow_mut();
-        debug_assert_eq!(l.handed_out, Some(li));
-        l.handed_out = None;
-        self.aio
-            .shared
-            .slot(self.base + li)
-            .set_state(HandleState::HandedOut, HandleState::Idle);
-        l.idle.push(li);
-    }
-
-    pub(crate) fn detach(&self, li: u32) {
-        self.local.borrow_mut().h[li as usize].claimed = false;
-    }
-
-    /// Defines, stages and (unless batching) submits the handed-out handle `li`.
-    pub(crate) fn start(&self, li: u32, def: Definition<'_>, claimed: bool) -> u64 {
-        let shared = &self.aio.shared;
-        let idx = self.base + li;
-        let s = shared.slot(idx);
-        let r = Ordering::Relaxed;
-        let mut l = self.local.borrow_mut();
-        assert_eq!(
-            l.handed_out,
-            Some(li),
-            "starting an I/O on a handle that is not handed out"
-        );
-        l.handed_out = None;
-        let generation = s.generation.load(r);
-        s.op.store(def.op as u8, r);
-        s.offset.store(def.offset, r);
-        s.length.store(def.length, r);
-        let file_slot = def.file.map_or(NO_FILE, |f| f.slot);
-        s.file.store(file_slot, r);
-        if let Some(f) = def.file {
-            shared.files.add_ref(f.slot);
-            s.fd.store(
-                shared.files.slots[f.slot as usize]
-                    .fd
-                    .load(Ordering::Acquire),
-                r,
-            );
-            if !f.is_direct() && def.op.transfers_data() {
-                s.flags.fetch_or(HandleFlags::BUFFERED.0, r);
-            }
-        }
-        let iov = shared.iovecs(idx);
-        let (count, total) = match def.raw_iov {
-            Some(raw) => {
-                for (k, v) in raw.iter().enumerate() {
-                    // SAFETY: `raw.len() <= max_iov` was checked by the caller; the handle is
-                    // HANDED_OUT to this issuer, so no one else reads or writes its iovecs.
-                    unsafe { iov.add(k).write(*v) };
-                }
-                (raw.len(), raw.iter().map(|v| v.iov_len as u64).sum())
-            }
-            // SAFETY: as above — the handle's iovec array has max_iov entries, owned by us now.
-            None => unsafe {
-                def.memory
-                    .fill_iovecs(iov, shared.max_iov as usize, def.skip)
-            },
-        };
-        s.iov_count.store(count as u16, r);
-        if def.op.transfers_data() {
-            s.length.store(total, r);
-        }
-        if let IoMemory::Path(p) = &def.memory {
-            s.path.store(p.as_ptr() as usize, r);
-        }
-        let lh = &mut l.h[li as usize];
-        lh.memory = def.memory;
-        lh.skip = def.skip;
-        lh.file = file_slot;
-        lh.claimed = claimed;
-        s.set_state(HandleState::HandedOut, HandleState::Defined);
-        self.run_stage_callbacks(idx);
-        s.staged_ns.store(shared.now_ns(), r);
-        s.set_state(HandleState::Defined, HandleState::Staged);
-        if s.flags().contains(HandleFlags::SYNCHRONOUS)
-            || self.aio.method.needs_synchronous_execution(shared, idx)
-        {
-            s.set_state(HandleState::Staged, HandleState::Submitted);
-            l.link(li);
-            shared.perform_synchronously(idx, Executor::Issuer);
-            if !claimed {
-                self.reclaim_locked(&mut l, li);
-            }
-        } else {
-            l.staged.push(li);
-            if !l.in_batch || l.staged.len() >= SUBMIT_BATCH_SIZE {
-                self.submit_staged_locked(&mut l);
-            }
-        }
-        generation
-    }
-
-    fn run_stage_callbacks(&self, idx: u32) {
-        let shared = &self.aio.shared;
-        let s = shared.slot(idx);
-        let ctx = IoContext { shared, index: idx };
-        for k in (0..s.num_callbacks.load(Ordering::Relaxed) as usize).rev() {
-            if let Some(cb) = shared.callbacks.get(s.callbacks[k].load(Ordering::Relaxed)) {
-                cb.stage(&ctx, s.callback_data[k].load(Ordering::Relaxed));
-            }
+            io = c.resume(self.acquire()?, file);
         }
     }
 
-    /// Runs the local callbacks of complete handle `li`, recycles it, and hands back its
-    /// result and memory. Issuer only.
-    fn reclaim_locked(&self, l: &mut Local, li: u32) -> Reclaimed {
-        let shared = &self.aio.shared;
-        let idx = self.base + li;
-        let s = shared.slot(idx);
-        let r = Ordering::Relaxed;
-        let mut result = s.distilled();
-        let ctx = IoContext { shared, index: idx };
-        for k in (0..s.num_callbacks.load(r) as usize).rev() {
-            let id = s.callbacks[k].load(r);
-            if let Some(cb) = shared.callbacks.get(id) {
-                let data = s.callback_data[k].load(r);
-                result = match catch_unwind(AssertUnwindSafe(|| {
-                    cb.complete_local(&ctx, result, data)
-                })) {
-                    Ok(res) => res,
-                    Err(_) => IoResult {
-                        status: Status::Error,
-                        callback_id: id,
-                        error_data: 0x7f_ffff,
-                        result: 0,
-                    },
-                };
-            }
-        }
-        s.set_state(HandleState::CompletedShared, HandleState::CompletedLocal);
-        let op = s.op();
-        let offset = s.offset.load(r);
-        let length = s.length.load(r);
-        let error = (result.status == Status::Error).then(|| self.io_error(idx, result));
-        if result.status == Status::Warning {
-            // A callback's warning (a zeroed page, an ignored checksum failure): said once,
-            // by the issuer, as PostgreSQL's WARNING.
-            tracing::warn!(
-                issuer = self.slot,
-                io_id = idx,
-                "{}",
-                self.io_error(idx, result)
-            );
-        }
-        let latency = s.completed_ns.load(r).saturating_sub(s.staged_ns.load(r));
-        let bytes = if op.transfers_data() {
-            result.result.max(0) as u64
-        } else {
-            0
-        };
-        let executor = crate::handle::slot::Executor::decode(s.executor.load(r));
-        let ok = result.status != Status::Error;
-        self.aio
-            .stats
-            .record(self.slot, op, bytes, latency, ok, executor);
-        let lh = &mut l.h[li as usize];
-        let claimed = std::mem::replace(&mut lh.claimed, false);
-        let memory = std::mem::replace(&mut lh.memory, IoMemory::None);
-        let skip = lh.skip;
-        let file = std::mem::replace(&mut lh.file, NO_FILE);
-        if let (false, Some(e)) = (claimed, &error) {
-            tracing::warn!(issuer = self.slot, io_id = idx, "{e}");
-        }
-        l.unlink(li);
-        s.generation.fetch_add(1, Ordering::AcqRel);
-        s.set_state(HandleState::CompletedLocal, HandleState::Idle);
-        s.reset();
-        l.idle.push(li);
-        if file != NO_FILE {
-            self.aio.release_file(file);
-        }
-        Reclaimed {
-            result,
-            op,
-            offset,
-            length,
-            skip,
-            memory,
-            error,
-        }
+    /// `fsync` and wait.
+    pub fn fsync(&self, file: &File) -> Result<(), AioError> {
+        let io = self.acquire()?.fsync(file);
+        Ok(self.wait(io).check()?)
     }
 
-    fn io_error(&self, idx: u32, result: IoResult) -> IoError {
-        let shared = &self.aio.shared;
-        let s = shared.slot(idx);
-        let r = Ordering::Relaxed;
-        let file = s.file.load(r);
-        let op = s.op();
-        let path = if op == Op::Unlink {
-            let p = s.path.load(r) as *const libc::c_char;
-            // SAFETY: an unlink's path is a CString parked in the handle until reclaim, which
-            // is in progress in this very call (memory not yet taken).
-            let text = unsafe { std::ffi::CStr::from_ptr(p) }
-                .to_string_lossy()
-                .into_owned();
-            Arc::from(std::path::Path::new(&text))
-        } else {
-            shared.files.path(file)
-        };
-        let errno = result.errno().unwrap_or(0);
-        let direct = file != NO_FILE && shared.files.slots[file as usize].direct.load(r);
-        let first = s.first_block.load(r);
-        let nblocks = s.nblocks.load(r);
-        let cb = (result.callback_id != 0)
-            .then(|| shared.callbacks.get(result.callback_id))
-            .flatten();
-        let detail = cb.map(|cb| cb.report(&result));
-        let message = cb.and_then(|cb| {
-            let (relation, base) = shared.files.relation(file);
-            let first = if first == crate::handle::slot::NO_BLOCK {
-                0
-            } else {
-                first
-            };
-            cb.message(
-                &result,
-                &crate::handle::callback::ReportTarget {
-                    relation: &relation,
-                    first_block: base + first,
-                    nblocks,
-                },
-            )
-        });
-        let invalid_pages = cb.map_or(0, |cb| cb.invalid_pages(&result));
-        IoError {
-            op,
-            path,
-            offset: s.offset.load(r),
-            length: s.length.load(r),
-            transferred: s.raw_result.load(r).max(0) as u64,
-            errno,
-            blocks: (first != crate::handle::slot::NO_BLOCK).then_some((first, nblocks)),
-            detail,
-            message: message.map(String::into_boxed_str),
-            invalid_pages,
-            hint: (errno == libc::EINVAL && direct).then_some(DIRECT_HINT),
-        }
+    /// `unlink` and wait.
+    pub fn unlink(&self, path: &std::path::Path) -> Result<(), AioError> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| AioError::ApiViolation("path contains a NUL byte"))?;
+        let io = self.acquire()?.unlink(c);
+        Ok(self.wait(io).check()?)
     }
 }
 

@@ -12,4 +12,5 @@ pub(crate) mod file;
 pub(crate) mod io;
 pub(crate) mod iobuf;
 pub(crate) mod issuer;
+mod lifecycle;
 pub(crate) mod subsystem;

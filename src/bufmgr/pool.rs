@@ -6,9 +6,7 @@
 //! "Buffer pool".
 
 use super::ring::BufferRing;
-use super::verification::{PageVerdict, PageVerification, PageVerifier, ReadVerdicts};
-use crate::handle::callback::{CallbackId, HandleCallbacks, IoContext, ReportTarget};
-use crate::handle::result::{IoResult, Status};
+use super::verification::{PageVerification, PageVerifier};
 use crate::handle::settings::Settings;
 use crate::handle::shared::Attachment;
 use crate::handle::shmem::{Prefault, SharedRegion};
@@ -18,9 +16,6 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering, fence};
 use std::sync::{Arc, OnceLock};
-
-/// The id of the built-in buffer-read callback (registered first).
-pub(crate) const BUFFER_READV: CallbackId = CallbackId(1);
 
 const REFCOUNT_MASK: u64 = (1 << 18) - 1;
 const USAGE_SHIFT: u32 = 18;
@@ -103,7 +98,7 @@ pub(crate) struct BufferPool {
     block_ends: Box<[AtomicU32]>,
     /// Per issuer slot: its [`PageVerification`] mode as a byte, captured into each read.
     verification: Box<[AtomicU8]>,
-    verifier: Arc<dyn PageVerifier>,
+    pub(super) verifier: Arc<dyn PageVerifier>,
 }
 
 /// What looking a block up gave.
@@ -168,9 +163,9 @@ impl BufferPool {
 
     /// Faults the page memory in on a background thread (see `Prefault`) from the first time
     /// a buffer is handed out. Not earlier: while the thread faults, other threads' mappings
-    /// wait (registering an issuer, which maps a ring and allocates its statistics, took
-    /// 38-57 ms instead of 0.2 ms in 4 of 10 prewarm runs), and an engine registers its
-    /// issuers and opens its files before it reads.
+    /// wait behind it (registering an issuer maps a ring and allocates its statistics), and an
+    /// engine registers its issuers and opens its files before it reads (docs/benchmarks.md,
+    /// "Prewarm, second look").
     pub(crate) fn prefault_on_first_use(&self) {
         self.prefault_pending.store(true, Ordering::Relaxed);
     }
@@ -635,118 +630,5 @@ impl Attachment for BufferPool {
         if !shutting_down {
             self.drop_file_buffers(slot);
         }
-    }
-}
-
-/// The built-in completion of a buffer read: every buffer named in the handle data becomes
-/// VALID (a full page read) or IO_ERROR, and stops being in progress, in the completing thread.
-pub(crate) struct BufferReadv;
-
-impl HandleCallbacks for BufferReadv {
-    fn name(&self) -> &'static str {
-        "buffer-readv"
-    }
-    /// Publishes the I/O's wait reference on every buffer it reads, once the I/O is defined
-    /// and before it can execute (even synchronously), so other readers wait, not spin.
-    fn stage(&self, io: &IoContext<'_>, _data: u8) {
-        let Some(pool) = io.shared.attachment::<BufferPool>() else {
-            return;
-        };
-        let wref = io.wait_ref();
-        let mut k = 0;
-        while let Some(b) = io.handle_data_at(k) {
-            pool.set_io(b as u32, wref);
-            k += 1;
-        }
-    }
-
-    /// Verifies each page read (with the mode the issuer captured in `data`), then marks
-    /// each buffer VALID or IO_ERROR. Buffers past a short read become IO_ERROR too, so the
-    /// next reader reads them again. Invalid pages make the result ERROR, or WARNING if they
-    /// were zeroed or only their checksum failed and that is ignored; the verdicts go into the
-    /// error data (see `verifier.rs`).
-    fn complete_shared(&self, io: &IoContext<'_>, prior: IoResult, data: u8) -> IoResult {
-        let Some(pool) = io.shared.attachment::<BufferPool>() else {
-            return prior;
-        };
-        let mode = PageVerification::from_byte(data);
-        let done_pages = if prior.status == Status::Error {
-            0
-        } else {
-            prior.result.max(0) as usize / pool.page_size()
-        };
-        let first = match io.blocks() {
-            Some((first, _)) => io.segment_base() + first,
-            None => 0,
-        };
-        let mut v = ReadVerdicts::default();
-        let mut k = 0;
-        while let Some(b) = io.handle_data_at(k) {
-            let b = b as u32;
-            let mut ok = k < done_pages;
-            let mut ignored = false;
-            if ok && mode.verify {
-                let block = first + k as u32;
-                // SAFETY: the buffer is pinned by the reader and its IO_IN_PROGRESS bit is
-                // still set (cleared just below), so nobody else reads into or looks at the
-                // page; the read that filled it has completed.
-                let page =
-                    unsafe { std::slice::from_raw_parts_mut(pool.page_ptr(b), pool.page_size()) };
-                let verdict = pool.verifier.verify(page, block);
-                if verdict == PageVerdict::ChecksumFailure {
-                    v.checksum_failures += 1;
-                }
-                let keep = verdict == PageVerdict::Valid
-                    || (verdict == PageVerdict::ChecksumFailure && mode.ignore_checksum_failure);
-                if !keep {
-                    if v.invalid == 0 {
-                        v.first_offset = k as u32;
-                    }
-                    v.invalid += 1;
-                    if mode.zero_on_error {
-                        page.fill(0);
-                        v.zeroed_any = true;
-                    } else {
-                        ok = false;
-                    }
-                    tracing::debug!(block, ?verdict, "page verification failed");
-                } else if verdict == PageVerdict::ChecksumFailure {
-                    if !v.ignored_any && v.invalid == 0 {
-                        v.first_offset = k as u32;
-                    }
-                    v.ignored_any = true;
-                    ignored = true;
-                }
-            }
-            pool.terminate_io(b, ok, ignored);
-            k += 1;
-        }
-        if v == ReadVerdicts::default() {
-            return prior;
-        }
-        let failed = v.invalid > 0 && !v.zeroed_any;
-        IoResult {
-            status: if failed {
-                Status::Error
-            } else {
-                Status::Warning
-            },
-            callback_id: BUFFER_READV.0,
-            error_data: v.encode(),
-            result: prior.result,
-        }
-    }
-
-    fn message(&self, result: &IoResult, target: &ReportTarget<'_>) -> Option<String> {
-        let v = ReadVerdicts::decode(result.error_data);
-        Some(v.message(target.relation, target.first_block, target.nblocks))
-    }
-
-    fn invalid_pages(&self, result: &IoResult) -> u32 {
-        ReadVerdicts::decode(result.error_data).invalid
-    }
-
-    fn report(&self, result: &IoResult) -> String {
-        format!("{:?}", ReadVerdicts::decode(result.error_data))
     }
 }

@@ -1,20 +1,22 @@
 //! Reading blocks through the buffer pool: [`Issuer::read_block`] for one block and
 //! `start_read_buffers` for a run of consecutive blocks as one vectored read (PostgreSQL's
-//! `StartReadBuffers` / `WaitReadBuffers`), which read streams use. Every buffer read carries
-//! the built-in `buffer-readv` callback with the issuer's [`PageVerification`] mode, so pages
-//! are verified and buffers become valid in whichever thread completes the I/O.
+//! `StartReadBuffers` / `WaitReadBuffers`), which read streams use; and [`BufferReadv`], the
+//! built-in callback every buffer read carries with the issuer's [`PageVerification`] mode,
+//! so pages are verified and buffers become valid in whichever thread completes the I/O.
 //!
 //! These are methods of [`Issuer`], as an engine expects (`me.read_block(&file, 7)`), but
 //! they live here, with the pool: the issuer's own file (`aio/issuer.rs`) is below the buffer
 //! manager and must not know it. See `docs/design.md`, "The buffer manager".
 
-use super::pool::{BUFFER_READV, BufferPool, SHARED_PIN, Tag};
+use super::pool::{BufferPool, SHARED_PIN, Tag};
 use super::ring::BufferRing;
+use super::verification::{PageVerdict, PageVerification, ReadVerdicts};
 use crate::aio::file::File;
 use crate::aio::io::InFlight;
 use crate::aio::issuer::Issuer;
-use crate::bufmgr::verification::PageVerification;
+use crate::handle::callback::{CallbackId, HandleCallbacks, IoContext, ReportTarget};
 use crate::handle::error::AioError;
+use crate::handle::result::{IoResult, Status};
 use crate::handle::settings::MAX_IO_COMBINE_LIMIT;
 
 /// A buffer-pool page holding a valid block, pinned: it cannot be evicted or read into while
@@ -305,6 +307,122 @@ impl Issuer {
         Ok(unsafe {
             h.readv_raw_claimed(file, u64::from(first) * pool.page_size() as u64, &iov[..n])
         })
+    }
+}
+
+/// The id of the built-in buffer-read callback (registered first, in `start.rs`).
+pub(crate) const BUFFER_READV: CallbackId = CallbackId(1);
+
+/// The built-in completion of a buffer read: every buffer named in the handle data becomes
+/// VALID (a full page read) or IO_ERROR, and stops being in progress, in the completing thread.
+pub(crate) struct BufferReadv;
+
+impl HandleCallbacks for BufferReadv {
+    fn name(&self) -> &'static str {
+        "buffer-readv"
+    }
+    /// Publishes the I/O's wait reference on every buffer it reads, once the I/O is defined
+    /// and before it can execute (even synchronously), so other readers wait, not spin.
+    fn stage(&self, io: &IoContext<'_>, _data: u8) {
+        let Some(pool) = io.shared.attachment::<BufferPool>() else {
+            return;
+        };
+        let wref = io.wait_ref();
+        let mut k = 0;
+        while let Some(b) = io.handle_data_at(k) {
+            pool.set_io(b as u32, wref);
+            k += 1;
+        }
+    }
+
+    /// Verifies each page read (with the mode the issuer captured in `data`), then marks
+    /// each buffer VALID or IO_ERROR. Buffers past a short read become IO_ERROR too, so the
+    /// next reader reads them again. Invalid pages make the result ERROR, or WARNING if they
+    /// were zeroed or only their checksum failed and that is ignored; the verdicts go into the
+    /// error data (see `verifier.rs`).
+    fn complete_shared(&self, io: &IoContext<'_>, prior: IoResult, data: u8) -> IoResult {
+        let Some(pool) = io.shared.attachment::<BufferPool>() else {
+            return prior;
+        };
+        let mode = PageVerification::from_byte(data);
+        let done_pages = if prior.status == Status::Error {
+            0
+        } else {
+            prior.result.max(0) as usize / pool.page_size()
+        };
+        let first = match io.blocks() {
+            Some((first, _)) => io.segment_base() + first,
+            None => 0,
+        };
+        let mut v = ReadVerdicts::default();
+        let mut k = 0;
+        while let Some(b) = io.handle_data_at(k) {
+            let b = b as u32;
+            let mut ok = k < done_pages;
+            let mut ignored = false;
+            if ok && mode.verify {
+                let block = first + k as u32;
+                // SAFETY: the buffer is pinned by the reader and its IO_IN_PROGRESS bit is
+                // still set (cleared just below), so nobody else reads into or looks at the
+                // page; the read that filled it has completed.
+                let page =
+                    unsafe { std::slice::from_raw_parts_mut(pool.page_ptr(b), pool.page_size()) };
+                let verdict = pool.verifier.verify(page, block);
+                if verdict == PageVerdict::ChecksumFailure {
+                    v.checksum_failures += 1;
+                }
+                let keep = verdict == PageVerdict::Valid
+                    || (verdict == PageVerdict::ChecksumFailure && mode.ignore_checksum_failure);
+                if !keep {
+                    if v.invalid == 0 {
+                        v.first_offset = k as u32;
+                    }
+                    v.invalid += 1;
+                    if mode.zero_on_error {
+                        page.fill(0);
+                        v.zeroed_any = true;
+                    } else {
+                        ok = false;
+                    }
+                    tracing::debug!(block, ?verdict, "page verification failed");
+                } else if verdict == PageVerdict::ChecksumFailure {
+                    if !v.ignored_any && v.invalid == 0 {
+                        v.first_offset = k as u32;
+                    }
+                    v.ignored_any = true;
+                    ignored = true;
+                }
+            }
+            pool.terminate_io(b, ok, ignored);
+            k += 1;
+        }
+        if v == ReadVerdicts::default() {
+            return prior;
+        }
+        let failed = v.invalid > 0 && !v.zeroed_any;
+        IoResult {
+            status: if failed {
+                Status::Error
+            } else {
+                Status::Warning
+            },
+            callback_id: BUFFER_READV.0,
+            error_data: v.encode(),
+            result: prior.result,
+        }
+    }
+
+    fn message(&self, result: &IoResult, target: &ReportTarget<'_>) -> Option<String> {
+        let v = ReadVerdicts::decode(result.error_data);
+        Some(v.message(target.relation, target.first_block, target.nblocks))
+    }
+
+    fn invalid_pages(&self, result: &IoResult) -> u32 {
+        ReadVerdicts::decode(result.error_data).invalid
+    }
+
+    fn report(&self, result: &IoResult) -> String {
+        format!("{:?}", ReadVerdicts::decode(result.error_data))
     }
 }
 

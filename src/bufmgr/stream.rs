@@ -350,7 +350,7 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
             let c = self.issuer.wait(io);
             self.ios_in_flight -= 1;
             let r = c.result();
-            if r.callback_id == super::pool::BUFFER_READV.0
+            if r.callback_id == super::read::BUFFER_READV.0
                 && matches!(r.status, Status::Error | Status::Warning)
             {
                 let v = ReadVerdicts::decode(r.error_data);

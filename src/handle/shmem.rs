@@ -59,13 +59,12 @@ impl SharedRegion {
     /// (THP disabled, an old kernel) leaves 4 KiB pages.
     ///
     /// Why private by default: O_DIRECT reads pin their pages with get_user_pages, which takes
-    /// a slow path for shmem pages; prewarming 1.3 GB measured 0.8-0.9 s private against
-    /// 1.4-2.6 s shared (see docs/benchmarks.md). Why hugetlb when reserved: fresh 4 KiB pages
-    /// cost 0.4-1.7 s of system time per 1.3 GB here, reserved huge pages 0.2 s. Transparent
-    /// huge pages only when asked (`thp`): prewarming read 10% faster with them when the
-    /// memory was still backed by the host, but took 3.8-4.6 s of system time against
-    /// 1.4-1.6 s when the host had taken the memory back (the VM's balloon reports free
-    /// pages); a small pool that many reads go through gains without that risk.
+    /// a slow path for shmem pages (prewarm was markedly slower on a shared pool). Why hugetlb
+    /// when reserved: reserved huge pages stay backed and need no zeroing per 4 KiB page.
+    /// Transparent huge pages only when asked (`thp`): they help when the memory is still
+    /// backed by the host and cost several times more system time to fault in when it is not;
+    /// a small pool that many reads go through gains without that risk. The figures are in
+    /// docs/benchmarks.md, "Prewarm" and "Prewarm, second look".
     pub(crate) fn new_pages(
         len: usize,
         private: bool,

@@ -3,7 +3,7 @@
 //!
 //! Everything in it is plain data or atomics (no pointers to process-private heap, no Rust
 //! allocations), so worker *processes* forked after start see the same table (rule 4 of the
-//! architecture). See `docs/design.md`, "Shared region". The buffer pool's page memory is
+//! architecture). See `docs/design.md`, "The shared table". The buffer pool's page memory is
 //! mapped here too (`new_pages`, private for now, huge pages when reserved), with `Prefault`
 //! faulting it in on a background thread (see "Buffer pool").
 

@@ -231,9 +231,7 @@ impl Issuer {
     /// reclaims whatever finished.
     pub fn wait_ref(&self, wref: WaitRef) -> Result<(), AioError> {
         self.submit_staged();
-        self.aio
-            .shared
-            .wait_done(&*self.aio.method, wref.index, wref.generation)?;
+        self.aio.wait_done(wref.index, wref.generation)?;
         self.reclaim_finished();
         Ok(())
     }

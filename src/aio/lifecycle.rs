@@ -194,10 +194,7 @@ impl Issuer {
     ) -> Result<(), AioError> {
         let info = self.info();
         info.begin_wait(event, u64::from(idx), self.aio.shared.now_ns());
-        let waited = self
-            .aio
-            .shared
-            .wait_done(&*self.aio.method, idx, generation);
+        let waited = self.aio.wait_done(idx, generation);
         info.end_wait();
         waited
     }

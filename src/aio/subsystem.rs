@@ -27,6 +27,14 @@ pub(crate) struct AioInner {
 }
 
 impl AioInner {
+    /// Waits until I/O `(i, generation)` is complete, letting the method drive it from this
+    /// thread when it can (io_uring reaps the issuer's ring).
+    pub(crate) fn wait_done(&self, i: u32, generation: u64) -> Result<(), AioError> {
+        self.shared.wait_done(i, generation, |i, g| {
+            self.method.wait_one(&self.shared, i, g)
+        })
+    }
+
     /// Drops one reference to file slot `slot`, closing the fd when it was the last.
     pub(crate) fn release_file(&self, slot: u32) {
         if let Some(fd) = self.shared.files.release(slot) {
@@ -118,7 +126,7 @@ impl Aio {
                 ));
             }
         }
-        shared.wait_done(&*self.inner.method, wref.index, wref.generation)
+        self.inner.wait_done(wref.index, wref.generation)
     }
 
     /// True if the I/O `wref` names is complete (or long recycled). Never blocks.
@@ -181,7 +189,7 @@ impl Aio {
             let s = shared.slot(i);
             let g = s.generation.load(Ordering::Acquire);
             if matches!(s.state(), HandleState::Submitted | HandleState::CompletedIo) {
-                let _ = shared.wait_done(&*self.inner.method, i, g);
+                let _ = self.inner.wait_done(i, g);
             }
         }
     }

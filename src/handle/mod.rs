@@ -8,7 +8,8 @@
 //!
 //! May use: the engines (`dbaio-workers` for the futex and plain requests) and std. Never the
 //! methods, the API, the buffer manager or the view: those sit above and plug in through
-//! [`callback::HandleCallbacks`] and [`shared::Attachment`]. See `docs/design.md`, "The
+//! [`callback::HandleCallbacks`] and [`shared::Attachment`]; waiting asks its caller how to
+//! drive a completion (a closure) rather than naming a method. See `docs/design.md`, "The
 //! handle layer".
 
 pub(crate) mod callback;
@@ -22,17 +23,3 @@ pub(crate) mod shared;
 pub(crate) mod shmem;
 pub(crate) mod slot;
 pub(crate) mod wait_event;
-
-use shared::Shared;
-
-/// What the wait path needs from a method: driving a submitted I/O to completion from the
-/// waiting thread itself (io_uring reaps the issuer's ring). Defined here so that waiting does
-/// not name the methods; `method::IoMethod` extends it.
-pub(crate) trait DriveCompletion {
-    /// Drives handle `i` (SUBMITTED, `generation`) towards completion from the calling
-    /// thread, which need not be the issuer. Returns false when the method cannot; the caller
-    /// then sleeps until the completer wakes it.
-    fn wait_one(&self, _shared: &Shared, _i: u32, _generation: u64) -> bool {
-        false
-    }
-}

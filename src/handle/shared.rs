@@ -345,12 +345,14 @@ impl Shared {
     }
 
     /// Waits until the I/O `(i, generation)` is complete (or the handle was recycled). Any
-    /// thread may call it; when the method can drive completion (io_uring) the caller does so.
-    pub(crate) fn wait_done<M: super::DriveCompletion + ?Sized>(
+    /// thread may call it. While the I/O is submitted, `drive(i, generation)` may complete it
+    /// from this thread (io_uring reaps the issuer's ring) and says whether it tried; if not,
+    /// the caller sleeps on the slot until the completer wakes it.
+    pub(crate) fn wait_done(
         &self,
-        method: &M,
         i: u32,
         generation: u64,
+        mut drive: impl FnMut(u32, u64) -> bool,
     ) -> Result<(), AioError> {
         let s = self.slot(i);
         loop {
@@ -365,7 +367,7 @@ impl Shared {
                         "waiting on an I/O that was never started",
                     ));
                 }
-                HandleState::Submitted if method.wait_one(self, i, generation) => {}
+                HandleState::Submitted if drive(i, generation) => {}
                 _ => s.sleep_while(st),
             }
         }

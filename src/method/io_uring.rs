@@ -157,31 +157,6 @@ impl UringMethod {
     }
 }
 
-impl crate::handle::DriveCompletion for UringMethod {
-    fn wait_one(&self, shared: &Shared, i: u32, generation: u64) -> bool {
-        let s = shared.slot(i);
-        let issuer = s.owner.load(Ordering::Relaxed);
-        let Some(ring) = self.ring(issuer) else {
-            return false;
-        };
-        let mut cq = ring.completion();
-        loop {
-            if s.generation.load(Ordering::Acquire) != generation
-                || s.state() != HandleState::Submitted
-            {
-                return true;
-            }
-            if cq.drain(|ud, res| self.complete(shared, issuer, ud, res)) > 0 {
-                continue;
-            }
-            if let Err(e) = cq.wait(1) {
-                tracing::warn!("waiting on io_uring failed: {e}; sleeping on the handle instead");
-                return false;
-            }
-        }
-    }
-}
-
 impl IoMethod for UringMethod {
     fn kind(&self) -> IoMethodKind {
         IoMethodKind::IoUring
@@ -223,6 +198,29 @@ impl IoMethod for UringMethod {
         let mut sq = ring.submission();
         self.push(shared, issuer, &mut sq, handles);
         self.flush(shared, issuer, ring, sq);
+    }
+
+    fn wait_one(&self, shared: &Shared, i: u32, generation: u64) -> bool {
+        let s = shared.slot(i);
+        let issuer = s.owner.load(Ordering::Relaxed);
+        let Some(ring) = self.ring(issuer) else {
+            return false;
+        };
+        let mut cq = ring.completion();
+        loop {
+            if s.generation.load(Ordering::Acquire) != generation
+                || s.state() != HandleState::Submitted
+            {
+                return true;
+            }
+            if cq.drain(|ud, res| self.complete(shared, issuer, ud, res)) > 0 {
+                continue;
+            }
+            if let Err(e) = cq.wait(1) {
+                tracing::warn!("waiting on io_uring failed: {e}; sleeping on the handle instead");
+                return false;
+            }
+        }
     }
 
     fn submit_and_wait(&self, shared: &Shared, issuer: u32, handles: &[u32], n: u32) -> bool {

@@ -9,16 +9,14 @@ mod io_uring;
 mod sync;
 mod worker;
 
-use crate::handle::DriveCompletion;
 use crate::handle::error::AioError;
 use crate::handle::settings::{IoMethodKind, IoUringFallback, Settings};
 use crate::handle::shared::Shared;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
-/// What a method must do. Its supertrait [`DriveCompletion`] (in the handle layer, so that
-/// waiting need not name the methods) holds the optional `wait_one`.
-pub(crate) trait IoMethod: DriveCompletion + Send + Sync {
+/// What a method must do.
+pub(crate) trait IoMethod: Send + Sync {
     /// Which method this is.
     fn kind(&self) -> IoMethodKind;
 
@@ -35,6 +33,13 @@ pub(crate) trait IoMethod: DriveCompletion + Send + Sync {
     /// Required (except for sync). Starts `handles` — all SUBMITTED, all owned by `issuer` —
     /// and guarantees each is eventually completed exactly once.
     fn submit(&self, shared: &Shared, issuer: u32, handles: &[u32]);
+
+    /// Optional. Drives handle `i` (SUBMITTED, `generation`) towards completion from the
+    /// calling thread, which need not be the issuer. Returns false when the method cannot
+    /// drive completion; the caller then sleeps until the completer wakes it.
+    fn wait_one(&self, _shared: &Shared, _i: u32, _generation: u64) -> bool {
+        false
+    }
 
     /// Optional. Submits `handles` (as [`IoMethod::submit`]; may be empty), then blocks until
     /// about `n` more of `issuer`'s I/Os complete, driving completion from the calling thread

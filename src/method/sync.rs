@@ -7,8 +7,6 @@ use crate::handle::shared::Shared;
 
 pub(crate) struct SyncMethod;
 
-impl crate::handle::DriveCompletion for SyncMethod {}
-
 impl IoMethod for SyncMethod {
     fn kind(&self) -> IoMethodKind {
         IoMethodKind::Sync

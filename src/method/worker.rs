@@ -50,8 +50,6 @@ impl WorkerMethod {
     }
 }
 
-impl crate::handle::DriveCompletion for WorkerMethod {}
-
 impl IoMethod for WorkerMethod {
     fn kind(&self) -> IoMethodKind {
         IoMethodKind::Worker

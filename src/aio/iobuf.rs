@@ -48,16 +48,19 @@ impl IoBuf {
     }
 
     /// Length in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// True for a zero-length buffer.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// The alignment it was allocated with.
+    #[inline]
     pub fn alignment(&self) -> usize {
         self.align
     }
@@ -69,6 +72,7 @@ impl IoBuf {
 
 impl std::ops::Deref for IoBuf {
     type Target = [u8];
+    #[inline]
     fn deref(&self) -> &[u8] {
         // SAFETY: ptr is valid for len initialised (zeroed at allocation) bytes owned by self.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
@@ -76,6 +80,7 @@ impl std::ops::Deref for IoBuf {
 }
 
 impl std::ops::DerefMut for IoBuf {
+    #[inline]
     fn deref_mut(&mut self) -> &mut [u8] {
         // SAFETY: as in deref; `&mut self` makes the access unique.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }

@@ -99,6 +99,7 @@ impl Issuer {
     }
 
     /// This issuer's slot number.
+    #[inline]
     pub fn slot(&self) -> u32 {
         self.slot
     }

@@ -191,11 +191,13 @@ impl BufferPool {
         self.descs.len() as u32
     }
 
+    #[inline]
     pub(crate) fn page_size(&self) -> usize {
         self.page_size
     }
 
     /// The page memory of buffer `b`.
+    #[inline]
     pub(crate) fn page_ptr(&self, b: u32) -> *mut u8 {
         assert!((b as usize) < self.descs.len(), "buffer {b} out of range");
         // SAFETY: b < buffers, and the region holds buffers × page_size bytes.
@@ -220,6 +222,7 @@ impl BufferPool {
     }
 
     /// Drops one pin of `b`.
+    #[inline]
     pub(crate) fn unpin(&self, b: u32) {
         let old = self.descs[b as usize].state.fetch_sub(1, Ordering::AcqRel);
         assert!(
@@ -411,6 +414,7 @@ impl BufferPool {
 
     /// Drops a pin of `b` held by `issuer`: hit-pin slot `hit_pin`, or `SHARED_PIN` for the
     /// shared count.
+    #[inline]
     pub(crate) fn release_pin(&self, issuer: u32, b: u32, hit_pin: u8) {
         if hit_pin == SHARED_PIN {
             self.unpin(b);
@@ -533,6 +537,7 @@ impl BufferPool {
     }
 
     /// True if `b`'s page failed its checksum when read and was kept anyway.
+    #[inline]
     pub(crate) fn checksum_ignored(&self, b: u32) -> bool {
         self.descs[b as usize].state.load(Ordering::Acquire) & CHECKSUM_IGNORED != 0
     }

@@ -18,48 +18,65 @@ use crate::handle::callback::{CallbackId, HandleCallbacks, IoContext, ReportTarg
 use crate::handle::error::AioError;
 use crate::handle::result::{IoResult, Status};
 use crate::handle::settings::MAX_IO_COMBINE_LIMIT;
+use std::marker::PhantomData;
 
 /// A buffer-pool page holding a valid block, pinned: it cannot be evicted or read into while
 /// this value lives. Dropping it unpins.
 pub struct PinnedBuffer<'a> {
-    pub(crate) issuer: &'a Issuer,
+    pub(crate) pool: &'a BufferPool,
+    /// The issuer holding the pin (a hit pin is in that issuer's slots).
+    pub(crate) issuer_slot: u32,
     pub(crate) buffer: u32,
     /// The issuer's hit-pin slot holding the pin, or `SHARED_PIN` for the shared count.
     pub(crate) hit_pin: u8,
+    /// Bound to its issuer's thread and lifetime, as the pin is the issuer's.
+    pub(crate) _issuer: PhantomData<&'a Issuer>,
+}
+
+impl<'a> PinnedBuffer<'a> {
+    /// A pin `issuer` holds on buffer `buffer` (in hit-pin slot `hit_pin`, or shared).
+    #[inline]
+    pub(crate) fn new(issuer: &'a Issuer, pool: &'a BufferPool, buffer: u32, hit_pin: u8) -> Self {
+        PinnedBuffer {
+            pool,
+            issuer_slot: issuer.slot(),
+            buffer,
+            hit_pin,
+            _issuer: PhantomData,
+        }
+    }
 }
 
 impl PinnedBuffer<'_> {
     /// The buffer's number in the pool.
+    #[inline]
     pub fn buffer_id(&self) -> u32 {
         self.buffer
     }
 
     /// True if the page failed its checksum when it was read and was kept because the reader
     /// ignores checksum failures ([`PageVerification::IGNORE_CHECKSUM_FAILURE`]).
+    #[inline]
     pub fn checksum_failed(&self) -> bool {
-        self.issuer
-            .pool()
-            .is_some_and(|p| p.checksum_ignored(self.buffer))
+        self.pool.checksum_ignored(self.buffer)
     }
 
     /// The page.
+    #[inline]
     pub fn page(&self) -> &[u8] {
-        let pool = self
-            .issuer
-            .pool()
-            .expect("a pinned buffer comes from the pool");
+        let pool = self.pool;
         // SAFETY: the buffer is pinned (no eviction, so the page is not reassigned) and VALID
         // (no read is in progress into it, and one starts only on a buffer that is not valid);
-        // the region lives as long as the core this issuer holds.
+        // the pool lives as long as the subsystem this issuer holds.
         unsafe { std::slice::from_raw_parts(pool.page_ptr(self.buffer), pool.page_size()) }
     }
 }
 
 impl Drop for PinnedBuffer<'_> {
+    #[inline]
     fn drop(&mut self) {
-        if let Some(pool) = self.issuer.pool() {
-            pool.release_pin(self.issuer.slot(), self.buffer, self.hit_pin);
-        }
+        self.pool
+            .release_pin(self.issuer_slot, self.buffer, self.hit_pin);
     }
 }
 
@@ -89,6 +106,7 @@ pub(crate) enum StartedRead<'a> {
 
 impl Issuer {
     /// The buffer pool this issuer's subsystem was started with.
+    #[inline]
     pub(crate) fn pool(&self) -> Option<&BufferPool> {
         self.aio.shared.attachment::<BufferPool>()
     }
@@ -118,11 +136,7 @@ impl Issuer {
         };
         // A hit takes no lock and, in a hit-pin slot, writes no shared cache line.
         if let Some((buffer, hit_pin)) = pool.pin_hit(tag, self.slot()) {
-            return Ok(PinnedBuffer {
-                issuer: self,
-                buffer,
-                hit_pin,
-            });
+            return Ok(PinnedBuffer::new(self, pool, buffer, hit_pin));
         }
         let pinned = self.pin_slow(pool, tag)?;
         self.finish_buffer_read(file, block, pinned.buffer)?;
@@ -132,16 +146,16 @@ impl Issuer {
 
     /// Pins `tag`'s buffer through the mapping table, assigning a victim if it is not in the
     /// pool.
-    fn pin_slow(&self, pool: &BufferPool, tag: Tag) -> Result<PinnedBuffer<'_>, AioError> {
+    fn pin_slow<'a>(
+        &'a self,
+        pool: &'a BufferPool,
+        tag: Tag,
+    ) -> Result<PinnedBuffer<'a>, AioError> {
         let b = pool
             .lookup_or_assign(tag, None)
             .ok_or(AioError::NoUnpinnedBuffers)?
             .buffer();
-        Ok(PinnedBuffer {
-            issuer: self,
-            buffer: b,
-            hit_pin: SHARED_PIN,
-        })
+        Ok(PinnedBuffer::new(self, pool, b, SHARED_PIN))
     }
 
     /// The nowait variant of [`Issuer::read_block`] (PostgreSQL's `StartBufferIO` with

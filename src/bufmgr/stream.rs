@@ -81,18 +81,22 @@ pub struct StreamBuffer<'a> {
 
 impl<'a> StreamBuffer<'a> {
     /// The relation-wide block number.
+    #[inline]
     pub fn block(&self) -> u32 {
         self.block
     }
     /// The page.
+    #[inline]
     pub fn page(&self) -> &[u8] {
         self.buf.page()
     }
     /// See [`PinnedBuffer::checksum_failed`].
+    #[inline]
     pub fn checksum_failed(&self) -> bool {
         self.buf.checksum_failed()
     }
     /// The pinned buffer.
+    #[inline]
     pub fn into_pinned(self) -> PinnedBuffer<'a> {
         self.buf
     }
@@ -148,6 +152,7 @@ struct StreamIo<'a> {
 /// ```
 pub struct ReadStream<'a, I: Iterator<Item = u32>> {
     issuer: &'a Issuer,
+    pool: &'a BufferPool,
     rel: &'a Relation,
     blocks: I,
     unget: Option<u32>,
@@ -194,8 +199,10 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
             .min(shared.per_issuer.saturating_sub(1).max(1));
         // PostgreSQL's GetPinLimit: each issuer slot's fair share of the pool, so that every
         // issuer can stream at once without running the pool out of unpinned buffers.
-        let pool_buffers = shared.attachment::<BufferPool>().map_or(1, |p| p.buffers());
-        let pin_budget = (pool_buffers / s.max_issuers.max(1)).max(1);
+        let pool = issuer
+            .pool()
+            .expect("every started subsystem has a buffer pool");
+        let pin_budget = (pool.buffers() / s.max_issuers.max(1)).max(1);
         let max_pinned = ((max_ios + 1) * combine_limit).min(pin_budget).max(1);
         let readahead = if opts.full {
             max_pinned
@@ -206,6 +213,7 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
         };
         ReadStream {
             issuer,
+            pool,
             rel,
             blocks: blocks.into_iter(),
             unget: None,
@@ -279,11 +287,8 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
         // The slot it held is free: start more reads before waiting for this one.
         self.look_ahead();
         self.stats.blocks += 1;
-        let buf = PinnedBuffer {
-            issuer: self.issuer,
-            buffer: e.buffer,
-            hit_pin: e.hit_pin,
-        };
+        let pool = self.pool;
+        let buf = PinnedBuffer::new(self.issuer, pool, e.buffer, e.hit_pin);
         let fail = |error: AioError| {
             Some(Err(StreamError {
                 block: e.block,
@@ -295,7 +300,6 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
         } else {
             None
         };
-        let pool = self.issuer.pool().expect("a stream reads through the pool");
         let (file, b) = self
             .rel
             .locate(e.block)
@@ -506,10 +510,9 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
     }
 
     fn release(&mut self) {
-        if let Some(pool) = self.issuer.pool() {
-            for e in self.queue.drain(..) {
-                pool.release_pin(self.issuer.slot(), e.buffer, e.hit_pin);
-            }
+        for e in self.queue.drain(..) {
+            self.pool
+                .release_pin(self.issuer.slot(), e.buffer, e.hit_pin);
         }
         // Dropping an InFlight detaches it: the read completes on its own and its buffers
         // become valid (or error) in the completing thread.

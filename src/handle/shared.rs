@@ -169,6 +169,7 @@ impl Shared {
 
     /// The attachment, if it is an `A` (one type-id comparison, no virtual call: the buffer
     /// manager finds its pool this way on every read).
+    #[inline]
     pub(crate) fn attachment<A: Attachment>(&self) -> Option<&A> {
         let a = self.attached.as_ref()?;
         (a.type_id == std::any::TypeId::of::<A>()).then(|| {

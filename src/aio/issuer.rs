@@ -168,6 +168,7 @@ impl Issuer {
 
     /// Enters batch mode: started I/Os accumulate and are submitted together (one system call
     /// under io_uring) at [`Issuer::end_batch`], at [`SUBMIT_BATCH_SIZE`], or before any wait.
+    #[inline]
     pub fn begin_batch(&self) -> Result<(), AioError> {
         let mut l = self.local.borrow_mut();
         if l.in_batch {
@@ -187,6 +188,7 @@ impl Issuer {
     }
 
     /// True while in batch mode.
+    #[inline]
     pub fn in_batch(&self) -> bool {
         self.local.borrow().in_batch
     }

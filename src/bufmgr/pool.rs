@@ -187,6 +187,7 @@ impl BufferPool {
     }
 
     /// Buffers in the pool.
+    #[inline]
     pub(crate) fn buffers(&self) -> u32 {
         self.descs.len() as u32
     }
@@ -339,6 +340,7 @@ impl BufferPool {
     }
 
     /// Remembers that `tag` is in buffer `b`, for `try_hit`.
+    #[inline]
     pub(crate) fn remember(&self, tag: Tag, b: u32) {
         let slot = self.hint_slot(tag);
         // Store only a change: hits call this too, and must not write a shared line.
@@ -494,6 +496,7 @@ impl BufferPool {
     }
 
     /// The state of `b` now: (valid, io in progress).
+    #[inline]
     pub(crate) fn flags(&self, b: u32) -> (bool, bool) {
         let s = self.descs[b as usize].state.load(Ordering::Acquire);
         (s & VALID != 0, s & IO_IN_PROGRESS != 0)

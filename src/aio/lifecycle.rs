@@ -219,14 +219,18 @@ impl Issuer {
         self.base + li
     }
 
+    /// Gives back handed-out handle `li` unused. Like a reclaim, it recycles the slot: a new
+    /// generation (so a wait reference taken from the handle is stale, done at once, never
+    /// attached to the slot's next I/O) and cleared fields (a callback or flag set on it does
+    /// not carry over).
     pub(crate) fn release(&self, li: u32) {
         let mut l = self.local.borrow_mut();
         debug_assert_eq!(l.handed_out, Some(li));
         l.handed_out = None;
-        self.aio
-            .shared
-            .slot(self.base + li)
-            .set_state(HandleState::HandedOut, HandleState::Idle);
+        let s = self.aio.shared.slot(self.base + li);
+        s.generation.fetch_add(1, Ordering::AcqRel);
+        s.set_state(HandleState::HandedOut, HandleState::Idle);
+        s.reset();
         l.idle.push(li);
     }
 

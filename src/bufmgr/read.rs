@@ -16,7 +16,7 @@ use crate::aio::io::InFlight;
 use crate::aio::issuer::Issuer;
 use crate::handle::callback::{CallbackId, HandleCallbacks, IoContext, ReportTarget};
 use crate::handle::error::AioError;
-use crate::handle::result::{IoResult, Status};
+use crate::handle::result::{ERROR_DATA_EOF, IoResult, Status};
 use crate::handle::settings::MAX_IO_COMBINE_LIMIT;
 use std::marker::PhantomData;
 
@@ -409,6 +409,17 @@ impl HandleCallbacks for BufferReadv {
             }
             pool.terminate_io(b, ok, ignored);
             k += 1;
+        }
+        if prior.status == Status::Partial && done_pages == 0 {
+            // Not one whole block arrived (a torn last block, a short-read fault): an error,
+            // PostgreSQL's `could not read blocks …: read only N of 8192 bytes`. Left PARTIAL,
+            // every reader would read the same bytes again, for ever.
+            return IoResult {
+                status: Status::Error,
+                callback_id: 0,
+                error_data: ERROR_DATA_EOF,
+                result: prior.result,
+            };
         }
         if v == ReadVerdicts::default() {
             return prior;

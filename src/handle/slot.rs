@@ -10,7 +10,7 @@ use crate::handle::op::{HandleFlags, Op};
 use crate::handle::result::IoResult;
 use dbaio_workers::futex;
 use std::sync::atomic::{
-    AtomicI32, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+    AtomicI32, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
 };
 
 /// The most callbacks one handle can carry.
@@ -156,27 +156,60 @@ impl HandleSlot {
         HandleState::from_word(self.state.load(Ordering::Acquire))
     }
 
-    /// The one state mutator: asserts `from → to` is legal and that the handle is in `from`,
-    /// publishes everything written before it (release), and wakes sleepers.
+    /// The one state mutator: asserts `from → to` is legal and that the handle is in `from`
+    /// (changing nothing if it is not), publishes everything written before it (release), and
+    /// wakes sleepers.
     pub(crate) fn set_state(&self, from: HandleState, to: HandleState) {
+        if let Err(found) = self.transition(from, to) {
+            panic!(
+                "handle state transition to {} expected {} but found {}",
+                to.name(),
+                from.name(),
+                found.name()
+            );
+        }
+    }
+
+    /// Moves the handle from `from` to `to` if it is in `from` (a compare-and-swap: of two
+    /// threads racing to claim a STAGED handle, exactly one wins); false, changing nothing,
+    /// if it is not.
+    pub(crate) fn try_set_state(&self, from: HandleState, to: HandleState) -> bool {
+        self.transition(from, to).is_ok()
+    }
+
+    fn transition(&self, from: HandleState, to: HandleState) -> Result<(), HandleState> {
         assert!(
             to.may_follow(from),
             "illegal handle state transition {} -> {}",
             from.name(),
             to.name()
         );
-        let old = self.state.swap(to as u32, Ordering::AcqRel);
-        assert_eq!(
-            HandleState::from_word(old),
-            from,
-            "handle state transition to {} expected {} but found {}",
-            to.name(),
-            from.name(),
-            HandleState::from_word(old).name()
-        );
+        let mut old = self.state.load(Ordering::Relaxed);
+        loop {
+            let found = HandleState::from_word(old);
+            if found != from {
+                return Err(found);
+            }
+            // The new word drops the waiter bit: whoever set it is woken below and sets it
+            // again if it still has to wait.
+            match self.state.compare_exchange_weak(
+                old,
+                to as u32,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(now) => old = now,
+            }
+        }
+        // Fields written after this (the next I/O's, once the handle is recycled) must not
+        // become visible before the new state to a reader that copies the slot and then
+        // re-checks the state (the aios view): the writer's half of a seqlock.
+        fence(Ordering::Release);
         if old & WAITERS != 0 {
             futex::wake(&self.state, u32::MAX);
         }
+        Ok(())
     }
 
     /// Sleeps until the state differs from `seen` (or spuriously). The caller re-checks.

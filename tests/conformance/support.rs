@@ -125,3 +125,30 @@ pub fn capture_logs(f: impl FnOnce()) -> String {
     let out = buf.0.lock().unwrap().clone();
     String::from_utf8_lossy(&out).into_owned()
 }
+
+/// Runs `f` on its own thread and fails the test if it has not returned within `secs`
+/// seconds: a hang becomes a failure that names `what`, not a CI time-out. (The stuck
+/// thread is left behind; the test process ends anyway.)
+pub fn within<T: Send + 'static>(
+    secs: u64,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(secs)) {
+        Ok(v) => {
+            t.join().expect("watched thread");
+            v
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match t.join() {
+            Err(p) => std::panic::resume_unwind(p),
+            Ok(()) => unreachable!("the thread sent nothing and did not panic"),
+        },
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("watchdog: {what} did not finish within {secs} s (a hang)")
+        }
+    }
+}

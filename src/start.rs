@@ -67,6 +67,7 @@ impl AioBuilder {
             callbacks,
             Some(Arc::clone(&pool)),
         )?);
+        pool.set_subsystem(shared.id);
         let method = method::start(&settings, &shared)?;
         let stats = Arc::new(StatsTable::new(settings.max_issuers));
         let introspection = match &settings.introspection_socket {

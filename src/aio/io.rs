@@ -90,10 +90,11 @@ impl<'a> Handle<'a> {
 
     /// The wait reference of the I/O this handle will carry.
     pub fn wait_ref(&self) -> WaitRef {
-        WaitRef {
-            index: self.issuer.handle_index(self.local),
-            generation: self.slot().generation.load(Ordering::Relaxed),
-        }
+        let generation = self.slot().generation.load(Ordering::Relaxed);
+        self.issuer
+            .aio
+            .shared
+            .wait_ref(self.issuer.handle_index(self.local), generation)
     }
 
     /// Sets flags (see [`HandleFlags`]).
@@ -356,13 +357,13 @@ pub struct InFlight<'a> {
     generation: u64,
 }
 
-impl InFlight<'_> {
+impl<'a> InFlight<'a> {
     /// A reference other threads can wait on.
     pub fn wait_ref(&self) -> WaitRef {
-        WaitRef {
-            index: self.issuer.handle_index(self.local),
-            generation: self.generation,
-        }
+        self.issuer
+            .aio
+            .shared
+            .wait_ref(self.issuer.handle_index(self.local), self.generation)
     }
 
     /// True once complete (does not drive completion).
@@ -377,6 +378,11 @@ impl InFlight<'_> {
 
     pub(crate) fn local(&self) -> u32 {
         self.local
+    }
+
+    /// The issuer that owns its handle.
+    pub(crate) fn owner(&self) -> &'a Issuer {
+        self.issuer
     }
 
     pub(crate) fn into_parts(self) -> (u32, u64) {

@@ -13,12 +13,11 @@
 //! `docs/design.md`, "The API".
 
 use super::file::File;
-use super::io::{Completion, Handle, InFlight, IoMemory};
+use super::io::{Completion, Handle, InFlight};
 use super::iobuf::IoBuf;
 use super::lifecycle::{Local, LocalHandle, NIL};
 use super::subsystem::AioInner;
 use crate::handle::error::AioError;
-use crate::handle::files::NO_FILE;
 use crate::handle::slot::{HandleState, WaitRef};
 use crate::handle::wait_event::WaitEvent;
 use dbaio_workers::futex;
@@ -61,7 +60,7 @@ impl Issuer {
         // SAFETY: gettid has no preconditions.
         info.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
         *info.name.lock() = name.to_string();
-        aio.stats.issuer_registered(slot);
+        aio.stats.issuer_registered(slot, shared.now_ns());
         if let Some(a) = shared.attachment_hooks() {
             a.issuer_registered(slot);
         }
@@ -78,16 +77,7 @@ impl Issuer {
             head: NIL,
             tail: NIL,
             in_flight: 0,
-            h: (0..n)
-                .map(|_| LocalHandle {
-                    claimed: false,
-                    memory: IoMemory::None,
-                    skip: 0,
-                    file: NO_FILE,
-                    prev: NIL,
-                    next: NIL,
-                })
-                .collect(),
+            h: (0..n).map(|_| LocalHandle::new()).collect(),
         };
         Ok(Issuer {
             aio: Arc::clone(aio),
@@ -205,7 +195,13 @@ impl Issuer {
     }
 
     /// Waits for an I/O this issuer started and takes its result and memory back.
+    ///
+    /// An `InFlight` of another issuer (of the same thread) is redeemed through its own
+    /// issuer: a handle is always reclaimed by the issuer that owns it.
     pub fn wait(&self, io: InFlight<'_>) -> Completion {
+        if !std::ptr::eq(io.owner(), self) {
+            return io.owner().wait(io);
+        }
         let (li, generation) = io.into_parts();
         let idx = self.base + li;
         self.submit_if_staged(idx);
@@ -220,6 +216,9 @@ impl Issuer {
 
     /// Takes the result of `io` if it is complete; hands `io` back otherwise. Never blocks.
     pub fn try_wait<'a>(&'a self, io: InFlight<'a>) -> Result<Completion, InFlight<'a>> {
+        if !std::ptr::eq(io.owner(), self) {
+            return io.owner().try_wait(io);
+        }
         let idx = self.base + io.local();
         if !self.aio.shared.slot(idx).state().is_complete() {
             self.aio.method.poll(&self.aio.shared, self.slot);
@@ -233,6 +232,11 @@ impl Issuer {
     /// Waits on a wait reference as the issuer: submits staged I/O first, then waits, then
     /// reclaims whatever finished.
     pub fn wait_ref(&self, wref: WaitRef) -> Result<(), AioError> {
+        if wref.subsystem != self.aio.shared.id {
+            return Err(AioError::ApiViolation(
+                "the wait reference belongs to another AIO subsystem",
+            ));
+        }
         self.submit_staged();
         self.aio.wait_done(wref.index, wref.generation)?;
         self.reclaim_finished();
@@ -295,6 +299,9 @@ impl Issuer {
     /// I/Os on it, then drops the reference. (Other issuers' I/Os keep the descriptor open
     /// until they complete; it is never closed under an I/O.)
     pub fn close(&self, file: File) {
+        if !Arc::ptr_eq(&file.aio, &self.aio) {
+            return; // another subsystem's file: none of our I/Os is on it
+        }
         self.submit_staged();
         loop {
             let target = self.first_unfinished_on(file.slot);

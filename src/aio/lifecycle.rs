@@ -9,7 +9,7 @@ use super::io::IoMemory;
 use super::issuer::{Issuer, SUBMIT_BATCH_SIZE};
 use crate::aio::file::File;
 use crate::handle::callback::IoContext;
-use crate::handle::error::{AioError, DIRECT_HINT, IoError};
+use crate::handle::error::{AioError, DIRECT_HINT, FOREIGN_FILE_HINT, IoError};
 use crate::handle::files::NO_FILE;
 use crate::handle::op::{HandleFlags, Op};
 use crate::handle::result::{IoResult, Status};
@@ -28,8 +28,49 @@ pub(super) struct LocalHandle {
     pub(super) memory: IoMemory,
     pub(super) skip: u32,
     pub(super) file: u32,
+    /// The path of a `File` of another subsystem the I/O was asked on (it fails, and its
+    /// message names the file).
+    pub(super) foreign: Option<Arc<std::path::Path>>,
     pub(super) prev: u32,
     pub(super) next: u32,
+}
+
+impl LocalHandle {
+    pub(super) fn new() -> LocalHandle {
+        LocalHandle {
+            claimed: false,
+            memory: IoMemory::None,
+            skip: 0,
+            file: NO_FILE,
+            foreign: None,
+            prev: NIL,
+            next: NIL,
+        }
+    }
+}
+
+impl Drop for Local {
+    /// Memory still parked here when the bookkeeping goes belongs to an I/O that was never
+    /// reclaimed: the issuer's drop was cut short (a panic). The kernel or a worker may still
+    /// be writing into it, so it is leaked, never freed (the buffer-ownership rule).
+    fn drop(&mut self) {
+        let mut leaked = 0;
+        for h in &mut self.h {
+            match std::mem::take(&mut h.memory) {
+                IoMemory::None => {}
+                m => {
+                    std::mem::forget(m);
+                    leaked += 1;
+                }
+            }
+        }
+        if leaked > 0 {
+            tracing::error!(
+                leaked,
+                "an issuer went away with I/Os not reclaimed; their memory is leaked, not freed"
+            );
+        }
+    }
 }
 
 pub(super) struct Local {
@@ -136,15 +177,15 @@ impl Issuer {
         }
     }
 
-    /// Moves every staged handle to SUBMITTED and onto the in-flight list; returns their
-    /// indices for the method.
+    /// Moves every staged handle onto the in-flight list; returns their indices for the
+    /// method, which claims them.
     pub(super) fn prepare_staged(&self, l: &mut Local) -> ([u32; SUBMIT_BATCH_SIZE], usize) {
         let mut batch = [0u32; SUBMIT_BATCH_SIZE];
         let n = l.staged.len();
         let mut staged = std::mem::take(&mut l.staged);
         for (entry, &li) in batch.iter_mut().zip(&staged) {
-            let s = self.aio.shared.slot(self.base + li);
-            s.set_state(HandleState::Staged, HandleState::Submitted);
+            // Still STAGED: the method claims each (STAGED → SUBMITTED) as it hands it over,
+            // unless a waiter found it first and ran it.
             l.link(li);
             *entry = self.base + li;
         }
@@ -255,9 +296,16 @@ impl Issuer {
         s.op.store(def.op as u8, r);
         s.offset.store(def.offset, r);
         s.length.store(def.length, r);
-        let file_slot = def.file.map_or(NO_FILE, |f| f.slot);
+        // A `File` of another subsystem names a slot of another table: the I/O is defined on
+        // no file here, and fails below with a message naming it.
+        let foreign = def
+            .file
+            .filter(|f| !Arc::ptr_eq(&f.aio, &self.aio))
+            .map(|f| f.path());
+        let file = def.file.filter(|_| foreign.is_none());
+        let file_slot = file.map_or(NO_FILE, |f| f.slot);
         s.file.store(file_slot, r);
-        if let Some(f) = def.file {
+        if let Some(f) = file {
             shared.files.add_ref(f.slot);
             s.fd.store(
                 shared.files.slots[f.slot as usize]
@@ -297,17 +345,35 @@ impl Issuer {
         lh.skip = def.skip;
         lh.file = file_slot;
         lh.claimed = claimed;
+        let is_foreign = foreign.is_some();
+        lh.foreign = foreign;
         s.set_state(HandleState::HandedOut, HandleState::Defined);
         self.run_stage_callbacks(idx);
         s.staged_ns.store(shared.now_ns(), r);
         s.set_state(HandleState::Defined, HandleState::Staged);
-        if s.flags().contains(HandleFlags::SYNCHRONOUS)
+        if is_foreign {
+            l.link(li);
+            if shared.claim_submit(idx) {
+                let ebadf = IoResult {
+                    status: Status::Error,
+                    callback_id: 0,
+                    error_data: libc::EBADF as u32,
+                    result: 0,
+                };
+                shared.fail(idx, -libc::EBADF, Executor::Issuer, ebadf);
+            }
+            if !claimed && s.state() == HandleState::CompletedShared {
+                self.reclaim_locked(&mut l, li);
+            }
+        } else if s.flags().contains(HandleFlags::SYNCHRONOUS)
             || self.aio.method.needs_synchronous_execution(shared, idx)
         {
-            s.set_state(HandleState::Staged, HandleState::Submitted);
             l.link(li);
-            shared.perform_synchronously(idx, Executor::Issuer);
-            if !claimed {
+            // A waiter that saw it staged may have claimed it first; then it runs it.
+            if shared.claim_submit(idx) {
+                shared.perform_synchronously(idx, Executor::Issuer);
+            }
+            if !claimed && s.state() == HandleState::CompletedShared {
                 self.reclaim_locked(&mut l, li);
             }
         } else {
@@ -360,7 +426,9 @@ impl Issuer {
         let op = s.op();
         let offset = s.offset.load(r);
         let length = s.length.load(r);
-        let error = (result.status == Status::Error).then(|| self.io_error(idx, result));
+        let foreign = l.h[li as usize].foreign.take();
+        let error =
+            (result.status == Status::Error).then(|| self.io_error(idx, result, foreign.as_ref()));
         if result.status == Status::Warning {
             // A callback's warning (a zeroed page, an ignored checksum failure): said once,
             // by the issuer, as PostgreSQL's WARNING.
@@ -368,7 +436,7 @@ impl Issuer {
                 issuer = self.slot,
                 io_id = idx,
                 "{}",
-                self.io_error(idx, result)
+                self.io_error(idx, result, foreign.as_ref())
             );
         }
         let latency = s.completed_ns.load(r).saturating_sub(s.staged_ns.load(r));
@@ -409,7 +477,12 @@ impl Issuer {
         }
     }
 
-    pub(super) fn io_error(&self, idx: u32, result: IoResult) -> IoError {
+    pub(super) fn io_error(
+        &self,
+        idx: u32,
+        result: IoResult,
+        foreign: Option<&Arc<std::path::Path>>,
+    ) -> IoError {
         let shared = &self.aio.shared;
         let s = shared.slot(idx);
         let r = Ordering::Relaxed;
@@ -423,6 +496,8 @@ impl Issuer {
                 .to_string_lossy()
                 .into_owned();
             Arc::from(std::path::Path::new(&text))
+        } else if let Some(p) = foreign {
+            Arc::clone(p)
         } else {
             shared.files.path(file)
         };
@@ -433,7 +508,19 @@ impl Issuer {
         let cb = (result.callback_id != 0)
             .then(|| shared.callbacks.get(result.callback_id))
             .flatten();
-        let detail = cb.map(|cb| cb.report(&result));
+        let detail = cb.map(|cb| cb.report(&result)).or_else(|| {
+            if result.panicked() {
+                Some("the thread executing it panicked (see the log)".to_string())
+            } else if result.submit_failed() {
+                let os = std::io::Error::from_raw_os_error(errno).to_string();
+                let os = os.split(" (os error").next().unwrap_or(&os).to_string();
+                Some(format!(
+                    "io_uring_enter refused to submit it: {os} (errno {errno})"
+                ))
+            } else {
+                None
+            }
+        });
         let message = cb.and_then(|cb| {
             let (relation, base) = shared.files.relation(file);
             let first = if first == crate::handle::slot::NO_BLOCK {
@@ -462,7 +549,11 @@ impl Issuer {
             detail,
             message: message.map(String::into_boxed_str),
             invalid_pages,
-            hint: (errno == libc::EINVAL && direct).then_some(DIRECT_HINT),
+            hint: if foreign.is_some() {
+                Some(FOREIGN_FILE_HINT)
+            } else {
+                (errno == libc::EINVAL && direct).then_some(DIRECT_HINT)
+            },
         }
     }
 }

@@ -107,30 +107,35 @@ impl Aio {
     /// Waits, from any thread, until the I/O `wref` names is complete. Returns at once if the
     /// handle was recycled since. When the method allows (io_uring), the caller drives the
     /// completion itself rather than depending on the issuer.
+    ///
+    /// An I/O still staged in a batch its issuer has not submitted is run by the caller
+    /// itself (executor `waiter`), so waiting never depends on the issuer coming back.
+    /// A reference from another subsystem is an API-violation error.
     pub fn wait(&self, wref: WaitRef) -> Result<(), AioError> {
-        let shared = &self.inner.shared;
-        if wref.index >= shared.n_handles {
-            return Err(AioError::ApiViolation("wait reference names no handle"));
-        }
-        let s = shared.slot(wref.index);
-        let st = s.state();
-        if matches!(st, HandleState::Defined | HandleState::Staged)
-            && s.generation.load(Ordering::Acquire) == wref.generation
-        {
-            let owner = s.owner.load(Ordering::Relaxed) as usize;
-            // SAFETY: gettid has no preconditions.
-            let me = unsafe { libc::gettid() };
-            if shared.issuers[owner].tid.load(Ordering::Relaxed) == me {
-                return Err(AioError::ApiViolation(
-                    "an issuer waited on its own I/O before submitting it (use Issuer::wait_ref, which submits first)",
-                ));
-            }
-        }
+        self.check_ref(wref)?;
         self.inner.wait_done(wref.index, wref.generation)
     }
 
+    /// Refuses a wait reference of another subsystem.
+    fn check_ref(&self, wref: WaitRef) -> Result<(), AioError> {
+        let shared = &self.inner.shared;
+        if wref.subsystem != shared.id || wref.index >= shared.n_handles {
+            return Err(AioError::ApiViolation(
+                "the wait reference belongs to another AIO subsystem",
+            ));
+        }
+        Ok(())
+    }
+
     /// True if the I/O `wref` names is complete (or long recycled). Never blocks.
+    ///
+    /// # Panics
+    ///
+    /// If `wref` belongs to another subsystem (a bug in the caller: it names nothing here).
     pub fn is_done(&self, wref: WaitRef) -> bool {
+        if let Err(e) = self.check_ref(wref) {
+            panic!("Aio::is_done: {e}");
+        }
         let shared = &self.inner.shared;
         let s = shared.slot(wref.index);
         if s.generation.load(Ordering::Acquire) != wref.generation || s.state().is_complete() {
@@ -162,7 +167,7 @@ impl Aio {
 
     /// Zeroes every issuer's statistics.
     pub fn reset_stats(&self) {
-        self.inner.stats.reset()
+        self.inner.stats.reset(self.inner.shared.now_ns())
     }
 
     /// Arms a fault-injection rule (tests).
@@ -180,15 +185,34 @@ impl Aio {
         self.inner.shared.faults.clear();
     }
 
-    /// Refuses new I/O and new files, and waits until every submitted I/O of every issuer is
-    /// complete. Issuers may still wait on and reclaim what they started.
+    /// Seeds the draws of rules with a [`probability`](FaultRule::probability): the same
+    /// seed hits the same I/Os (by op, file, offset, handle and generation), so a failure
+    /// replays.
+    pub fn seed_faults(&self, seed: u64) {
+        self.inner.shared.faults.set_seed(seed);
+    }
+
+    /// How many faults have been injected so far.
+    pub fn faults_injected(&self) -> u64 {
+        self.inner.shared.faults.hits()
+    }
+
+    /// Refuses new I/O and new files, and waits until every started I/O of every issuer is
+    /// complete: submitted ones are waited for, and ones still staged in a batch are run
+    /// here. Issuers may still wait on and reclaim what they started.
     pub fn shutdown(&self) {
         let shared = &self.inner.shared;
         shared.shutting_down.store(true, Ordering::SeqCst);
         for i in 0..shared.n_handles {
             let s = shared.slot(i);
             let g = s.generation.load(Ordering::Acquire);
-            if matches!(s.state(), HandleState::Submitted | HandleState::CompletedIo) {
+            if matches!(
+                s.state(),
+                HandleState::Defined
+                    | HandleState::Staged
+                    | HandleState::Submitted
+                    | HandleState::CompletedIo
+            ) {
                 let _ = self.inner.wait_done(i, g);
             }
         }

@@ -96,6 +96,8 @@ pub(crate) struct BufferPool {
     /// Per file slot: one past the highest block assigned a buffer since the slot's last
     /// `drop_file_buffers`, so a small file's buffers are dropped by lookup, not by a scan.
     block_ends: Box<[AtomicU32]>,
+    /// The number of the subsystem the pool belongs to (for the wait references it hands out).
+    subsystem: AtomicU32,
     /// Per issuer slot: its [`PageVerification`] mode as a byte, captured into each read.
     verification: Box<[AtomicU8]>,
     pub(super) verifier: Arc<dyn PageVerifier>,
@@ -156,6 +158,7 @@ impl BufferPool {
             hit_pin_slots: AtomicU32::new(0),
             hand: AtomicU32::new(0),
             block_ends: (0..s.max_files).map(|_| AtomicU32::new(0)).collect(),
+            subsystem: AtomicU32::new(0),
             verification: (0..issuers).map(|_| AtomicU8::new(0)).collect(),
             verifier,
         })
@@ -174,6 +177,11 @@ impl BufferPool {
         if self.prefault_pending.swap(false, Ordering::Relaxed) {
             self.prefault.get_or_init(|| Prefault::start(&self.pages));
         }
+    }
+
+    /// Records the number of the subsystem the pool was attached to (at start).
+    pub(crate) fn set_subsystem(&self, id: u32) {
+        self.subsystem.store(id, Ordering::Relaxed);
     }
 
     /// Issuer slot `issuer`'s page verification mode.
@@ -534,6 +542,7 @@ impl BufferPool {
         }
         let index = d.io_index.load(Ordering::Acquire);
         (index != u32::MAX).then(|| WaitRef {
+            subsystem: self.subsystem.load(Ordering::Relaxed),
             index,
             generation: d.io_generation.load(Ordering::Relaxed),
         })

@@ -111,6 +111,18 @@ impl Issuer {
         self.aio.shared.attachment::<BufferPool>()
     }
 
+    /// The pool, for a read of `file`, which must be a file of this issuer's subsystem (its
+    /// slot number means nothing in another's pool).
+    #[inline]
+    fn pool_for(&self, file: &File) -> Result<&BufferPool, AioError> {
+        if !std::sync::Arc::ptr_eq(&file.aio, &self.aio) {
+            return Err(AioError::ApiViolation(
+                "the file belongs to another AIO subsystem than this issuer",
+            ));
+        }
+        self.pool().ok_or(AioError::NoUnpinnedBuffers)
+    }
+
     /// How this issuer's buffer reads verify their pages from now on (default: not at all).
     /// The mode is captured into each read when it is defined.
     pub fn set_page_verification(&self, v: PageVerification) {
@@ -129,7 +141,7 @@ impl Issuer {
     /// already valid in the pool is a hit (no I/O); one being read by someone else is waited
     /// for; one whose last read failed is read again by this caller.
     pub fn read_block(&self, file: &File, block: u32) -> Result<PinnedBuffer<'_>, AioError> {
-        let pool = self.pool().ok_or(AioError::NoUnpinnedBuffers)?;
+        let pool = self.pool_for(file)?;
         let tag = Tag {
             file: file.slot,
             block,
@@ -163,7 +175,7 @@ impl Issuer {
     /// so, with a reference to wait on. Otherwise as `read_block` (a hit, or this caller's
     /// read).
     pub fn read_block_nowait(&self, file: &File, block: u32) -> Result<NoWait<'_>, AioError> {
-        let pool = self.pool().ok_or(AioError::NoUnpinnedBuffers)?;
+        let pool = self.pool_for(file)?;
         let tag = Tag {
             file: file.slot,
             block,
@@ -224,7 +236,7 @@ impl Issuer {
         out: &mut Vec<u32>,
         mut ring: Option<&mut BufferRing>,
     ) -> Result<StartedRead<'_>, AioError> {
-        let pool = self.pool().ok_or(AioError::NoUnpinnedBuffers)?;
+        let pool = self.pool_for(file)?;
         out.clear();
         let tag = |block| Tag {
             file: file.slot,

@@ -121,10 +121,7 @@ impl IoContext<'_> {
             .slot(self.index)
             .generation
             .load(Ordering::Relaxed);
-        crate::WaitRef {
-            index: self.index,
-            generation,
-        }
+        self.shared.wait_ref(self.index, generation)
     }
     /// The issuer slot that owns the handle.
     pub fn issuer_slot(&self) -> u32 {

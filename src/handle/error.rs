@@ -139,6 +139,10 @@ pub struct IoError {
 
 impl std::error::Error for IoError {}
 
+/// Hint given for an I/O asked on a `File` of another subsystem.
+pub(crate) const FOREIGN_FILE_HINT: &str =
+    "The file was opened by another Aio than this issuer's; open it with the issuer's own Aio.";
+
 /// Hint given for EINVAL on an O_DIRECT file.
 pub(crate) const DIRECT_HINT: &str = "O_DIRECT needs the offset, the length and the buffer address aligned to the device's logical block size (usually 512 or 4096 bytes).";
 

@@ -1,18 +1,24 @@
 //! Fault injection: rewrite an I/O's raw result just before its shared callbacks run — the
 //! same point in every method (PostgreSQL's `aio-process-completion-before-shared`), so tests
-//! can fake EIO or short transfers on sync, worker and io_uring alike. Off by default; when
-//! off it costs one relaxed load per completion. `Hold` parks a completion until released. See `docs/design.md`, "Fault injection".
+//! can fake EIO, ENOSPC, transient EAGAIN/EINTR, short transfers, slow completions and
+//! panicking executors on sync, worker and io_uring alike. Rules choose I/Os by op, file,
+//! offset range, a count and a probability; the probability draws from a hash of the seed and
+//! the I/O's identity (op, file, offset, handle, generation), so a failing run replays with
+//! the same seed. Off by default; when off it costs one relaxed load per completion. See
+//! `docs/design.md`, "Fault injection", and `docs/reliability.md`.
 
-use crate::handle::op::Op;
+use super::op::Op;
 use dbaio_workers::futex;
 use parking_lot::Mutex;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
 
 /// What an armed rule does to a matching I/O.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FaultAction {
-    /// Fail with this errno.
+    /// Fail with this errno (EIO, ENOSPC, …). EAGAIN and EINTR are transient: the I/O is
+    /// executed again, as after a real one, up to 16 times in all.
     Errno(i32),
     /// Transfer at most this many bytes (a short read or write).
     Short(u32),
@@ -21,6 +27,11 @@ pub enum FaultAction {
     ///
     /// [`Aio::release_held`]: crate::Aio::release_held
     Hold,
+    /// Make the completion this much later (a slow device), in the completing thread.
+    Delay(Duration),
+    /// Panic in the completing thread before the I/O is complete (a crashing executor): the
+    /// I/O must fail with an error, never hang.
+    Panic,
 }
 
 /// One injection rule: which I/Os it hits, what it does, how many times.
@@ -36,6 +47,8 @@ pub struct FaultRule {
     pub action: FaultAction,
     /// How many I/Os to hit (None: every one).
     pub times: Option<u32>,
+    /// The chance, from 0.0 to 1.0, that a matching I/O is hit (1.0: every one).
+    pub probability: f64,
 }
 
 impl FaultRule {
@@ -47,6 +60,7 @@ impl FaultRule {
             offsets: None,
             action,
             times: None,
+            probability: 1.0,
         }
     }
     /// Restricts it to `op`.
@@ -64,14 +78,47 @@ impl FaultRule {
         self.times = Some(n);
         self
     }
+    /// Hits each matching I/O with probability `p` (drawn from the injector's seed, see
+    /// [`Aio::seed_faults`](crate::Aio::seed_faults)).
+    pub fn probability(mut self, p: f64) -> FaultRule {
+        self.probability = p.clamp(0.0, 1.0);
+        self
+    }
+}
+
+/// The I/O a completion belongs to, as fault rules see it.
+pub(crate) struct FaultSite {
+    pub op: Op,
+    pub file: u32,
+    pub offset: u64,
+    pub io_id: u32,
+    pub generation: u64,
+}
+
+/// What the injector decided for one completion.
+pub(crate) struct Applied {
+    /// The raw result to use.
+    pub raw: i32,
+    /// For a `Hold` rule: the release count to pass to [`FaultInjector::hold`].
+    pub hold: Option<u32>,
 }
 
 #[derive(Default)]
 pub(crate) struct FaultInjector {
     armed: AtomicBool,
     rules: Mutex<Vec<FaultRule>>,
+    seed: AtomicU64,
     /// Bumped by `release_held`; held completers wait for it to change.
     release: AtomicU32,
+    /// Faults injected so far (for reports).
+    hits: AtomicU64,
+}
+
+/// A 64-bit mix (splitmix64's finaliser).
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 impl FaultInjector {
@@ -85,38 +132,75 @@ impl FaultInjector {
         self.armed.store(false, Ordering::Release);
     }
 
+    pub(crate) fn set_seed(&self, seed: u64) {
+        self.seed.store(seed, Ordering::Relaxed);
+    }
+
+    pub(crate) fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn release_held(&self) {
         self.release.fetch_add(1, Ordering::AcqRel);
         futex::wake(&self.release, u32::MAX);
     }
 
-    /// Returns the raw result to use for an I/O (`op` on `file` at `offset`) that got `raw`,
-    /// and, for a `Hold` rule, the release count to pass to [`FaultInjector::hold`].
-    pub(crate) fn apply(&self, op: Op, file: u32, offset: u64, raw: i32) -> (i32, Option<u32>) {
+    /// Decides what happens to the completion of the I/O at `site` that got `raw`. A `Delay`
+    /// sleeps and a `Panic` panics right here, in the completing thread.
+    pub(crate) fn apply(&self, site: &FaultSite, raw: i32) -> Applied {
+        let unchanged = Applied { raw, hold: None };
         if !self.armed.load(Ordering::Relaxed) {
-            return (raw, None);
+            return unchanged;
         }
-        let mut rules = self.rules.lock();
-        let hit = rules.iter_mut().position(|r| {
-            r.op.is_none_or(|o| o == op)
-                && r.file.is_none_or(|f| f == file)
-                && r.offsets.as_ref().is_none_or(|o| o.contains(&offset))
-                && r.times != Some(0)
-        });
-        let Some(i) = hit else {
-            return (raw, None);
+        let draw = mix(self.seed.load(Ordering::Relaxed)
+            ^ mix(site.op as u64
+                ^ u64::from(site.file) << 8
+                ^ site.offset.rotate_left(20)
+                ^ u64::from(site.io_id) << 40
+                ^ site.generation.rotate_left(52)));
+        let action = {
+            let mut rules = self.rules.lock();
+            let hit = rules.iter_mut().enumerate().position(|(k, r)| {
+                r.op.is_none_or(|o| o == site.op)
+                    && r.file.is_none_or(|f| f == site.file)
+                    && r.offsets.as_ref().is_none_or(|o| o.contains(&site.offset))
+                    && r.times != Some(0)
+                    && (r.probability >= 1.0
+                        || ((mix(draw ^ k as u64) >> 11) as f64 / (1u64 << 53) as f64)
+                            < r.probability)
+            });
+            let Some(i) = hit else {
+                return unchanged;
+            };
+            let rule = &mut rules[i];
+            if let Some(t) = rule.times.as_mut() {
+                *t -= 1;
+            }
+            rule.action
         };
-        let rule = &mut rules[i];
-        if let Some(t) = rule.times.as_mut() {
-            *t -= 1;
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        match action {
+            FaultAction::Errno(e) => Applied {
+                raw: -e,
+                hold: None,
+            },
+            FaultAction::Short(n) => Applied {
+                raw: raw.min(n as i32),
+                hold: None,
+            },
+            FaultAction::Hold => Applied {
+                raw,
+                hold: Some(self.release.load(Ordering::Acquire)),
+            },
+            FaultAction::Delay(d) => {
+                std::thread::sleep(d);
+                unchanged
+            }
+            FaultAction::Panic => panic!(
+                "injected fault: the thread completing {} of I/O {} panics",
+                site.op, site.io_id
+            ),
         }
-        let raw = match rule.action {
-            FaultAction::Errno(e) => -e,
-            FaultAction::Short(n) if raw > n as i32 => n as i32,
-            FaultAction::Short(_) => raw,
-            FaultAction::Hold => return (raw, Some(self.release.load(Ordering::Acquire))),
-        };
-        (raw, None)
     }
 
     /// Parks the caller until `release_held` is called after `seen` was read.

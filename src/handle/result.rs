@@ -51,6 +51,14 @@ pub struct IoResult {
 /// error_data of the base result when a read or write moved 0 bytes (end of file).
 pub const ERROR_DATA_EOF: u32 = 0;
 
+/// Set in the error data of a base ERROR when the I/O never reached the kernel because its
+/// submission was refused (`io_uring_enter` failed); the low 12 bits are that errno.
+pub const ERROR_DATA_SUBMIT_FAILED: u32 = 1 << 22;
+
+/// error_data of an ERROR result when the thread executing the I/O, or the callback that
+/// reports it (`callback_id`), panicked.
+pub const ERROR_DATA_PANICKED: u32 = 0x7f_ffff;
+
 impl IoResult {
     /// Not completed.
     pub const UNKNOWN: IoResult = IoResult {
@@ -97,8 +105,29 @@ impl IoResult {
     }
 
     /// The errno of a base error, if this is one (0 stands for end of file).
+    /// For a refused submission, the errno of the refusal; for a panicked executor, 0.
     pub fn errno(&self) -> Option<i32> {
-        (self.status == Status::Error && self.callback_id == 0).then_some(self.error_data as i32)
+        if self.status != Status::Error || self.callback_id != 0 {
+            return None;
+        }
+        Some(match self.error_data {
+            ERROR_DATA_PANICKED => 0,
+            d if d & ERROR_DATA_SUBMIT_FAILED != 0 => (d & 0xfff) as i32,
+            d => d as i32,
+        })
+    }
+
+    /// True for a base ERROR whose executor panicked.
+    pub fn panicked(&self) -> bool {
+        self.status == Status::Error && self.error_data == ERROR_DATA_PANICKED
+    }
+
+    /// True for a base ERROR whose submission the kernel refused.
+    pub fn submit_failed(&self) -> bool {
+        self.status == Status::Error
+            && self.callback_id == 0
+            && self.error_data != ERROR_DATA_PANICKED
+            && self.error_data & ERROR_DATA_SUBMIT_FAILED != 0
     }
 
     pub(crate) fn pack(self) -> u64 {

@@ -7,12 +7,12 @@
 
 use super::callback::{CallbackRegistry, IoContext};
 use super::error::AioError;
-use super::fault::FaultInjector;
+use super::fault::{FaultInjector, FaultSite};
 use super::files::FileTable;
-use super::result::{IoResult, Status};
+use super::result::{ERROR_DATA_PANICKED, IoResult, Status};
 use super::settings::Settings;
 use super::shmem::SharedRegion;
-use super::slot::{Executor, HandleSlot, HandleState};
+use super::slot::{Executor, HandleSlot, HandleState, WaitRef};
 use super::wait_event::WaitEvent;
 use crossbeam_utils::CachePadded;
 use dbaio_workers::Request;
@@ -57,6 +57,18 @@ impl IssuerSlot {
     }
 }
 
+/// How many times an I/O is executed in all when each attempt ends in EAGAIN or EINTR.
+pub(crate) const MAX_ATTEMPTS: u8 = 16;
+
+/// What completing an I/O did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Completed {
+    /// It is complete (COMPLETED_SHARED), successfully or not.
+    Done,
+    /// A transient error: execute it again and complete it again (it is still SUBMITTED).
+    Retry,
+}
+
 /// A layer above the handle layer that keeps state of its own about files and issuers (the
 /// buffer manager): told when an issuer registers and when a file's last reference goes, and
 /// reachable, typed, from anything that holds the [`Shared`] (see [`Shared::attachment`]).
@@ -75,7 +87,12 @@ struct Attached {
     ptr: *const (),
 }
 
+/// Numbers the subsystems of this process (for [`WaitRef`]s).
+static SUBSYSTEMS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
 pub(crate) struct Shared {
+    /// This subsystem's number in the process.
+    pub id: u32,
     pub settings: Settings,
     region: SharedRegion,
     handles_off: usize,
@@ -128,6 +145,7 @@ impl Shared {
             hooks: a,
         });
         let shared = Shared {
+            id: SUBSYSTEMS.fetch_add(1, Ordering::Relaxed),
             issuers: (0..settings.max_issuers)
                 .map(|_| {
                     CachePadded::new(IssuerSlot {
@@ -182,6 +200,15 @@ impl Shared {
     /// The attachment's hooks, if there is one.
     pub(crate) fn attachment_hooks(&self) -> Option<&dyn Attachment> {
         self.attached.as_ref().map(|a| &*a.hooks)
+    }
+
+    /// A wait reference to use `generation` of handle `i`.
+    pub(crate) fn wait_ref(&self, i: u32, generation: u64) -> WaitRef {
+        WaitRef {
+            subsystem: self.id,
+            index: i,
+            generation,
+        }
     }
 
     /// The handle slot `i`.
@@ -254,30 +281,67 @@ impl Shared {
         }
     }
 
-    /// Executes handle `i` (SUBMITTED) in the calling thread and completes it.
-    pub(crate) fn perform_synchronously(&self, i: u32, executor: Executor) {
-        let req = self.request(i);
-        let issuer = (executor == Executor::Issuer)
-            .then(|| &self.issuers[self.slot(i).owner.load(Ordering::Relaxed) as usize]);
-        if let Some(info) = issuer {
-            info.begin_wait(
-                WaitEvent::for_sync_op(self.slot(i).op()),
-                u64::from(i),
-                self.now_ns(),
-            );
-        }
-        // SAFETY: the iovecs and path of a SUBMITTED handle name memory the issuer parked in
-        // the handle until reclaim, which cannot happen before the completion below.
-        let raw = unsafe { dbaio_workers::perform(&req) };
-        if let Some(info) = issuer {
-            info.end_wait();
-        }
-        self.process_completion(i, raw, executor);
+    /// Claims staged handle `i` for execution: STAGED → SUBMITTED by compare-and-swap. The
+    /// issuer's method claims each handle it submits; a thread waiting on a handle that is
+    /// still staged (in a batch not yet submitted, or at shutdown) claims it and runs it
+    /// itself. Exactly one claim succeeds; false: someone else has it.
+    pub(crate) fn claim_submit(&self, i: u32) -> bool {
+        self.slot(i)
+            .try_set_state(HandleState::Staged, HandleState::Submitted)
     }
 
-    /// Records the raw result of handle `i`, runs its shared callbacks (innermost first) and
-    /// publishes COMPLETED_SHARED, waking waiters. Runs in whichever thread completed the I/O.
-    pub(crate) fn process_completion(&self, i: u32, raw: i32, executor: Executor) {
+    /// Executes handle `i` (SUBMITTED, claimed by the caller) in the calling thread and
+    /// completes it, executing it again after a transient error (see [`Shared::complete`]).
+    /// A panic while executing fails the I/O instead of leaving it in flight for ever.
+    pub(crate) fn perform_synchronously(&self, i: u32, executor: Executor) {
+        let issuer = (executor == Executor::Issuer)
+            .then(|| &self.issuers[self.slot(i).owner.load(Ordering::Relaxed) as usize]);
+        loop {
+            let req = self.request(i);
+            if let Some(info) = issuer {
+                info.begin_wait(
+                    WaitEvent::for_sync_op(self.slot(i).op()),
+                    u64::from(i),
+                    self.now_ns(),
+                );
+            }
+            // SAFETY: the iovecs and path of a SUBMITTED handle name memory the issuer parked
+            // in the handle until reclaim, which cannot happen before the completion below.
+            let raw = catch_unwind(AssertUnwindSafe(|| unsafe { dbaio_workers::perform(&req) }));
+            if let Some(info) = issuer {
+                info.end_wait();
+            }
+            let Ok(raw) = raw else {
+                self.fail_panicked(i, executor);
+                return;
+            };
+            if self.complete(i, raw, executor) == Completed::Done {
+                return;
+            }
+        }
+    }
+
+    /// Completes handle `i` (SUBMITTED) with raw result `raw`: fault injection, then — unless
+    /// the result is a transient error to retry — the shared callbacks and COMPLETED_SHARED,
+    /// waking waiters. Runs in whichever thread completed the I/O.
+    ///
+    /// `Retry` leaves the handle SUBMITTED: the result was EAGAIN or EINTR (the kernel gave up
+    /// on this attempt, or a fault rule said so) and the I/O has been tried fewer than
+    /// [`MAX_ATTEMPTS`] times; the caller executes it again, outside any lock it holds, and
+    /// completes it again. A panic in here (a fault rule's, or a bug) fails the I/O.
+    pub(crate) fn complete(&self, i: u32, raw: i32, executor: Executor) -> Completed {
+        match catch_unwind(AssertUnwindSafe(|| self.complete_inner(i, raw, executor))) {
+            Ok(c) => c,
+            Err(_) => {
+                if self.slot(i).state() == HandleState::Submitted {
+                    self.fail_panicked(i, executor);
+                }
+                Completed::Done
+            }
+        }
+    }
+
+    fn complete_inner(&self, i: u32, raw: i32, executor: Executor) -> Completed {
         let s = self.slot(i);
         // Acquire: see everything the issuer wrote before it published SUBMITTED.
         assert_eq!(
@@ -286,12 +350,58 @@ impl Shared {
             "completing an I/O that is not submitted"
         );
         let op = s.op();
-        let (file, offset) = (
-            s.file.load(Ordering::Relaxed),
-            s.offset.load(Ordering::Relaxed),
-        );
         // The injection point sees the real raw result, as PostgreSQL's does.
-        let (raw, hold) = self.faults.apply(op, file, offset, raw);
+        let fault = self.faults.apply(
+            &FaultSite {
+                op,
+                file: s.file.load(Ordering::Relaxed),
+                offset: s.offset.load(Ordering::Relaxed),
+                io_id: i,
+                generation: s.generation.load(Ordering::Relaxed),
+            },
+            raw,
+        );
+        let raw = fault.raw;
+        if (raw == -libc::EAGAIN || raw == -libc::EINTR)
+            && s.attempts.load(Ordering::Relaxed) < MAX_ATTEMPTS
+        {
+            s.attempts.fetch_add(1, Ordering::Relaxed);
+            return Completed::Retry;
+        }
+        self.finish(i, raw, executor, None, fault.hold);
+        Completed::Done
+    }
+
+    /// Fails handle `i` (SUBMITTED) because the thread executing or completing it panicked.
+    pub(crate) fn fail_panicked(&self, i: u32, executor: Executor) {
+        tracing::error!(io_id = i, %executor, "the thread executing an I/O panicked; failing the I/O");
+        let base = IoResult {
+            status: Status::Error,
+            callback_id: 0,
+            error_data: ERROR_DATA_PANICKED,
+            result: 0,
+        };
+        self.finish(i, -libc::EIO, executor, Some(base), None);
+    }
+
+    /// Fails handle `i` (SUBMITTED) with `result` (raw result `raw`), without fault
+    /// injection: for an I/O that could not be executed at all (a refused submission).
+    pub(crate) fn fail(&self, i: u32, raw: i32, executor: Executor, result: IoResult) {
+        self.finish(i, raw, executor, Some(result), None);
+    }
+
+    /// Publishes COMPLETED_IO with `raw`, runs the shared callbacks over the base result
+    /// (`base`, or the interpretation of `raw`), publishes COMPLETED_SHARED and wakes waiters.
+    fn finish(
+        &self,
+        i: u32,
+        raw: i32,
+        executor: Executor,
+        base: Option<IoResult>,
+        hold: Option<u32>,
+    ) {
+        let s = self.slot(i);
+        let op = s.op();
         // Written before COMPLETED_IO is published, so the view never sees that state without
         // its raw result.
         s.raw_result.store(raw, Ordering::Relaxed);
@@ -301,7 +411,8 @@ impl Shared {
         if let Some(seen) = hold {
             self.faults.hold(seen);
         }
-        let mut result = IoResult::from_raw(op, raw, s.length.load(Ordering::Relaxed));
+        let mut result =
+            base.unwrap_or_else(|| IoResult::from_raw(op, raw, s.length.load(Ordering::Relaxed)));
         let n = s.num_callbacks.load(Ordering::Relaxed) as usize;
         let ctx = IoContext {
             shared: self,
@@ -324,7 +435,7 @@ impl Shared {
                     result = IoResult {
                         status: Status::Error,
                         callback_id: id,
-                        error_data: 0x7f_ffff,
+                        error_data: ERROR_DATA_PANICKED,
                         result: 0,
                     };
                 }
@@ -367,6 +478,13 @@ impl Shared {
                     return Err(AioError::ApiViolation(
                         "waiting on an I/O that was never started",
                     ));
+                }
+                // Staged in a batch its issuer has not submitted: run it here rather than
+                // wait for the issuer (which may be waiting for us). If the slot was recycled
+                // meanwhile, the claim took a newer I/O: it runs here too (nobody else will
+                // now), and the loop then finds ours long done.
+                HandleState::Staged if self.claim_submit(i) => {
+                    self.perform_synchronously(i, Executor::Waiter);
                 }
                 HandleState::Submitted if drive(i, generation) => {}
                 _ => s.sleep_while(st),

@@ -93,9 +93,12 @@ const STATE_MASK: u32 = 0xff;
 const WAITERS: u32 = 1 << 31;
 
 /// A reference to one use of a handle: `Copy + Send`, usable from any thread. If the handle was
-/// recycled since, the I/O it named is long done and waiting returns at once.
+/// recycled since, the I/O it named is long done and waiting returns at once. It also names
+/// its subsystem, so a reference handed to another [`Aio`](crate::Aio) is refused, not
+/// mistaken for one of that subsystem's handles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct WaitRef {
+    pub(crate) subsystem: u32,
     pub(crate) index: u32,
     pub(crate) generation: u64,
 }
@@ -149,6 +152,8 @@ pub(crate) struct HandleSlot {
     pub executor: AtomicU32,
     /// Path of an unlink (a pointer into memory the issuer parks until completion).
     pub path: AtomicUsize,
+    /// Times the I/O was executed again after a transient error (EAGAIN, EINTR).
+    pub attempts: AtomicU8,
 }
 
 impl HandleSlot {
@@ -253,6 +258,7 @@ impl HandleSlot {
         self.staged_ns.store(0, r);
         self.completed_ns.store(0, r);
         self.path.store(0, r);
+        self.attempts.store(0, r);
     }
 }
 
@@ -267,6 +273,8 @@ pub enum Executor {
     Worker(u32),
     /// The kernel, through the issuer's ring; completed by a reaper.
     Ring,
+    /// A thread waiting for it, which found it staged and ran it itself.
+    Waiter,
 }
 
 impl Executor {
@@ -275,6 +283,7 @@ impl Executor {
             Executor::None => 0,
             Executor::Issuer => 1,
             Executor::Ring => 2,
+            Executor::Waiter => 3,
             Executor::Worker(n) => 16 + n,
         }
     }
@@ -283,6 +292,7 @@ impl Executor {
             0 => Executor::None,
             1 => Executor::Issuer,
             2 => Executor::Ring,
+            3 => Executor::Waiter,
             n => Executor::Worker(n.saturating_sub(16)),
         }
     }
@@ -294,6 +304,7 @@ impl std::fmt::Display for Executor {
             Executor::None => f.write_str("-"),
             Executor::Issuer => f.write_str("issuer"),
             Executor::Ring => f.write_str("io_uring"),
+            Executor::Waiter => f.write_str("waiter"),
             Executor::Worker(n) => write!(f, "worker {n}"),
         }
     }

@@ -226,7 +226,7 @@ fn answer(cmd: &str, src: &Source) -> Vec<u8> {
         "waits" => serde_json::to_vec(&serde_json::json!({ "waits": src.waits() })),
         "stats" => serde_json::to_vec(&serde_json::json!({ "stats": src.stat_rows() })),
         "reset_stats" => {
-            src.stats.reset();
+            src.stats.reset(src.shared.now_ns());
             serde_json::to_vec(&serde_json::json!({ "reset_stats": true }))
         }
         "all" => serde_json::to_vec(&All {

@@ -4,26 +4,57 @@
 //! callbacks (foreign completion), so an issuer that blocks elsewhere stalls no one. Buffered
 //! I/O is punted to io-wq (`IOSQE_ASYNC`) once more than four I/Os are in flight, as in
 //! PostgreSQL. See `docs/design.md`, "Methods".
+//!
+//! The protocol between the submitter (the issuer) and reapers (anyone waiting), which keeps
+//! them from deadlocking each other:
+//!
+//! - A handle becomes SUBMITTED only here, as it is pushed, and it is counted as unsubmitted
+//!   (`Ring::unsubmitted`) from just before its claim until the kernel has taken it.
+//! - A reaper sleeps in the kernel holding the completion lock only while nothing is
+//!   unsubmitted: whatever it waits for is then in the kernel and will complete. While
+//!   entries are unsubmitted it waits for the submitter's next submission instead.
+//! - The submitter never blocks on the completion lock while it holds unsubmitted entries:
+//!   it takes the lock only if free (to submit and wait in one system call), and otherwise
+//!   submits first.
+//! - Nothing blocking runs under the completion lock: an I/O whose attempt ended in EAGAIN or
+//!   EINTR is executed again after the lock is released.
+//! - A submission the kernel refuses (other than EAGAIN/EBUSY/EINTR) retires the ring: the
+//!   I/Os it held fail with the error, and the issuer's later I/Os run synchronously. Their
+//!   entries stay in the ring's memory, never to be submitted.
+//! - A reaper's sleep in the kernel is bounded (a backstop, not the mechanism): an I/O
+//!   completed without a completion entry (failed at submission, or executed again) is
+//!   noticed.
 
 use super::IoMethod;
 use crate::handle::error::AioError;
 use crate::handle::files::NO_FILE;
 use crate::handle::op::{HandleFlags, Op};
+use crate::handle::result::{ERROR_DATA_SUBMIT_FAILED, IoResult, Status};
 use crate::handle::settings::{IoMethodKind, Settings};
-use crate::handle::shared::Shared;
+use crate::handle::shared::{Completed, Shared};
 use crate::handle::slot::{Executor, HandleState};
-use dbaio_uring::{Fd, Ring, Submission, Support};
+use dbaio_uring::{Completion, Fd, Ring, Submission, Support};
 use parking_lot::Mutex;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 /// Buffered I/Os beyond this many in flight are punted to io-wq.
 const INLINE_BUFFERED_MAX: u32 = 4;
+/// The longest a reaper sleeps in the kernel before it looks at its I/O again.
+const BACKSTOP: Duration = Duration::from_millis(100);
+/// Submissions refused with EAGAIN/EBUSY are tried this many times (about a second) before
+/// the refusal is taken as final.
+const SUBMIT_TRIES: u32 = 1000;
 
 struct RingSlot {
     ring: OnceLock<Ring>,
     in_flight: AtomicU32,
+    /// I/Os being executed again after EAGAIN/EINTR, outside the completion lock.
+    retrying: AtomicU32,
+    /// The errno of a submission the kernel refused: the ring is retired (0: it is not).
+    retired: AtomicI32,
 }
 
 pub(crate) struct UringMethod {
@@ -36,6 +67,55 @@ pub(crate) struct UringMethod {
     shared: Arc<Shared>,
 }
 
+/// I/Os to execute again once the completion lock is released.
+struct Retries {
+    few: [u32; 32],
+    n: usize,
+    more: Vec<u32>,
+}
+
+impl Retries {
+    fn new() -> Retries {
+        Retries {
+            few: [0; 32],
+            n: 0,
+            more: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, i: u32) {
+        if self.n < self.few.len() {
+            self.few[self.n] = i;
+            self.n += 1;
+        } else {
+            self.more.push(i);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+}
+
+/// The handles one push queued, in order (a submission is at most a batch of 32).
+struct Pushed {
+    ids: [u32; 32],
+    n: usize,
+}
+
+impl Pushed {
+    fn new() -> Pushed {
+        Pushed { ids: [0; 32], n: 0 }
+    }
+
+    fn as_slice(&self) -> &[u32] {
+        &self.ids[..self.n]
+    }
+}
+
+/// Handles are pushed and submitted in groups of at most this many.
+const PUSH_GROUP: usize = 32;
+
 impl UringMethod {
     /// Probes io_uring; `Err` is the refusal in words.
     pub(crate) fn start(settings: &Settings, shared: &Arc<Shared>) -> Result<UringMethod, String> {
@@ -45,6 +125,8 @@ impl UringMethod {
                 .map(|_| RingSlot {
                     ring: OnceLock::new(),
                     in_flight: AtomicU32::new(0),
+                    retrying: AtomicU32::new(0),
+                    retired: AtomicI32::new(0),
                 })
                 .collect(),
             support,
@@ -63,24 +145,77 @@ impl UringMethod {
         self.rings.get(issuer as usize).and_then(|r| r.ring.get())
     }
 
-    /// Handles one completion reaped from `issuer`'s ring.
-    fn complete(&self, shared: &Shared, issuer: u32, user_data: u64, res: i32) {
-        let i = user_data as u32;
-        self.rings[issuer as usize]
-            .in_flight
-            .fetch_sub(1, Ordering::Relaxed);
-        if res == -libc::EAGAIN || res == -libc::EINTR {
-            // The kernel gave up on this attempt; run it again here rather than fail it.
-            shared.perform_synchronously(i, Executor::Ring);
-        } else {
-            shared.process_completion(i, res, Executor::Ring);
+    fn retired(&self, issuer: u32) -> bool {
+        self.rings[issuer as usize].retired.load(Ordering::Acquire) != 0
+    }
+
+    /// Reaps every completion ready on the locked completion side; I/Os to execute again go
+    /// to `retries` (run them with [`UringMethod::run_retries`] once the lock is released).
+    fn drain(
+        &self,
+        shared: &Shared,
+        issuer: u32,
+        cq: &mut Completion<'_>,
+        retries: &mut Retries,
+    ) -> usize {
+        let slot = &self.rings[issuer as usize];
+        cq.drain(|user_data, res| {
+            let i = user_data as u32;
+            slot.in_flight.fetch_sub(1, Ordering::Relaxed);
+            if shared.complete(i, res, Executor::Ring) == Completed::Retry {
+                retries.push(i);
+            }
+        })
+    }
+
+    /// Marks `retries` as being executed again (call before the completion lock goes).
+    fn retrying(&self, issuer: u32, retries: &Retries) {
+        let n = retries.n + retries.more.len();
+        if n > 0 {
+            self.rings[issuer as usize]
+                .retrying
+                .fetch_add(n as u32, Ordering::AcqRel);
         }
     }
 
-    /// Queues `handles` on the locked submission side of `issuer`'s ring.
-    fn push(&self, shared: &Shared, issuer: u32, sq: &mut Submission<'_>, handles: &[u32]) {
+    /// Executes the I/Os of `retries` again, in this thread, without any lock held.
+    fn run_retries(&self, shared: &Shared, issuer: u32, retries: &Retries) {
+        let slot = &self.rings[issuer as usize];
+        for &i in retries.few[..retries.n].iter().chain(&retries.more) {
+            shared.perform_synchronously(i, Executor::Ring);
+            slot.retrying.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Reaps under an already-held completion side, then releases it and runs the retries.
+    fn drain_and_release(&self, shared: &Shared, issuer: u32, mut cq: Completion<'_>) -> usize {
+        let mut retries = Retries::new();
+        let n = self.drain(shared, issuer, &mut cq, &mut retries);
+        self.retrying(issuer, &retries);
+        drop(cq);
+        self.run_retries(shared, issuer, &retries);
+        n
+    }
+
+    /// Claims each of `handles` (at most [`PUSH_GROUP`]; STAGED → SUBMITTED) and queues it
+    /// on the locked submission side; returns the handles pushed, in order. A handle someone
+    /// else claimed (a waiter that ran it) is skipped.
+    fn push(
+        &self,
+        shared: &Shared,
+        issuer: u32,
+        sq: &mut Submission<'_>,
+        handles: &[u32],
+    ) -> Pushed {
+        debug_assert!(handles.len() <= PUSH_GROUP);
+        let mut pushed = Pushed::new();
         let counter = &self.rings[issuer as usize].in_flight;
         for &i in handles {
+            sq.reserve();
+            if !shared.claim_submit(i) {
+                sq.unreserve();
+                continue;
+            }
             let op = self.build(shared, i);
             shared
                 .slot(i)
@@ -92,25 +227,112 @@ impl UringMethod {
             // SAFETY: the handle is SUBMITTED: its iovecs, buffers and path are parked in the
             // handle until reclaim, which waits for this entry's completion; the file's fd is
             // held open by the handle's file reference until then too.
-            let pushed = unsafe { sq.push(&op, u64::from(i), punt) };
-            assert!(
-                pushed.is_ok(),
-                "ring has one entry per handle of its issuer; it cannot be full"
-            );
+            while unsafe { sq.push(&op, u64::from(i), punt) }.is_err() {
+                // The ring has an entry per handle of its issuer, so it is never full while
+                // every flush empties it; should it be, hand the queue over first.
+                let _ = sq.submit();
+                std::thread::yield_now();
+            }
+            pushed.ids[pushed.n] = i;
+            pushed.n += 1;
+        }
+        pushed
+    }
+
+    /// Hands every queued entry (the handles `pushed`, in order) to the kernel. Refusals that
+    /// pass (EAGAIN, EBUSY: the completion queue is full) are retried, reaping first when the
+    /// completion side is free — never blocking on it, since these entries are unsubmitted.
+    /// A refusal that does not pass retires the ring and fails the entries not taken.
+    fn flush(
+        &self,
+        shared: &Shared,
+        issuer: u32,
+        ring: &Ring,
+        sq: &mut Submission<'_>,
+        pushed: &[u32],
+    ) {
+        let mut taken = 0;
+        let mut tries = 0;
+        while taken < pushed.len() {
+            let errno = match sq.submit() {
+                Ok(n) if n > 0 => {
+                    taken += n;
+                    continue;
+                }
+                Ok(_) => libc::EAGAIN,
+                Err(e) => e.raw_os_error().unwrap_or(libc::EIO),
+            };
+            tries += 1;
+            if matches!(errno, libc::EAGAIN | libc::EBUSY) && tries < SUBMIT_TRIES {
+                match ring.try_completion() {
+                    Some(cq) => {
+                        self.drain_and_release(shared, issuer, cq);
+                    }
+                    None => std::thread::sleep(Duration::from_millis(1)),
+                }
+                continue;
+            }
+            self.retire(shared, issuer, sq, &pushed[taken..], errno);
+            return;
         }
     }
 
-    /// Hands everything queued to the kernel, reaping first if the completion queue is full.
-    fn flush(&self, shared: &Shared, issuer: u32, ring: &Ring, mut sq: Submission<'_>) {
-        loop {
-            match sq.submit() {
-                Ok(_) => return,
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EAGAIN)) => {
-                    // The completion queue is backed up: reap, then try again.
-                    let mut cq = ring.completion();
-                    cq.drain(|ud, res| self.complete(shared, issuer, ud, res));
-                }
-                Err(e) => panic!("io_uring_enter failed to submit: {e}"),
+    /// The kernel refused a submission for good: retire the ring and fail `lost`, the I/Os
+    /// it did not take, with `errno`.
+    fn retire(
+        &self,
+        shared: &Shared,
+        issuer: u32,
+        sq: &mut Submission<'_>,
+        lost: &[u32],
+        errno: i32,
+    ) {
+        let slot = &self.rings[issuer as usize];
+        slot.retired.store(errno, Ordering::Release);
+        tracing::error!(
+            issuer,
+            "io_uring_enter refused to submit {} I/O(s): {}; they fail, and this issuer's \
+             later I/Os run synchronously",
+            lost.len(),
+            std::io::Error::from_raw_os_error(errno)
+        );
+        for &i in lost {
+            slot.in_flight.fetch_sub(1, Ordering::Relaxed);
+            let base = IoResult {
+                status: Status::Error,
+                callback_id: 0,
+                error_data: ERROR_DATA_SUBMIT_FAILED | (errno as u32 & 0xfff),
+                result: 0,
+            };
+            shared.fail(i, -errno, Executor::Ring, base);
+        }
+        sq.abandon();
+    }
+
+    /// Reaps what is ready; with nothing ready and nothing unsubmitted, sleeps in the kernel
+    /// for one completion first (bounded). For a thread with no unsubmitted entries of its
+    /// own, so blocking on the completion side is safe.
+    fn reap_or_wait(&self, shared: &Shared, issuer: u32, ring: &Ring) {
+        let mut cq = ring.completion();
+        let mut retries = Retries::new();
+        if self.drain(shared, issuer, &mut cq, &mut retries) == 0
+            && retries.is_empty()
+            && ring.unsubmitted() == 0
+            && self.rings[issuer as usize].retrying.load(Ordering::Acquire) == 0
+        {
+            let _ = cq.wait(1, Some(BACKSTOP));
+            self.drain(shared, issuer, &mut cq, &mut retries);
+        }
+        self.retrying(issuer, &retries);
+        drop(cq);
+        self.run_retries(shared, issuer, &retries);
+    }
+
+    /// Runs `handles` synchronously, claiming each (a retired ring submits nothing).
+    fn run_inline(&self, shared: &Shared, handles: &[u32]) {
+        for &i in handles {
+            if shared.claim_submit(i) {
+                shared.perform_synchronously(i, Executor::Issuer);
             }
         }
     }
@@ -163,7 +385,11 @@ impl IoMethod for UringMethod {
     }
 
     fn needs_synchronous_execution(&self, shared: &Shared, i: u32) -> bool {
-        match shared.slot(i).op() {
+        let s = shared.slot(i);
+        if self.retired(s.owner.load(Ordering::Relaxed)) {
+            return true;
+        }
+        match s.op() {
             Op::Unlink => !self.support.unlink,
             Op::FadviseWillneed => !self.support.fadvise,
             Op::Fallocate => !self.support.fallocate,
@@ -192,12 +418,14 @@ impl IoMethod for UringMethod {
     }
 
     fn submit(&self, shared: &Shared, issuer: u32, handles: &[u32]) {
-        let ring = self
-            .ring(issuer)
-            .expect("an issuer's ring exists from registration on");
+        let Some(ring) = self.ring(issuer).filter(|_| !self.retired(issuer)) else {
+            return self.run_inline(shared, handles);
+        };
         let mut sq = ring.submission();
-        self.push(shared, issuer, &mut sq, handles);
-        self.flush(shared, issuer, ring, sq);
+        for group in handles.chunks(PUSH_GROUP) {
+            let pushed = self.push(shared, issuer, &mut sq, group);
+            self.flush(shared, issuer, ring, &mut sq, pushed.as_slice());
+        }
     }
 
     fn wait_one(&self, shared: &Shared, i: u32, generation: u64) -> bool {
@@ -206,20 +434,47 @@ impl IoMethod for UringMethod {
         let Some(ring) = self.ring(issuer) else {
             return false;
         };
-        let mut cq = ring.completion();
+        let slot = &self.rings[issuer as usize];
+        let mine = || {
+            s.generation.load(Ordering::Acquire) == generation
+                && s.state() == HandleState::Submitted
+        };
         loop {
-            if s.generation.load(Ordering::Acquire) != generation
-                || s.state() != HandleState::Submitted
-            {
+            if !mine() {
                 return true;
             }
-            if cq.drain(|ud, res| self.complete(shared, issuer, ud, res)) > 0 {
+            // Entries pushed but not in the kernel yet: the submitter is handing them over
+            // (it never waits for us); wait for that rather than sleep in the kernel.
+            let epoch = ring.submit_epoch();
+            if ring.unsubmitted() > 0 && !self.retired(issuer) {
+                ring.wait_for_submission(epoch);
                 continue;
             }
-            if let Err(e) = cq.wait(1) {
-                tracing::warn!("waiting on io_uring failed: {e}; sleeping on the handle instead");
-                return false;
+            let mut cq = ring.completion();
+            let mut retries = Retries::new();
+            let reaped = self.drain(shared, issuer, &mut cq, &mut retries);
+            if reaped == 0
+                && retries.is_empty()
+                && mine()
+                && ring.unsubmitted() == 0
+                && slot.retrying.load(Ordering::Acquire) == 0
+            {
+                if let Err(e) = cq.wait(1, Some(BACKSTOP)) {
+                    tracing::warn!(
+                        "waiting on io_uring failed: {e}; sleeping on the handle instead"
+                    );
+                    return false;
+                }
+            } else if reaped == 0 && retries.is_empty() && mine() {
+                // Another thread is executing an I/O again outside the lock, or entries
+                // arrived meanwhile: look again shortly.
+                drop(cq);
+                std::thread::yield_now();
+                continue;
             }
+            self.retrying(issuer, &retries);
+            drop(cq);
+            self.run_retries(shared, issuer, &retries);
         }
     }
 
@@ -227,31 +482,52 @@ impl IoMethod for UringMethod {
         let Some(ring) = self.ring(issuer) else {
             return false;
         };
-        let mut sq = ring.submission();
-        self.push(shared, issuer, &mut sq, handles);
-        let mut cq = ring.completion();
-        if cq.drain(|ud, res| self.complete(shared, issuer, ud, res)) > 0 {
-            drop(cq);
-            self.flush(shared, issuer, ring, sq);
+        if handles.len() > PUSH_GROUP || self.retired(issuer) {
+            // Not one batch (or nothing to submit to): submit first, then wait apart.
+            self.submit(shared, issuer, handles);
+            self.reap_or_wait(shared, issuer, ring);
             return true;
         }
-        if let Err(e) = sq.submit_and_wait(n) {
-            if matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EAGAIN)) {
-                cq.drain(|ud, res| self.complete(shared, issuer, ud, res));
-                drop(cq);
-                self.flush(shared, issuer, ring, sq);
-                return true;
-            }
-            panic!("io_uring_enter failed to submit and wait: {e}");
+        let mut sq = ring.submission();
+        let pushed = self.push(shared, issuer, &mut sq, handles);
+        let pushed = pushed.as_slice();
+        let Some(mut cq) = ring.try_completion() else {
+            // A reaper has the completion side: hand our entries over first, so that blocking
+            // on it is safe (the reaper may be asleep in the kernel waiting for them).
+            self.flush(shared, issuer, ring, &mut sq, pushed);
+            drop(sq);
+            self.reap_or_wait(shared, issuer, ring);
+            return true;
+        };
+        let mut retries = Retries::new();
+        if self.drain(shared, issuer, &mut cq, &mut retries) > 0 || !retries.is_empty() {
+            // Something finished already: submit without waiting.
+            self.retrying(issuer, &retries);
+            drop(cq);
+            self.flush(shared, issuer, ring, &mut sq, pushed);
+            drop(sq);
+            self.run_retries(shared, issuer, &retries);
+            return true;
+        }
+        // One system call: submit the batch and wait for `n` completions.
+        let taken = match sq.submit_and_wait(n) {
+            Ok(k) => k.min(pushed.len()),
+            Err(_) => 0,
+        };
+        if taken < pushed.len() {
+            // Refused, interrupted or cut short: hand over the rest the careful way.
+            drop(cq);
+            self.flush(shared, issuer, ring, &mut sq, &pushed[taken..]);
+            return true;
         }
         drop(sq);
-        cq.drain(|ud, res| self.complete(shared, issuer, ud, res));
+        self.drain_and_release(shared, issuer, cq);
         true
     }
 
     fn poll(&self, shared: &Shared, issuer: u32) {
-        if let Some(mut cq) = self.ring(issuer).and_then(|r| r.try_completion()) {
-            cq.drain(|ud, res| self.complete(shared, issuer, ud, res));
+        if let Some(cq) = self.ring(issuer).and_then(|r| r.try_completion()) {
+            self.drain_and_release(shared, issuer, cq);
         }
     }
 
@@ -279,11 +555,10 @@ impl Drop for UringMethod {
             if let Some(ring) = r.ring.get() {
                 while r.in_flight.load(Ordering::Relaxed) > 0 {
                     let mut cq = ring.completion();
-                    if cq.drain(|ud, res| self.complete(&self.shared, issuer as u32, ud, res)) == 0
-                        && cq.wait(1).is_err()
-                    {
+                    if cq.is_empty() && cq.wait(1, Some(BACKSTOP)).is_err() {
                         break;
                     }
+                    self.drain_and_release(&self.shared, issuer as u32, cq);
                 }
             }
         }

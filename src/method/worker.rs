@@ -6,8 +6,9 @@ use super::IoMethod;
 use crate::handle::error::AioError;
 use crate::handle::op::HandleFlags;
 use crate::handle::settings::{IoMethodKind, Settings};
+use crate::handle::shared::Completed;
 use crate::handle::shared::Shared;
-use crate::handle::slot::Executor;
+use crate::handle::slot::{Executor, HandleState};
 use dbaio_workers::{CompletionSink, WorkerPool};
 use std::sync::Arc;
 
@@ -25,8 +26,19 @@ impl CompletionSink for Sink {
     }
 
     fn complete(&self, worker: u32, user_data: u64, result: i32) {
-        self.0
-            .process_completion(user_data as u32, result, Executor::Worker(worker));
+        let (i, ex) = (user_data as u32, Executor::Worker(worker));
+        if self.0.complete(i, result, ex) == Completed::Retry {
+            // EAGAIN/EINTR: this worker executes it again at once.
+            self.0.perform_synchronously(i, ex);
+        }
+    }
+
+    fn panicked(&self, worker: u32, user_data: u64) {
+        let i = user_data as u32;
+        // This worker was the I/O's completer: if it is not complete, nobody else will do it.
+        if self.0.slot(i).state() == HandleState::Submitted {
+            self.0.fail_panicked(i, Executor::Worker(worker));
+        }
     }
 }
 
@@ -66,6 +78,9 @@ impl IoMethod for WorkerMethod {
         let mut queued = 0u32;
         let mut overflow_from = None;
         for (k, &i) in handles.iter().enumerate() {
+            if !shared.claim_submit(i) {
+                continue; // a waiter found it staged and ran it
+            }
             // SAFETY: the handle is SUBMITTED; its iovecs/path name memory the issuer parks in
             // the handle until reclaim, which waits for the completion the worker posts.
             match unsafe { self.pool.try_submit(shared.request(i)) } {
@@ -78,7 +93,11 @@ impl IoMethod for WorkerMethod {
         }
         self.pool.wake(queued);
         if let Some(k) = overflow_from {
-            for &i in &handles[k..] {
+            // handles[k] is claimed already; the later ones are not yet.
+            for (n, &i) in handles[k..].iter().enumerate() {
+                if n > 0 && !shared.claim_submit(i) {
+                    continue;
+                }
                 // SAFETY: as above — but a later entry may fit now that workers drained some.
                 match unsafe { self.pool.try_submit(shared.request(i)) } {
                     Ok(()) => self.pool.wake(1),

@@ -5,14 +5,25 @@
 //! ring's completion lock, which is how a waiter that is not the issuer drives an I/O to
 //! completion. [`probe`] tells at start whether the kernel lets this process use io_uring and,
 //! if not, why. This is the only crate with ring `unsafe`. See `docs/design.md`, "Engines".
+//!
+//! The ring also keeps what a waiter needs to know before it sleeps in the kernel holding the
+//! completion lock: how many pushed entries the kernel has not taken yet
+//! ([`Ring::unsubmitted`]), and a submission epoch to sleep on until the submitter has handed
+//! them over ([`Ring::wait_for_submission`]). A waiter that sleeps in the kernel only when
+//! nothing is left unsubmitted, and a submitter that never blocks on the completion lock while
+//! it holds unsubmitted entries, cannot deadlock each other.
 
 use io_uring::{IoUring, Probe, opcode, squeue, types};
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::time::Duration;
 
 /// `IORING_ENTER_GETEVENTS`: wait for completions.
 const ENTER_GETEVENTS: u32 = 1;
+/// `IORING_ENTER_EXT_ARG`: the argument is an `io_uring_getevents_arg` (a timeout).
+const ENTER_EXT_ARG: u32 = 8;
 
 /// A file descriptor as the ring should see it.
 #[derive(Clone, Copy, Debug)]
@@ -168,6 +179,18 @@ pub struct Ring {
     sq_lock: Mutex<()>,
     cq_lock: Mutex<()>,
     fixed_files: u32,
+    /// Entries pushed (or about to be) that the kernel has not taken yet.
+    unsubmitted: AtomicU32,
+    /// Bumped after every submission; waiters for a submission sleep until it changes.
+    epoch: AtomicU32,
+    /// Threads waiting for the epoch to change.
+    epoch_waiters: AtomicU32,
+    epoch_lock: Mutex<()>,
+    epoch_changed: Condvar,
+    /// An errno the next submissions fail with instead of entering the kernel (tests).
+    injected: AtomicI32,
+    /// Set once `enter` refused a timeout (a kernel before 5.11).
+    no_timeouts: AtomicU32,
 }
 
 /// The submission side, locked. Pushed entries go to the kernel on [`Submission::submit`].
@@ -213,7 +236,61 @@ impl Ring {
             sq_lock: Mutex::new(()),
             cq_lock: Mutex::new(()),
             fixed_files,
+            unsubmitted: AtomicU32::new(0),
+            epoch: AtomicU32::new(0),
+            epoch_waiters: AtomicU32::new(0),
+            epoch_lock: Mutex::new(()),
+            epoch_changed: Condvar::new(),
+            injected: AtomicI32::new(0),
+            no_timeouts: AtomicU32::new(0),
         })
+    }
+
+    /// Entries pushed (or reserved with [`Submission::reserve`]) that the kernel has not
+    /// taken yet. While it is non-zero a waiter must not sleep in the kernel holding the
+    /// completion side: what it waits for may not be there yet.
+    pub fn unsubmitted(&self) -> u32 {
+        self.unsubmitted.load(Ordering::Acquire)
+    }
+
+    /// The submission epoch, to pass to [`Ring::wait_for_submission`].
+    pub fn submit_epoch(&self) -> u32 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// Sleeps until a submission after `seen` (from [`Ring::submit_epoch`]) happened, or
+    /// spuriously. The caller re-checks its condition.
+    pub fn wait_for_submission(&self, seen: u32) {
+        self.epoch_waiters.fetch_add(1, Ordering::SeqCst);
+        let mut g = self.epoch_lock.lock();
+        if self.epoch.load(Ordering::SeqCst) == seen {
+            // The bound is a backstop only: every submission announces itself.
+            self.epoch_changed
+                .wait_for(&mut g, Duration::from_millis(100));
+        }
+        drop(g);
+        self.epoch_waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Wakes every thread waiting for a submission (after one, or after giving up on one).
+    /// Costs one atomic increment when nobody waits.
+    pub fn announce_submission(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        if self.epoch_waiters.load(Ordering::SeqCst) > 0 {
+            let _g = self.epoch_lock.lock();
+            self.epoch_changed.notify_all();
+        }
+    }
+
+    fn timeouts_work(&self) -> bool {
+        self.no_timeouts.load(Ordering::Relaxed) == 0
+    }
+
+    /// Makes the next submissions fail with `errno` without entering the kernel, until
+    /// called with 0. For tests of the submission error path.
+    #[doc(hidden)]
+    pub fn inject_submit_error(&self, errno: i32) {
+        self.injected.store(errno, Ordering::SeqCst);
     }
 
     /// Size of the registered-file table (0 when files are not registered).
@@ -382,20 +459,53 @@ impl Submission<'_> {
         self.sq.len()
     }
 
+    /// Counts one entry as unsubmitted before it is pushed (see [`Ring::unsubmitted`]), so a
+    /// waiter that sees its I/O as submitted also sees that the kernel may not have it yet.
+    pub fn reserve(&mut self) {
+        self.ring.unsubmitted.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Takes back a [`Submission::reserve`] whose entry was not pushed.
+    pub fn unreserve(&mut self) {
+        self.ring.unsubmitted.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Gives up on every entry queued and not taken by the kernel: they are counted as
+    /// submitted no more, and waiters are told. The entries stay in the ring's memory, so
+    /// the caller must never submit on this ring again (it retires it).
+    pub fn abandon(&mut self) {
+        self.ring.unsubmitted.store(0, Ordering::Release);
+        self.ring.announce_submission();
+    }
+
     /// Hands every queued entry to the kernel with one `io_uring_enter`, retrying on `EINTR`.
-    /// Returns how many the kernel took. `EBUSY`/`EAGAIN` are returned to the caller, who
-    /// should reap completions and try again.
+    /// Returns how many the kernel took (fewer than queued when it stopped at a bad entry;
+    /// call again). `EBUSY`/`EAGAIN` are returned to the caller, who should reap completions
+    /// and try again.
     pub fn submit(&mut self) -> io::Result<usize> {
         self.sq.sync();
         loop {
-            match self.ring.ring.submitter().submit() {
+            let r = match self.ring.injected.load(Ordering::Relaxed) {
+                0 => self.ring.ring.submitter().submit(),
+                errno => Err(io::Error::from_raw_os_error(errno)),
+            };
+            match r {
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
                 Ok(n) => {
                     self.sq.sync();
+                    self.taken(n);
                     return Ok(n);
                 }
                 Err(e) => return Err(e),
             }
+        }
+    }
+
+    /// The kernel took `n` entries: fewer are unsubmitted, and waiters are told.
+    fn taken(&mut self, n: usize) {
+        if n > 0 {
+            self.ring.unsubmitted.fetch_sub(n as u32, Ordering::AcqRel);
+            self.ring.announce_submission();
         }
     }
 }
@@ -407,20 +517,27 @@ impl Submission<'_> {
     pub fn submit_and_wait(&mut self, n: u32) -> io::Result<usize> {
         self.sq.sync();
         loop {
-            match self
-                .ring
-                .ring
-                .submitter()
-                .submit_and_wait(n.max(1) as usize)
-            {
+            let r = match self.ring.injected.load(Ordering::Relaxed) {
+                0 => self
+                    .ring
+                    .ring
+                    .submitter()
+                    .submit_and_wait(n.max(1) as usize),
+                errno => Err(io::Error::from_raw_os_error(errno)),
+            };
+            match r {
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {
+                    // Interrupted while waiting: whatever was taken is in the kernel.
+                    let before = self.sq.len();
                     self.sq.sync();
+                    self.taken(before - self.sq.len());
                     if self.sq.is_empty() {
                         return Ok(0);
                     }
                 }
                 Ok(k) => {
                     self.sq.sync();
+                    self.taken(k);
                     return Ok(k);
                 }
                 Err(e) => return Err(e),
@@ -449,20 +566,48 @@ impl Completion<'_> {
         unsafe { self.ring.ring.completion_shared() }.is_empty()
     }
 
-    /// Blocks in the kernel until at least `n` completions are ready (submits nothing). May
-    /// return early on a signal.
-    pub fn wait(&mut self, n: u32) -> io::Result<()> {
-        // SAFETY: `enter` with to_submit = 0 and no argument only waits for completions; it
-        // touches no user memory.
-        let r = unsafe {
-            self.ring
-                .ring
-                .submitter()
-                .enter::<libc::sigset_t>(0, n.max(1), ENTER_GETEVENTS, None)
+    /// Blocks in the kernel until at least `n` completions are ready (submits nothing), or
+    /// `timeout` passes (kernels before 5.11 ignore it). May return early on a signal; the
+    /// caller re-checks its condition.
+    pub fn wait(&mut self, n: u32, timeout: Option<Duration>) -> io::Result<()> {
+        let r = match timeout {
+            Some(t) if self.ring.timeouts_work() => {
+                let ts = types::Timespec::from(t);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                // SAFETY: to_submit = 0 only waits for completions; with EXT_ARG the argument
+                // is an `io_uring_getevents_arg` (SubmitArgs is a transparent wrapper of one)
+                // that lives across the call, as does the timespec it points to.
+                unsafe {
+                    self.ring
+                        .ring
+                        .submitter()
+                        .enter::<types::SubmitArgs<'_, '_>>(
+                            0,
+                            n.max(1),
+                            ENTER_GETEVENTS | ENTER_EXT_ARG,
+                            Some(&args),
+                        )
+                }
+            }
+            // SAFETY: `enter` with to_submit = 0 and no argument only waits for completions;
+            // it touches no user memory.
+            _ => unsafe {
+                self.ring.ring.submitter().enter::<libc::sigset_t>(
+                    0,
+                    n.max(1),
+                    ENTER_GETEVENTS,
+                    None,
+                )
+            },
         };
         match r {
-            // A signal: the caller re-checks its condition and waits again if needed.
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) => Ok(()),
+            // A signal, or the timeout: the caller re-checks and waits again if needed.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::ETIME)) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && timeout.is_some() => {
+                // A kernel without EXT_ARG: wait without a timeout from now on.
+                self.ring.no_timeouts.store(1, Ordering::Relaxed);
+                Ok(())
+            }
             Err(e) => Err(e),
             Ok(_) => Ok(()),
         }

@@ -5,12 +5,18 @@
 //! sleeps on the `epoch` futex; a submitter that sees sleepers bumps `epoch` and wakes as many
 //! as it queued requests. The SeqCst fences on both sides make the lost-wakeup race impossible
 //! (each side sees the other's write: Dekker's pattern).
+//!
+//! A worker that panics while executing a request (or while posting its completion) reports
+//! the request to the sink as panicked, so it is never left hanging, starts a replacement
+//! thread with its number, and ends.
 
 use crate::futex;
 use crate::request::{Request, perform};
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
 use std::io;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering, fence};
 use std::thread::JoinHandle;
@@ -24,6 +30,10 @@ pub trait CompletionSink: Send + Sync + 'static {
     /// Lets the sink rewrite a request just before a worker executes it (for example to reopen
     /// its file in another process). The default keeps it.
     fn prepare(&self, _worker: u32, _req: &mut Request) {}
+
+    /// The worker executing the request carrying `user_data` panicked before its completion
+    /// was posted: fail it (the worker is replaced).
+    fn panicked(&self, worker: u32, user_data: u64);
 }
 
 struct Shared {
@@ -32,12 +42,17 @@ struct Shared {
     epoch: CachePadded<AtomicU32>,
     stop: AtomicBool,
     sink: Arc<dyn CompletionSink>,
+    name: String,
+    /// Every thread started, replacements included, to join on drop.
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Workers replaced after a panic.
+    replaced: AtomicU32,
 }
 
 /// A pool of I/O worker threads. Dropping it drains the queue and joins the threads.
 pub struct WorkerPool {
     shared: Arc<Shared>,
-    threads: Vec<JoinHandle<()>>,
+    workers: u32,
 }
 
 impl WorkerPool {
@@ -59,24 +74,25 @@ impl WorkerPool {
             epoch: CachePadded::new(AtomicU32::new(0)),
             stop: AtomicBool::new(false),
             sink,
+            name: name.to_string(),
+            threads: Mutex::new(Vec::with_capacity(workers as usize)),
+            replaced: AtomicU32::new(0),
         });
-        let mut pool = WorkerPool {
-            shared,
-            threads: Vec::with_capacity(workers as usize),
-        };
+        let pool = WorkerPool { shared, workers };
         for i in 0..workers {
-            let shared = Arc::clone(&pool.shared);
-            let t = std::thread::Builder::new()
-                .name(format!("{name}-{i}"))
-                .spawn(move || worker_main(&shared, i))?;
-            pool.threads.push(t);
+            spawn_worker(&pool.shared, i)?;
         }
         Ok(pool)
     }
 
     /// Number of worker threads.
     pub fn workers(&self) -> u32 {
-        self.threads.len() as u32
+        self.workers
+    }
+
+    /// Workers replaced after a panic, so far.
+    pub fn replaced(&self) -> u32 {
+        self.shared.replaced.load(Ordering::Relaxed)
     }
 
     /// Requests queued and not yet picked up by a worker.
@@ -112,23 +128,54 @@ impl Drop for WorkerPool {
         self.shared.stop.store(true, Ordering::SeqCst);
         self.shared.epoch.fetch_add(1, Ordering::SeqCst);
         futex::wake(&self.shared.epoch, u32::MAX);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
+        // A worker may start a replacement while we join: take the list until it stays empty.
+        loop {
+            let threads = std::mem::take(&mut *self.shared.threads.lock());
+            if threads.is_empty() {
+                break;
+            }
+            for t in threads {
+                let _ = t.join();
+            }
         }
     }
 }
 
-fn run(shared: &Shared, id: u32, mut req: Request) {
-    shared.sink.prepare(id, &mut req);
-    // SAFETY: `try_submit`'s contract keeps the request's memory valid until `complete` below.
-    let result = unsafe { perform(&req) };
-    shared.sink.complete(id, req.user_data, result);
+/// Starts worker thread `id`.
+fn spawn_worker(shared: &Arc<Shared>, id: u32) -> io::Result<()> {
+    let s = Arc::clone(shared);
+    let t = std::thread::Builder::new()
+        .name(format!("{}-{id}", shared.name))
+        .spawn(move || worker_main(&s, id))?;
+    shared.threads.lock().push(t);
+    Ok(())
 }
 
-fn worker_main(shared: &Shared, id: u32) {
+/// Executes `req` and posts its completion. False if the worker panicked doing so (the
+/// request has then been reported as panicked).
+fn run(shared: &Shared, id: u32, mut req: Request) -> bool {
+    let user_data = req.user_data;
+    let done = catch_unwind(AssertUnwindSafe(|| {
+        shared.sink.prepare(id, &mut req);
+        // SAFETY: `try_submit`'s contract keeps the request's memory valid until `complete`
+        // below has run.
+        let result = unsafe { perform(&req) };
+        shared.sink.complete(id, req.user_data, result);
+    }));
+    if done.is_err() {
+        // The sink decides whether the request still needs failing (it may have completed).
+        let _ = catch_unwind(AssertUnwindSafe(|| shared.sink.panicked(id, user_data)));
+        return false;
+    }
+    true
+}
+
+fn worker_main(shared: &Arc<Shared>, id: u32) {
     loop {
         if let Some(req) = shared.queue.pop() {
-            run(shared, id, req);
+            if !run(shared, id, req) {
+                return replace(shared, id);
+            }
             continue;
         }
         let seen = shared.epoch.load(Ordering::SeqCst);
@@ -136,7 +183,9 @@ fn worker_main(shared: &Shared, id: u32) {
         fence(Ordering::SeqCst);
         if let Some(req) = shared.queue.pop() {
             shared.sleepers.fetch_sub(1, Ordering::SeqCst);
-            run(shared, id, req);
+            if !run(shared, id, req) {
+                return replace(shared, id);
+            }
             continue;
         }
         if shared.stop.load(Ordering::SeqCst) {
@@ -145,5 +194,18 @@ fn worker_main(shared: &Shared, id: u32) {
         }
         futex::wait(&shared.epoch, seen, None);
         shared.sleepers.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A panicked worker's last act: start a thread to take its place (unless the pool stops).
+fn replace(shared: &Arc<Shared>, id: u32) {
+    shared.replaced.fetch_add(1, Ordering::Relaxed);
+    if shared.stop.load(Ordering::SeqCst) {
+        return;
+    }
+    if let Err(e) = spawn_worker(shared, id) {
+        // The pool runs one worker short; requests still complete (the others take them, or
+        // the issuer runs what does not fit).
+        eprintln!("dbaio-workers: could not replace worker {id}: {e}");
     }
 }

@@ -52,6 +52,7 @@ impl AioBuilder {
     /// Starts the subsystem.
     pub fn start(self) -> Result<Aio, AioError> {
         let settings = self.settings;
+        settings.validate()?;
         let pool = Arc::new(BufferPool::new(&settings, self.verifier).map_err(|source| {
             AioError::BufferPool {
                 bytes: settings.buffer_pool_size * u64::from(settings.block_size),

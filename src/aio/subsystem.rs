@@ -192,6 +192,14 @@ impl Aio {
         self.inner.shared.faults.set_seed(seed);
     }
 
+    /// Makes every submission to the kernel fail with `errno` (0: stop), as a broken
+    /// `io_uring_enter` would: for tests of that path. Methods that do not submit to the
+    /// kernel (sync, worker) ignore it.
+    #[doc(hidden)]
+    pub fn inject_submit_error(&self, errno: i32) {
+        self.inner.method.inject_submit_error(errno);
+    }
+
     /// How many faults have been injected so far.
     pub fn faults_injected(&self) -> u64 {
         self.inner.shared.faults.hits()

@@ -100,6 +100,9 @@ pub(crate) struct BufferPool {
     subsystem: AtomicU32,
     /// Per issuer slot: its [`PageVerification`] mode as a byte, captured into each read.
     verification: Box<[AtomicU8]>,
+    /// Per issuer slot: checksum failures its reads found (added by whichever thread
+    /// completes the read).
+    checksum_failures: Box<[AtomicU64]>,
     pub(super) verifier: Arc<dyn PageVerifier>,
 }
 
@@ -160,6 +163,7 @@ impl BufferPool {
             block_ends: (0..s.max_files).map(|_| AtomicU32::new(0)).collect(),
             subsystem: AtomicU32::new(0),
             verification: (0..issuers).map(|_| AtomicU8::new(0)).collect(),
+            checksum_failures: (0..issuers).map(|_| AtomicU64::new(0)).collect(),
             verifier,
         })
     }
@@ -177,6 +181,16 @@ impl BufferPool {
         if self.prefault_pending.swap(false, Ordering::Relaxed) {
             self.prefault.get_or_init(|| Prefault::start(&self.pages));
         }
+    }
+
+    /// Adds `n` checksum failures to issuer slot `issuer`'s count.
+    pub(crate) fn count_checksum_failures(&self, issuer: u32, n: u32) {
+        self.checksum_failures[issuer as usize].fetch_add(u64::from(n), Ordering::Relaxed);
+    }
+
+    /// Issuer slot `issuer`'s checksum failures since it registered.
+    pub(crate) fn checksum_failures(&self, issuer: u32) -> u64 {
+        self.checksum_failures[issuer as usize].load(Ordering::Relaxed)
     }
 
     /// Records the number of the subsystem the pool was attached to (at start).
@@ -638,6 +652,7 @@ impl BufferPool {
 impl Attachment for BufferPool {
     fn issuer_registered(&self, slot: u32) {
         self.set_verification(slot, PageVerification::OFF);
+        self.checksum_failures[slot as usize].store(0, Ordering::Relaxed);
     }
 
     /// Buffers are tagged by file slot: forget the file's before the slot is reused. After

@@ -131,6 +131,13 @@ impl Issuer {
         }
     }
 
+    /// Pages whose data checksum did not match, among every page this issuer's buffer reads
+    /// verified since it registered — through `read_block`, read streams or anything else —
+    /// whether the page was then kept, zeroed or refused (PostgreSQL's `checksum_failures`).
+    pub fn checksum_failures(&self) -> u64 {
+        self.pool().map_or(0, |p| p.checksum_failures(self.slot()))
+    }
+
     /// The current page verification mode.
     pub fn page_verification(&self) -> PageVerification {
         self.pool()
@@ -394,7 +401,7 @@ impl HandleCallbacks for BufferReadv {
                 let page =
                     unsafe { std::slice::from_raw_parts_mut(pool.page_ptr(b), pool.page_size()) };
                 let verdict = pool.verifier.verify(page, block);
-                if verdict == PageVerdict::ChecksumFailure {
+                if verdict.checksum_failed() {
                     v.checksum_failures += 1;
                 }
                 let keep = verdict == PageVerdict::Valid
@@ -421,6 +428,9 @@ impl HandleCallbacks for BufferReadv {
             }
             pool.terminate_io(b, ok, ignored);
             k += 1;
+        }
+        if v.checksum_failures > 0 {
+            pool.count_checksum_failures(io.issuer_slot(), v.checksum_failures);
         }
         if prior.status == Status::Partial && done_pages == 0 {
             // Not one whole block arrived (a torn last block, a short-read fault): an error,

@@ -17,6 +17,20 @@ pub enum PageVerdict {
     ChecksumFailure,
     /// Not usable (an impossible header, or a new page with data in it).
     Invalid,
+    /// Not usable (an impossible header) and its checksum does not match either: counted as
+    /// a checksum failure, as PostgreSQL counts it, but not kept when checksum failures are
+    /// ignored.
+    InvalidChecksumFailure,
+}
+
+impl PageVerdict {
+    /// True if the page's checksum did not match (whether or not the page is usable).
+    pub fn checksum_failed(self) -> bool {
+        matches!(
+            self,
+            PageVerdict::ChecksumFailure | PageVerdict::InvalidChecksumFailure
+        )
+    }
 }
 
 /// Checks a page as it arrives from storage. Runs in the completing thread (a worker, a
@@ -39,11 +53,12 @@ impl PageVerifier for PgPageVerifier {
         match verify_page(page, block, self.checksums) {
             PageCheck::Valid | PageCheck::NewZeroed => PageVerdict::Valid,
             PageCheck::ChecksumFailure { .. } => {
-                // Usable only if the header is sane too (PageIsVerified's order).
+                // Usable only if the header is sane too (PageIsVerified's order); a failed
+                // checksum counts either way.
                 if verify_page(page, block, false).is_valid() {
                     PageVerdict::ChecksumFailure
                 } else {
-                    PageVerdict::Invalid
+                    PageVerdict::InvalidChecksumFailure
                 }
             }
             PageCheck::NewNotZeroed | PageCheck::BadHeader => PageVerdict::Invalid,
@@ -155,6 +170,19 @@ impl ReadVerdicts {
                 self.affected() - 1
             )
         };
+        if self.zeroed_any && self.ignored_any {
+            // Some pages zeroed and others' checksum failures ignored, in one read.
+            let others = self.invalid + self.checksum_failures - 1;
+            let detail = if self.invalid > 1 {
+                format!("\nDETAIL:  Block {at} held the first zeroed page.")
+            } else {
+                String::new()
+            };
+            return format!(
+                "zeroing {} page(s) and ignoring {} checksum failure(s) among blocks {first}..{last} of relation \"{relation}\"{detail}\nHINT:  See the log for details about the other {others} invalid block(s).",
+                self.invalid, self.checksum_failures
+            );
+        }
         if self.invalid > 0 && !self.zeroed_any {
             if self.invalid == 1 {
                 format!("invalid page in block {at} of relation \"{relation}\"")

@@ -530,6 +530,36 @@ impl Settings {
         Settings::parse(&text, Some(&path.display().to_string()))
     }
 
+    /// Checks every value as [`Settings::set`] would, and the combinations: for settings
+    /// built in code, which never went through `set`. [`Aio::start`](crate::Aio::start) calls
+    /// it, so a bad value is a PostgreSQL-style error there, never a panic later.
+    ///
+    /// ```
+    /// let s = dbaio::Settings { io_workers: 0, ..Default::default() };
+    /// assert_eq!(
+    ///     s.validate().unwrap_err().to_string(),
+    ///     "0 is outside the valid range for parameter \"io_workers\" (1 .. 32)"
+    /// );
+    /// ```
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        // Every value through its own parser, from the text form it would have in a file.
+        let mut fresh = Settings::default();
+        for line in self.to_text().lines() {
+            let (name, value) = line.split_once(" = ").expect("to_text writes name = value");
+            let value = unquote(value).unwrap_or_else(|| value.to_string());
+            fresh.set(name, &value)?;
+        }
+        if self.buffer_pool_size < u64::from(self.max_issuers) {
+            return Err(SettingsError::new(format!(
+                "buffer_pool_size ({} blocks) is too small for max_issuers ({})",
+                self.buffer_pool_size, self.max_issuers
+            ))
+            .detail("Every issuer needs at least one buffer it can pin.")
+            .hint("Raise buffer_pool_size, or lower max_issuers."));
+        }
+        Ok(())
+    }
+
     /// `io_max_concurrency` with -1 resolved as PostgreSQL does: buffer-pool blocks divided by
     /// the number of issuers, clamped to 1..64.
     pub fn effective_io_max_concurrency(&self) -> u32 {

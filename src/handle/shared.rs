@@ -315,7 +315,7 @@ impl Shared {
                 self.fail_panicked(i, executor);
                 return;
             };
-            if self.complete(i, raw, executor) == Completed::Done {
+            if self.complete_catching(i, raw, executor) == Completed::Done {
                 return;
             }
         }
@@ -328,20 +328,12 @@ impl Shared {
     /// `Retry` leaves the handle SUBMITTED: the result was EAGAIN or EINTR (the kernel gave up
     /// on this attempt, or a fault rule said so) and the I/O has been tried fewer than
     /// [`MAX_ATTEMPTS`] times; the caller executes it again, outside any lock it holds, and
-    /// completes it again. A panic in here (a fault rule's, or a bug) fails the I/O.
+    /// completes it again.
+    ///
+    /// A panic in here (a fault rule's, or a bug) unwinds to the caller, which must fail the
+    /// I/O ([`Shared::fail_panicked`]) if it is still SUBMITTED: a worker thread does so and
+    /// is replaced; [`Shared::complete_catching`] does so for the others.
     pub(crate) fn complete(&self, i: u32, raw: i32, executor: Executor) -> Completed {
-        match catch_unwind(AssertUnwindSafe(|| self.complete_inner(i, raw, executor))) {
-            Ok(c) => c,
-            Err(_) => {
-                if self.slot(i).state() == HandleState::Submitted {
-                    self.fail_panicked(i, executor);
-                }
-                Completed::Done
-            }
-        }
-    }
-
-    fn complete_inner(&self, i: u32, raw: i32, executor: Executor) -> Completed {
         let s = self.slot(i);
         // Acquire: see everything the issuer wrote before it published SUBMITTED.
         assert_eq!(
@@ -370,6 +362,19 @@ impl Shared {
         }
         self.finish(i, raw, executor, None, fault.hold);
         Completed::Done
+    }
+
+    /// [`Shared::complete`], failing the I/O if completing it panics (the caller goes on).
+    pub(crate) fn complete_catching(&self, i: u32, raw: i32, executor: Executor) -> Completed {
+        match catch_unwind(AssertUnwindSafe(|| self.complete(i, raw, executor))) {
+            Ok(c) => c,
+            Err(_) => {
+                if self.slot(i).state() == HandleState::Submitted {
+                    self.fail_panicked(i, executor);
+                }
+                Completed::Done
+            }
+        }
     }
 
     /// Fails handle `i` (SUBMITTED) because the thread executing or completing it panicked.

@@ -309,3 +309,40 @@ impl std::fmt::Display for Executor {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn idle_slot() -> Box<HandleSlot> {
+        // SAFETY: every field of a HandleSlot is an atomic, for which all-zero is a valid
+        // value; all-zero is an idle slot (that is how the shared region starts).
+        Box::new(unsafe { std::mem::zeroed() })
+    }
+
+    #[test]
+    fn a_refused_transition_changes_nothing() {
+        let s = idle_slot();
+        let r = std::panic::catch_unwind(|| {
+            s.set_state(HandleState::Staged, HandleState::Submitted);
+        });
+        assert!(
+            r.is_err(),
+            "the transition is refused: the handle is not STAGED"
+        );
+        assert_eq!(
+            s.state(),
+            HandleState::Idle,
+            "and the state is left as it was"
+        );
+        assert!(!s.try_set_state(HandleState::Staged, HandleState::Submitted));
+        s.set_state(HandleState::Idle, HandleState::HandedOut);
+        s.set_state(HandleState::HandedOut, HandleState::Defined);
+        s.set_state(HandleState::Defined, HandleState::Staged);
+        assert!(s.try_set_state(HandleState::Staged, HandleState::Submitted));
+        assert!(
+            !s.try_set_state(HandleState::Staged, HandleState::Submitted),
+            "of two claims, one wins"
+        );
+    }
+}

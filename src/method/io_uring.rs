@@ -162,7 +162,7 @@ impl UringMethod {
         cq.drain(|user_data, res| {
             let i = user_data as u32;
             slot.in_flight.fetch_sub(1, Ordering::Relaxed);
-            if shared.complete(i, res, Executor::Ring) == Completed::Retry {
+            if shared.complete_catching(i, res, Executor::Ring) == Completed::Retry {
                 retries.push(i);
             }
         })
@@ -523,6 +523,12 @@ impl IoMethod for UringMethod {
         drop(sq);
         self.drain_and_release(shared, issuer, cq);
         true
+    }
+
+    fn inject_submit_error(&self, errno: i32) {
+        for r in self.rings.iter().filter_map(|r| r.ring.get()) {
+            r.inject_submit_error(errno);
+        }
     }
 
     fn poll(&self, shared: &Shared, issuer: u32) {

@@ -52,6 +52,10 @@ pub(crate) trait IoMethod: Send + Sync {
         false
     }
 
+    /// Optional, for tests. Makes submissions to the kernel fail with `errno` (0: stop); a
+    /// method that does not submit to the kernel ignores it.
+    fn inject_submit_error(&self, _errno: i32) {}
+
     /// Optional. Completes whatever of `issuer`'s I/Os are ready, without blocking.
     fn poll(&self, _shared: &Shared, _issuer: u32) {}
 

@@ -3,8 +3,8 @@
 //! can fake EIO, ENOSPC, transient EAGAIN/EINTR, short transfers, slow completions and
 //! panicking executors on sync, worker and io_uring alike. Rules choose I/Os by op, file,
 //! offset range, a count and a probability; the probability draws from a hash of the seed and
-//! the I/O's identity (op, file, offset, handle, generation), so a failing run replays with
-//! the same seed. Off by default; when off it costs one relaxed load per completion. See
+//! the I/O's identity (op, file, offset, handle, generation, attempt), so a failing run
+//! replays with the same seed. Off by default; when off it costs one relaxed load per completion. See
 //! `docs/design.md`, "Fault injection", and `docs/reliability.md`.
 
 use super::op::Op;
@@ -93,6 +93,8 @@ pub(crate) struct FaultSite {
     pub offset: u64,
     pub io_id: u32,
     pub generation: u64,
+    /// Times the I/O was already executed again (after EAGAIN/EINTR): each attempt draws anew.
+    pub attempt: u8,
 }
 
 /// What the injector decided for one completion.
@@ -157,7 +159,8 @@ impl FaultInjector {
                 ^ u64::from(site.file) << 8
                 ^ site.offset.rotate_left(20)
                 ^ u64::from(site.io_id) << 40
-                ^ site.generation.rotate_left(52)));
+                ^ site.generation.rotate_left(52)
+                ^ u64::from(site.attempt) << 60));
         let action = {
             let mut rules = self.rules.lock();
             let hit = rules.iter_mut().enumerate().position(|(k, r)| {

@@ -350,6 +350,7 @@ impl Shared {
                 offset: s.offset.load(Ordering::Relaxed),
                 io_id: i,
                 generation: s.generation.load(Ordering::Relaxed),
+                attempt: s.attempts.load(Ordering::Relaxed),
             },
             raw,
         );

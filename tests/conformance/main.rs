@@ -14,6 +14,7 @@ mod close_file;
 mod cross_method_data;
 mod drop_in_flight;
 mod errors;
+mod fault_kinds;
 mod foreign_completion;
 mod foreign_wait_on_batch;
 mod issuer_exit;

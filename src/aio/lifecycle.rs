@@ -458,7 +458,13 @@ impl Issuer {
         if let (false, Some(e)) = (claimed, &error) {
             tracing::warn!(issuer = self.slot, io_id = idx, "{e}");
         }
-        l.unlink(li);
+        // Reclaimed while still in the batch: a waiter found it staged and ran it.
+        match l.staged.iter().position(|&x| x == li) {
+            Some(k) => {
+                l.staged.remove(k);
+            }
+            None => l.unlink(li),
+        }
         s.generation.fetch_add(1, Ordering::AcqRel);
         s.set_state(HandleState::CompletedLocal, HandleState::Idle);
         s.reset();

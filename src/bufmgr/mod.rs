@@ -3,6 +3,7 @@
 //!
 //! - `pool.rs` — pages, descriptors, the tag → buffer mapping, clock sweep, lock-free hits,
 //!   buffer I/O state, and the `buffer-readv` completion callback.
+//! - `hit_pin.rs` — the handshake between a lock-free hit and an evictor (model-checked).
 //! - `ring.rs` — buffer access strategy rings (PostgreSQL's `BAS_BULKREAD`).
 //! - `read.rs` — reading blocks: one block ([`Issuer::read_block`](crate::Issuer)), or a
 //!   run of consecutive blocks as one vectored read.
@@ -16,6 +17,7 @@
 //! kind (`buffer-readv`) and an attachment (told of issuers and closed files). Nothing below
 //! names it. See `docs/design.md`, "The buffer manager".
 
+pub(crate) mod hit_pin;
 pub(crate) mod pool;
 pub(crate) mod read;
 pub(crate) mod relation;

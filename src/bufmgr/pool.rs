@@ -5,8 +5,10 @@
 //! buffer becomes valid in whichever thread completes the I/O. See `docs/design.md`,
 //! "Buffer pool".
 
+use super::hit_pin::{self, NO_BUFFER};
 use super::ring::BufferRing;
 use super::verification::{PageVerification, PageVerifier};
+use crate::handle::atomics::STD_FENCE;
 use crate::handle::settings::Settings;
 use crate::handle::shared::Attachment;
 use crate::handle::shmem::{Prefault, SharedRegion};
@@ -14,24 +16,24 @@ use crate::handle::slot::WaitRef;
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-const REFCOUNT_MASK: u64 = (1 << 18) - 1;
+pub(super) const REFCOUNT_MASK: u64 = (1 << 18) - 1;
 const USAGE_SHIFT: u32 = 18;
 const USAGE_MASK: u64 = 0xf << USAGE_SHIFT;
 const USAGE_MAX: u64 = 5;
 /// The page holds the block's current contents.
-const VALID: u64 = 1 << 22;
+pub(super) const VALID: u64 = 1 << 22;
 /// An I/O on the buffer is in flight; its wait reference is in the descriptor.
-const IO_IN_PROGRESS: u64 = 1 << 23;
+pub(super) const IO_IN_PROGRESS: u64 = 1 << 23;
 /// The last I/O failed; the next reader retries it.
 const IO_ERROR: u64 = 1 << 24;
 /// The tag names a block.
-const TAG_VALID: u64 = 1 << 25;
+pub(super) const TAG_VALID: u64 = 1 << 25;
 /// An evictor is checking the issuers' hit pins before retagging the buffer: a hit must not
 /// pin it (see `try_hit`).
-const RETAGGING: u64 = 1 << 26;
+pub(super) const RETAGGING: u64 = 1 << 26;
 /// The page failed its checksum when read and was kept (ignore-checksum-failure mode).
 const CHECKSUM_IGNORED: u64 = 1 << 27;
 
@@ -39,8 +41,6 @@ const CHECKSUM_IGNORED: u64 = 1 << 27;
 const HIT_PINS: usize = 8;
 /// Where a pin is, for a pin in the buffer's shared count (else: the issuer's hit-pin slot).
 pub(crate) const SHARED_PIN: u8 = u8::MAX;
-/// An empty hit-pin slot.
-const NO_BUFFER: u32 = u32::MAX;
 
 const PARTITIONS: usize = 128;
 
@@ -330,20 +330,9 @@ impl BufferPool {
     /// caller retries).
     fn claim_victim(&self, v: u32) -> bool {
         let d = &self.descs[v as usize];
-        let s = d.state.load(Ordering::Acquire);
-        if s & REFCOUNT_MASK == 1
-            && s & (IO_IN_PROGRESS | RETAGGING) == 0
-            && d.state
-                .compare_exchange(s, s | RETAGGING, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-        {
-            // Dekker with `try_hit`: it publishes its pin, then reads the state; we publish
-            // RETAGGING, then read the pins. One of the two sees the other.
-            fence(Ordering::SeqCst);
-            if !self.hit_pinned(v) {
-                return true;
-            }
-            d.state.fetch_and(!RETAGGING, Ordering::AcqRel);
+        // Dekker with `try_hit` (see hit_pin.rs): one of the two sees the other.
+        if hit_pin::claim_for_retag(&d.state, || self.hit_pinned(v), STD_FENCE) {
+            return true;
         }
         self.unpin(v);
         false
@@ -384,13 +373,9 @@ impl BufferPool {
         if self.hit_pin_slots.load(Ordering::Relaxed) <= issuer {
             self.hit_pin_slots.fetch_max(issuer + 1, Ordering::SeqCst);
         }
-        slots[k].store(b, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
-        let d = &self.descs[b as usize];
-        let s = d.state.load(Ordering::Acquire);
-        let ok = s & (VALID | TAG_VALID | RETAGGING) == VALID | TAG_VALID
-            && d.tag.load(Ordering::Acquire) == tag.pack();
-        if !ok {
+        let d = self.descs.get(b as usize)?;
+        let s = hit_pin::publish_hit(&slots[k], b, &d.state, STD_FENCE)?;
+        if d.tag.load(Ordering::Acquire) != tag.pack() {
             slots[k].store(NO_BUFFER, Ordering::Release);
             return None;
         }

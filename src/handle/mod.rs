@@ -12,6 +12,7 @@
 //! drive a completion (a closure) rather than naming a method. See `docs/design.md`, "The
 //! handle layer".
 
+pub(crate) mod atomics;
 pub(crate) mod callback;
 pub(crate) mod error;
 pub(crate) mod fault;
@@ -22,4 +23,5 @@ pub mod settings;
 pub(crate) mod shared;
 pub(crate) mod shmem;
 pub(crate) mod slot;
+pub(crate) mod state_word;
 pub(crate) mod wait_event;

@@ -6,11 +6,12 @@
 //! release store of the new state ([`HandleSlot::set_state`], the one mutator); a reader
 //! acquires the state and then reads the fields. See `docs/design.md`, "Handles".
 
+use super::atomics::STD_FENCE;
+use super::state_word;
 use crate::handle::op::{HandleFlags, Op};
 use crate::handle::result::IoResult;
-use dbaio_workers::futex;
 use std::sync::atomic::{
-    AtomicI32, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+    AtomicI32, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
 
 /// The most callbacks one handle can carry.
@@ -71,7 +72,7 @@ impl HandleState {
         self >= HandleState::CompletedShared
     }
 
-    fn may_follow(self, from: HandleState) -> bool {
+    pub(crate) fn may_follow(self, from: HandleState) -> bool {
         use HandleState::*;
         matches!(
             (from, self),
@@ -89,8 +90,6 @@ impl HandleState {
 }
 
 const STATE_MASK: u32 = 0xff;
-/// Set in the state word by a thread about to sleep on it; the next transition wakes it.
-const WAITERS: u32 = 1 << 31;
 
 /// A reference to one use of a handle: `Copy + Send`, usable from any thread. If the handle was
 /// recycled since, the I/O it named is long done and waiting returns at once. It also names
@@ -183,47 +182,12 @@ impl HandleSlot {
     }
 
     fn transition(&self, from: HandleState, to: HandleState) -> Result<(), HandleState> {
-        assert!(
-            to.may_follow(from),
-            "illegal handle state transition {} -> {}",
-            from.name(),
-            to.name()
-        );
-        let mut old = self.state.load(Ordering::Relaxed);
-        loop {
-            let found = HandleState::from_word(old);
-            if found != from {
-                return Err(found);
-            }
-            // The new word drops the waiter bit: whoever set it is woken below and sets it
-            // again if it still has to wait.
-            match self.state.compare_exchange_weak(
-                old,
-                to as u32,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => break,
-                Err(now) => old = now,
-            }
-        }
-        // Fields written after this (the next I/O's, once the handle is recycled) must not
-        // become visible before the new state to a reader that copies the slot and then
-        // re-checks the state (the aios view): the writer's half of a seqlock.
-        fence(Ordering::Release);
-        if old & WAITERS != 0 {
-            futex::wake(&self.state, u32::MAX);
-        }
-        Ok(())
+        state_word::transition(&self.state, from, to, STD_FENCE)
     }
 
     /// Sleeps until the state differs from `seen` (or spuriously). The caller re-checks.
     pub(crate) fn sleep_while(&self, seen: HandleState) {
-        let w = self.state.fetch_or(WAITERS, Ordering::AcqRel) | WAITERS;
-        if HandleState::from_word(w) != seen {
-            return;
-        }
-        futex::wait(&self.state, w, None);
+        state_word::sleep_while(&self.state, seen);
     }
 
     pub(crate) fn op(&self) -> Op {

@@ -6,7 +6,7 @@
 //! seed and program fail the same I/Os: the run is replayed and must match.
 
 use crate::support::*;
-use dbaio::{FaultAction, FaultRule, IoBuf, IoMethodKind, Op, OpenOptions, Status};
+use dbaio::{FaultAction, FaultRule, IoBuf, IoMethodKind, OpenOptions, Status};
 use std::time::Duration;
 
 /// One run: 64 reads and 64 writes under `action` with probability 0.4; returns which

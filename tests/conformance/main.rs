@@ -26,6 +26,7 @@ mod ownership;
 mod page_verification;
 mod panicking_executor;
 mod read_stream;
+mod reclaim_in_batch;
 mod released_handle;
 mod scan_ring;
 mod short_read;

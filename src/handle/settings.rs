@@ -299,8 +299,9 @@ fn parse_int(
         let bytes = n.checked_mul(mult).ok_or_else(invalid)?;
         match unit {
             Unit::Bytes => bytes,
-            // PostgreSQL rounds a memory value to the nearest whole block.
-            _ => (bytes + i64::from(block_size) / 2) / i64::from(block_size),
+            // PostgreSQL rounds a memory value to the nearest whole block (and a value too
+            // large to round is far out of any range anyway).
+            _ => bytes.saturating_add(i64::from(block_size) / 2) / i64::from(block_size),
         }
     };
     if base < min || base > max {
@@ -685,6 +686,26 @@ mod tests {
             "parameter \"direct_io\" requires a Boolean value"
         );
         assert_eq!(s, Settings::default(), "a failed set changes nothing");
+    }
+
+    #[test]
+    fn huge_values_are_out_of_range_not_wrapped() {
+        let mut s = Settings::default();
+        let e = s
+            .set("buffer_pool_size", "9223372036854775807B")
+            .unwrap_err();
+        assert_eq!(
+            e.message,
+            "1125899906842623 blocks is outside the valid range for parameter \"buffer_pool_size\" (16 .. 1073741824)"
+        );
+        let e = s
+            .set("buffer_pool_size", "-9223372036854775808B")
+            .unwrap_err();
+        assert!(
+            e.message.starts_with("-1125899906842623 blocks is outside"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

@@ -178,7 +178,13 @@ fn read_request(stream: &mut UnixStream) -> Result<String, String> {
             Err(e) => return Err(format!("could not read the request: {e}")),
         }
     }
-    let text = std::str::from_utf8(&buf).map_err(|_| "request is not UTF-8".to_string())?;
+    parse_request(&buf)
+}
+
+/// The command in a request's first line: a bare command, or `{"cmd": "…"}`. Untrusted
+/// bytes: every rejection is an error in words, never a panic.
+fn parse_request(buf: &[u8]) -> Result<String, String> {
+    let text = std::str::from_utf8(buf).map_err(|_| "request is not UTF-8".to_string())?;
     let line = text.lines().next().unwrap_or("").trim();
     // Accept a bare command or {"cmd": "..."}.
     let cmd = if line.starts_with('{') {
@@ -260,4 +266,53 @@ pub fn request(path: &Path, cmd: &str) -> std::io::Result<serde_json::Value> {
     s.read_to_end(&mut out)?;
     serde_json::from_slice(&out)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_request;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
+
+        /// Any bytes: a command or an error in words; never a panic.
+        #[test]
+        fn any_request_bytes(bytes in prop::collection::vec(any::<u8>(), 0..600)) {
+            match parse_request(&bytes) {
+                Ok(cmd) => prop_assert!(!cmd.contains('\n')),
+                Err(e) => prop_assert!(!e.is_empty()),
+            }
+        }
+
+        /// JSON-shaped requests, the likely garbage.
+        #[test]
+        fn json_shaped_requests(
+            key in "[a-z\"]{0,6}",
+            value in "[ -~]{0,20}",
+            tail in "[ -~\n]{0,40}",
+        ) {
+            let req = format!("{{\"{key}\": {value}}}{tail}");
+            match parse_request(req.as_bytes()) {
+                Ok(cmd) => prop_assert!(key == "cmd" || !cmd.is_empty() || cmd.is_empty()),
+                Err(e) => prop_assert!(!e.is_empty()),
+            }
+        }
+    }
+
+    #[test]
+    fn requests_read_as_meant() {
+        assert_eq!(parse_request(b"aios\n").unwrap(), "aios");
+        assert_eq!(parse_request(b"{\"cmd\": \"stats\"}\n").unwrap(), "stats");
+        assert_eq!(
+            parse_request(b"{\"cmd\": 3}").unwrap_err(),
+            "JSON request lacks a \"cmd\" string"
+        );
+        assert!(parse_request(&[0xff, 0xfe]).unwrap_err().contains("UTF-8"));
+        assert!(
+            parse_request(b"{nope")
+                .unwrap_err()
+                .starts_with("malformed JSON request")
+        );
+    }
 }

@@ -64,7 +64,10 @@ fn check() -> (usize, usize) {
     let n = NEXT.load(Ordering::SeqCst).min(QUARANTINE);
     let mut bad = 0;
     for k in 0..n {
-        let (p, len) = (PTRS[k].load(Ordering::SeqCst), LENS[k].load(Ordering::SeqCst));
+        let (p, len) = (
+            PTRS[k].load(Ordering::SeqCst),
+            LENS[k].load(Ordering::SeqCst),
+        );
         if p == 0 {
             continue;
         }
@@ -183,7 +186,10 @@ fn nothing_is_freed_under_an_io() {
         aio.shutdown();
         let (n, bad) = check();
         assert!(n > 1000, "on {m}: {n} buffers went through the quarantine");
-        assert_eq!(bad, 0, "on {m}: {bad} of {n} freed buffers were written after the free");
+        assert_eq!(
+            bad, 0,
+            "on {m}: {bad} of {n} freed buffers were written after the free"
+        );
         eprintln!("poisoned_buffers on {m}: {n} freed buffers, none written after the free");
     }
 }

@@ -243,15 +243,17 @@ impl Issuer {
         Ok(())
     }
 
-    /// Submits staged I/Os, then blocks until at least one of this issuer's I/Os is complete
-    /// (returns at once if one already is, or if none is in flight). Redeem finished ones with
-    /// [`InFlight::is_done`] and [`Issuer::wait`]. Under io_uring the issuer reaps its ring.
+    /// Submits staged I/Os, then blocks until at least one of this issuer's I/Os that an
+    /// [`InFlight`] will redeem is complete (returns at once if one already is, or if none is
+    /// in flight; I/Os dropped in flight are reclaimed as they finish and do not count).
+    /// Redeem finished ones with [`InFlight::is_done`] and [`Issuer::wait`]. Under io_uring
+    /// the issuer reaps its ring.
     pub fn wait_any(&self) {
         self.wait_for_completions(1);
     }
 
     /// Like [`Issuer::wait_any`], but returns only once `n` of the in-flight I/Os (or all of
-    /// them, if fewer) are complete. Waking once per `n` completions instead of once per
+    /// them, if fewer) are complete, counting only those an `InFlight` will redeem. Waking once per `n` completions instead of once per
     /// completion is what keeps a deep queue cheap to drive.
     pub fn wait_for_completions(&self, n: u32) {
         let shared = &self.aio.shared;
@@ -260,6 +262,9 @@ impl Issuer {
         let (batch, mut staged) = self.prepare_staged(&mut self.local.borrow_mut());
         loop {
             let seen = info.completed.load(Ordering::SeqCst);
+            // I/Os dropped in flight are reclaimed as they finish, and never count: the
+            // caller waits for the ones it will redeem.
+            self.reclaim_finished();
             let (complete, total) = self.count_complete();
             let want = n.max(1).min(total);
             let handles = &batch[..std::mem::take(&mut staged)];

@@ -194,18 +194,23 @@ impl Issuer {
         (batch, n)
     }
 
-    /// (complete, total) over this issuer's in-flight I/Os.
+    /// (complete, total) over this issuer's in-flight I/Os that an `InFlight` will redeem;
+    /// ones dropped in flight are not counted (reclaim them first, or a finished one counts
+    /// as progress for ever).
     pub(super) fn count_complete(&self) -> (u32, u32) {
         let l = self.local.borrow();
         let mut li = l.head;
-        let mut complete = 0;
+        let (mut complete, mut total) = (0, 0);
         while li != NIL {
-            if self.aio.shared.slot(self.base + li).state().is_complete() {
-                complete += 1;
+            if l.h[li as usize].claimed {
+                total += 1;
+                if self.aio.shared.slot(self.base + li).state().is_complete() {
+                    complete += 1;
+                }
             }
             li = l.h[li as usize].next;
         }
-        (complete, l.in_flight)
+        (complete, total)
     }
 
     pub(super) fn submit_if_staged(&self, idx: u32) {

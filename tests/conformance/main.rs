@@ -36,4 +36,5 @@ mod submit_refused;
 mod torn_last_block;
 mod view_paused;
 mod view_under_load;
+mod wait_any_dropped;
 mod wait_from_other_thread;

@@ -99,3 +99,8 @@ pub use introspect::stats::{ExecutorRow, IssuerStatsRow, LatencyRow, OpStatsRow}
 pub use introspect::view::{AioRow, WaitRow};
 pub use method::io_uring_available;
 pub use start::AioBuilder;
+
+/// The README's examples, compiled with the doc-tests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeExamples;

@@ -6,8 +6,9 @@
 use dbaio::{Aio, AioError, InFlight, IoBuf, IoMethodKind, OpenOptions, Settings};
 use hdrhistogram::Histogram;
 use serde::Serialize;
-use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The access pattern.
@@ -59,8 +60,6 @@ pub struct BenchOptions {
     pub runtime: Duration,
     /// O_DIRECT.
     pub direct: bool,
-    /// Worker threads for the worker method.
-    pub io_workers: u32,
     /// Submit refills in groups of at most this many I/Os (one system call each under
     /// io_uring). Small groups get the first I/Os to the device sooner.
     pub batch: u32,
@@ -70,6 +69,11 @@ pub struct BenchOptions {
     pub progress: bool,
     /// Serve the aios view on this socket while running.
     pub socket: Option<PathBuf>,
+    /// The settings to start from (`-c name=value`); the run sets the method, the depth and
+    /// what it needs over them.
+    pub settings: Settings,
+    /// Set by a signal: the run stops starting I/Os, finishes those in flight and returns.
+    pub stop: Arc<AtomicBool>,
 }
 
 /// Latency percentiles in microseconds.
@@ -85,7 +89,8 @@ pub struct Latency {
     pub max: f64,
 }
 
-/// One run's figures (the JSON contract of `dbaio bench --json`).
+/// One run's figures (the JSON contract of `dbaio bench --json`: one such object per run,
+/// one per line, whatever the method or the number of runs).
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchReport {
     /// Method used.
@@ -94,8 +99,16 @@ pub struct BenchReport {
     pub rw: Rw,
     /// Block size.
     pub bs: u32,
-    /// Depth.
+    /// The depth the run kept (1 for sync, which runs one I/O at a time).
     pub iodepth: u32,
+    /// The depth asked for (`--iodepth`).
+    pub iodepth_asked: u32,
+    /// O_DIRECT.
+    pub direct: bool,
+    /// The data file.
+    pub filename: PathBuf,
+    /// Bytes of it the I/Os covered.
+    pub size: u64,
     /// I/Os completed.
     pub ios: u64,
     /// Bytes transferred.
@@ -108,8 +121,10 @@ pub struct BenchReport {
     pub bw_bytes_per_sec: f64,
     /// Latency from start to completion.
     pub lat_us: Latency,
-    /// Failed I/Os.
+    /// Failed I/Os (and short ones).
     pub errors: u64,
+    /// The first failure, in words (None: none failed).
+    pub first_error: Option<String>,
 }
 
 /// Parses fio-style sizes: `4096`, `4k`, `128K`, `1m`, `4G` (binary multiples).
@@ -142,31 +157,6 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("size \"{s}\" is too large"))
 }
 
-/// Makes sure `path` exists with at least `size` bytes of non-zero data.
-pub fn prepare_file(path: &Path, size: u64) -> std::io::Result<()> {
-    if std::fs::metadata(path)
-        .map(|m| m.len() >= size)
-        .unwrap_or(false)
-    {
-        return Ok(());
-    }
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(false)
-        .open(path)?;
-    let chunk: Vec<u8> = (0..1 << 20)
-        .map(|i: u32| (i.wrapping_mul(2654435761) >> 24) as u8 | 1)
-        .collect();
-    let mut left = size;
-    while left > 0 {
-        let n = left.min(chunk.len() as u64) as usize;
-        f.write_all(&chunk[..n])?;
-        left -= n as u64;
-    }
-    f.sync_all()
-}
-
 struct Rng(u64);
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -182,11 +172,10 @@ impl Rng {
 pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, AioError> {
     let settings = Settings {
         io_method: method,
-        io_workers: opts.io_workers,
         io_max_concurrency: opts.iodepth.max(1) as i32,
         max_issuers: 4,
         introspection_socket: opts.socket.clone(),
-        ..Settings::default()
+        ..opts.settings.clone()
     };
     let aio = Aio::start(settings)?;
     let issuer = aio.register_issuer("bench")?;
@@ -222,6 +211,7 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
     let mut hist =
         Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds are valid");
     let (mut ios, mut bytes, mut errors) = (0u64, 0u64, 0u64);
+    let mut first_error: Option<String> = None;
     let bar = opts.progress.then(|| {
         let b = indicatif::ProgressBar::new(opts.runtime.as_secs());
         b.set_style(
@@ -236,8 +226,10 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
     let mut last_tick = start;
     let mut account = |c: dbaio::Completion, t0: Instant, free: &mut Vec<IoBuf>| {
         hist.saturating_record((t0.elapsed().as_nanos() as u64 / 1000).max(1));
-        if c.check().is_err() || c.is_partial() {
+        if let Err(e) = c.check() {
+            // A failure, or a short transfer (a benchmark does not finish those).
             errors += 1;
+            first_error.get_or_insert_with(|| e.to_string());
         } else {
             ios += 1;
             bytes += c.bytes() as u64;
@@ -270,7 +262,7 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
     // goes to the kernel with the wait for completions (one system call under io_uring).
     issuer.begin_batch()?;
     loop {
-        let running = Instant::now() < deadline;
+        let running = Instant::now() < deadline && !opts.stop.load(Ordering::Relaxed);
         // Redeem each finished I/O and at once start the next one with its buffer, so the
         // device gets work back as early as possible.
         let mut staged = 0;
@@ -316,6 +308,10 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
         rw: opts.rw,
         bs: opts.bs,
         iodepth: depth as u32,
+        iodepth_asked: opts.iodepth,
+        direct: opts.direct,
+        filename: opts.filename.clone(),
+        size: opts.size,
         ios,
         bytes,
         seconds,
@@ -328,6 +324,7 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
             max: hist.max() as f64,
         },
         errors,
+        first_error,
     })
 }
 

@@ -9,8 +9,8 @@
 //! verification".
 
 use dbaio::{
-    Aio, IoMethodKind, OpenOptions, PageVerdict, PageVerification, PageVerifier, ReadStream,
-    ReadStreamOptions, Relation, Settings,
+    Aio, OpenOptions, PageVerdict, PageVerification, PageVerifier, ReadStream, ReadStreamOptions,
+    Relation, Settings,
 };
 use dbaio_pg::cluster::{BLCKSZ, RELSEG_SIZE, read_control, relation_files};
 use dbaio_pg::page::{PageHeader, pg_checksum_page};
@@ -23,10 +23,9 @@ const WINDOW: usize = 64;
 /// How to run.
 #[derive(Clone, Debug)]
 pub struct VerifyOptions {
-    /// The method.
-    pub io_method: IoMethodKind,
-    /// Worker threads (worker method).
-    pub io_workers: u32,
+    /// Settings to start from (the method, its workers, `-c name=value`); the run sets the
+    /// depth, the pool and what else it needs over them.
+    pub settings: Settings,
     /// Reads in flight.
     pub depth: u32,
     /// O_DIRECT.
@@ -108,8 +107,6 @@ pub fn run(pgdata: &Path, opts: &VerifyOptions) -> Result<VerifyReport, String> 
     let files = relation_files(pgdata)?;
     let depth = opts.depth.clamp(1, 256);
     let settings = Settings {
-        io_method: opts.io_method,
-        io_workers: opts.io_workers,
         // The current file's reads plus the next files' first ones.
         io_max_concurrency: (depth * 4) as i32,
         maintenance_io_concurrency: depth,
@@ -120,7 +117,7 @@ pub fn run(pgdata: &Path, opts: &VerifyOptions) -> Result<VerifyReport, String> 
         transparent_huge_pages: true,
         max_issuers: 2,
         max_files: WINDOW as u32 + 8,
-        ..Settings::default()
+        ..opts.settings.clone()
     };
     let mut b = Aio::builder(settings);
     b.page_verifier(ChecksumOnly);

@@ -4,6 +4,9 @@
 //! |---|---|
 //! | `main.rs` | the command line: flags, output, exit status |
 //! | `bench.rs` | `dbaio bench`: fio-like runs, the method comparison, buffer-pool hit runs |
+//! | `datafile.rs` | a benchmark's data file: what a run may do to it, laying it out, cleaning up |
+//! | `interrupt.rs` | Ctrl-C and SIGTERM: stop, clean up, exit 130 |
+//! | `options.rs` | flags into settings and checked numbers, in PostgreSQL's words |
 //! | `prewarm.rs` | `dbaio prewarm`: relations into the pool through read streams |
 //! | `checksums.rs` | `dbaio verify`: `pg_checksums --check` at device speed |
 //! | `screens.rs` | `dbaio aios` and `dbaio stat`: tables, JSON, Prometheus, the live screen |
@@ -13,5 +16,8 @@
 
 pub mod bench;
 pub mod checksums;
+pub mod datafile;
+pub mod interrupt;
+pub mod options;
 pub mod prewarm;
 pub mod screens;

@@ -1,10 +1,18 @@
-//! The `dbaio` command: `bench` (fio-like, or a comparison of every method), `aios` and `stat`
-//! (clients of an embedder's introspection socket).
-//! The contract of its flags and JSON fields is in ARCHITECTURE.md and `docs/benchmarks.md`.
+//! The `dbaio` command: `bench` (fio-like, or a comparison of every method), `prewarm` and
+//! `verify` (PostgreSQL relations and clusters), `aios` and `stat` (clients of an embedder's
+//! introspection socket).
+//!
+//! Its promises (docs/benchmarks.md): it never writes to a file or device it did not create
+//! unless told to; bad input is an error in PostgreSQL's words and a non-zero exit, never a
+//! panic; a run whose I/Os fail is a failure; with `--json`, stdout is always JSON, errors
+//! included (`{"error": "…"}`, the words also on stderr).
 
 use clap::{Parser, Subcommand};
 use dbaio::IoMethodKind;
 use dbaio_cli::bench::{self, BenchOptions, Rw};
+use dbaio_cli::datafile;
+use dbaio_cli::interrupt::{INTERRUPTED, Interrupt};
+use dbaio_cli::options;
 use dbaio_cli::screens;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -24,7 +32,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Benchmark reads or writes; without --filename, compare every method on a temp file.
+    /// Benchmark reads or writes; without --filename, compare every method on a temporary
+    /// file. Never writes to a file or device it did not create unless --allow-overwrite.
     Bench(BenchArgs),
     /// Show the I/Os in flight in a running embedder (its introspection socket).
     Aios(AiosArgs),
@@ -46,15 +55,15 @@ struct PrewarmArgs {
     #[arg(long)]
     io_method: Option<String>,
     /// Read with O_DIRECT (the default; --buffered reads through the page cache).
-    #[arg(long, overrides_with = "buffered")]
+    #[arg(long, conflicts_with = "buffered")]
     direct: bool,
     /// Read through the kernel's page cache.
     #[arg(long)]
     buffered: bool,
-    /// Buffer pool size (8kB blocks or units: 512MB, 2GB). Default: room for every block,
-    /// at most half the memory.
-    #[arg(long, value_parser = bench::parse_size)]
-    buffer_pool: Option<u64>,
+    /// Buffer pool size (8kB blocks, or with a unit: 512MB, 2GB). Default: room for every
+    /// block, at most half the memory.
+    #[arg(long)]
+    buffer_pool: Option<String>,
     /// Verify every page (header and data checksum) as its read completes.
     #[arg(long)]
     verify_checksums: bool,
@@ -74,15 +83,18 @@ struct VerifyArgs {
     /// io_method (default: io_uring if the kernel allows it, else worker).
     #[arg(long)]
     io_method: Option<String>,
-    /// Worker threads for the worker method.
-    #[arg(long, default_value_t = 4)]
-    io_workers: u32,
+    /// Worker threads for the worker method (the io_workers setting).
+    #[arg(long, default_value = "4")]
+    io_workers: String,
     /// Reads (of up to 128 kB) in flight.
     #[arg(long, default_value_t = 16)]
-    iodepth: u32,
+    iodepth: u64,
     /// Read through the page cache instead of O_DIRECT.
     #[arg(long)]
     buffered: bool,
+    /// Any setting, as name=value (repeatable).
+    #[arg(short = 'c', value_name = "NAME=VALUE")]
+    set: Vec<String>,
     /// Print JSON instead of pg_checksums' lines.
     #[arg(long)]
     json: bool,
@@ -96,9 +108,10 @@ struct AiosArgs {
     /// Print the rows as JSON.
     #[arg(long)]
     json: bool,
-    /// A live screen by issuer, refreshed every SECS seconds (default 1).
-    #[arg(long, num_args = 0..=1, default_missing_value = "1")]
-    watch: Option<f64>,
+    /// Refresh every SECS seconds (default 1): a live screen on a terminal, a table per
+    /// refresh otherwise.
+    #[arg(long, num_args = 0..=1, default_missing_value = "1", allow_hyphen_values = true)]
+    watch: Option<String>,
     /// With --watch: stop after this many refreshes.
     #[arg(long)]
     count: Option<u64>,
@@ -110,7 +123,7 @@ struct StatArgs {
     #[arg(long)]
     socket: PathBuf,
     /// Print JSON.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "prometheus")]
     json: bool,
     /// Print Prometheus text exposition.
     #[arg(long)]
@@ -122,8 +135,9 @@ struct StatArgs {
 
 #[derive(clap::Args)]
 struct BenchArgs {
-    /// Data file (created and filled if missing or short). Without it: a temp file and a
-    /// comparison of every available method.
+    /// Data file: read where it exists (a file or block device, its own size capped by
+    /// --size), created when missing (and kept), written over only with --allow-overwrite.
+    /// Without it: a temporary file (removed afterwards) and a comparison of every method.
     #[arg(long)]
     filename: Option<PathBuf>,
     /// Bytes of the file to cover (fio style: 4k, 512m, 4g).
@@ -135,28 +149,34 @@ struct BenchArgs {
     /// Block size.
     #[arg(long, default_value = "4k", value_parser = bench::parse_size)]
     bs: u64,
-    /// I/Os in flight.
+    /// I/Os in flight (1 .. 1024; the sync method runs one at a time).
     #[arg(long, default_value_t = 32)]
-    iodepth: u32,
-    /// Seconds per run.
-    #[arg(long)]
-    runtime: Option<f64>,
+    iodepth: u64,
+    /// Seconds per run (default 3 for the comparison, else 5).
+    #[arg(long, allow_hyphen_values = true)]
+    runtime: Option<String>,
     /// Use O_DIRECT (the comparison always does).
     #[arg(long)]
     direct: bool,
+    /// Write over an existing file, or a block device (write workloads refuse otherwise).
+    #[arg(long)]
+    allow_overwrite: bool,
     /// io_method (sync, worker, io_uring); default: every method.
     #[arg(long)]
     io_method: Option<String>,
-    /// Worker threads for the worker method.
-    #[arg(long, default_value_t = 3)]
-    io_workers: u32,
-    /// Refill submissions are grouped in batches of at most this many I/Os.
+    /// Worker threads for the worker method (the io_workers setting).
+    #[arg(long)]
+    io_workers: Option<String>,
+    /// Any setting, as name=value (repeatable).
+    #[arg(short = 'c', value_name = "NAME=VALUE")]
+    set: Vec<String>,
+    /// Refill submissions are grouped in batches of at most this many I/Os (1 .. 32).
     #[arg(long, default_value_t = 4)]
-    batch: u32,
+    batch: u64,
     /// Wait for at least this many completions before refilling (0: iodepth/8).
     #[arg(long, default_value_t = 0)]
-    complete_min: u32,
-    /// Print JSON instead of a table.
+    complete_min: u64,
+    /// Print JSON: one object per run, one per line (errors: {"error": "…"}).
     #[arg(long)]
     json: bool,
     /// Serve this run's aios view on a unix socket (see `dbaio aios --socket`).
@@ -166,37 +186,58 @@ struct BenchArgs {
     /// `stream-hit`: read streams over resident blocks.
     #[arg(long, default_value = "io")]
     workload: String,
-    /// Issuer threads for --workload pool-hit.
+    /// Issuer threads for --workload pool-hit and stream-hit (1 .. 256).
     #[arg(long, default_value_t = 1)]
-    issuers: u32,
+    issuers: u64,
     /// With --workload pool-hit: read each pinned page whole (not just one byte).
     #[arg(long)]
     touch_page: bool,
 }
 
-fn aios_cmd(a: AiosArgs) -> Result<(), String> {
-    if let Some(secs) = a.watch {
-        if !(secs > 0.0 && secs.is_finite()) {
-            return Err(format!("invalid --watch interval {secs}"));
+/// Why a command ended badly: its words and exit status.
+struct Failed {
+    message: String,
+    code: u8,
+}
+
+impl From<String> for Failed {
+    fn from(message: String) -> Failed {
+        let code = if message == INTERRUPTED { 130 } else { 1 };
+        Failed { message, code }
+    }
+}
+
+type Outcome = Result<ExitCode, Failed>;
+
+fn aios_cmd(a: AiosArgs) -> Outcome {
+    if let Some(secs) = &a.watch {
+        let every = options::seconds("watch", secs)?;
+        if a.json {
+            return Err("--watch and --json cannot go together".to_string().into());
         }
-        return screens::watch(&a.socket, Duration::from_secs_f64(secs), a.count);
+        if std::io::stdout().is_terminal() {
+            screens::watch(&a.socket, every, a.count)?;
+        } else {
+            screens::watch_plain(&a.socket, every, a.count)?;
+        }
+        return Ok(ExitCode::SUCCESS);
     }
     let v = screens::fetch(&a.socket, "aios")?;
     let mut rows: Vec<dbaio::AioRow> =
         serde_json::from_value(v["aios"].clone()).map_err(|e| format!("unexpected reply: {e}"))?;
     if a.json {
-        print_json(&rows)?;
+        print_json(&rows);
     } else {
         print!("{}", screens::aios_table(&mut rows));
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
-fn stat_cmd(a: StatArgs) -> Result<(), String> {
+fn stat_cmd(a: StatArgs) -> Outcome {
     let all = screens::fetch_all(&a.socket)?;
     if a.json {
         let v = serde_json::json!({ "pid": all.pid, "io_method": all.io_method, "uptime_s": all.uptime_s, "waits": all.waits, "stats": all.stats });
-        print_json(&v)?;
+        print_json(&v);
     } else if a.prometheus {
         print!("{}", screens::prometheus(&all));
     } else {
@@ -205,36 +246,47 @@ fn stat_cmd(a: StatArgs) -> Result<(), String> {
     if a.reset {
         screens::fetch(&a.socket, "reset_stats")?;
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Prints `v` as pretty JSON on stdout.
-fn print_json(v: &impl serde::Serialize) -> Result<(), String> {
+fn print_json(v: &impl serde::Serialize) {
     println!(
         "{}",
-        serde_json::to_string_pretty(v).map_err(|e| e.to_string())?
+        serde_json::to_string_pretty(v).expect("reports are plain data")
     );
-    Ok(())
 }
 
-fn prewarm_cmd(a: PrewarmArgs) -> Result<ExitCode, String> {
-    let mut settings = dbaio::Settings::default();
-    let method = match &a.io_method {
-        Some(m) => m.clone(),
-        None if dbaio::io_uring_available().is_ok() => "io_uring".into(),
-        None => "worker".into(),
-    };
-    settings
-        .set("io_method", &method)
-        .map_err(|e| e.to_string())?;
-    for kv in &a.set {
-        let (k, v) = kv
-            .split_once('=')
-            .ok_or_else(|| format!("invalid setting \"{kv}\": expected NAME=VALUE"))?;
-        settings.set(k, v).map_err(|e| e.to_string())?;
-    }
-    settings.buffer_pool_size = match a.buffer_pool {
-        Some(bytes) => (bytes / u64::from(settings.block_size)).max(16),
+/// The default method of the PostgreSQL tools: io_uring where the kernel allows it.
+fn default_method(asked: &Option<String>) -> Option<String> {
+    asked.clone().or_else(|| {
+        Some(
+            if dbaio::io_uring_available().is_ok() {
+                "io_uring"
+            } else {
+                "worker"
+            }
+            .to_string(),
+        )
+    })
+}
+
+fn prewarm_cmd(a: PrewarmArgs) -> Outcome {
+    let method = default_method(&a.io_method);
+    let mut settings = options::settings(&a.set, &[("io_method", method.as_deref())])?;
+    settings.buffer_pool_size = match &a.buffer_pool {
+        Some(size) => {
+            // As the setting, in blocks or with a unit (plain numbers are blocks).
+            let v = if size.trim().chars().all(|c| c.is_ascii_digit()) {
+                size.clone()
+            } else {
+                let bytes = bench::parse_size(size)?;
+                format!("{bytes}B")
+            };
+            let mut s = settings.clone();
+            s.set("buffer_pool_size", &v).map_err(|e| e.to_string())?;
+            s.buffer_pool_size
+        }
         None => 0,
     };
     let opts = dbaio_cli::prewarm::PrewarmOptions {
@@ -249,23 +301,9 @@ fn prewarm_cmd(a: PrewarmArgs) -> Result<ExitCode, String> {
         eprintln!("dbaio: ERROR:  {e}");
     }
     if a.json {
-        print_json(&r)?;
+        print_json(&r);
     } else {
-        println!(
-            "prewarmed {} blocks ({} files, {:.1} MB) in {:.3} s: {:.1} MB/s, {} reads, io_method {}{}",
-            r.blocks,
-            r.files,
-            r.bytes as f64 / 1e6,
-            r.seconds,
-            r.bytes_per_sec / 1e6,
-            r.reads,
-            r.io_method,
-            if a.verify_checksums {
-                format!(", {} checksum failures", r.checksum_failures)
-            } else {
-                String::new()
-            }
-        );
+        println!("{}", r.summary(a.verify_checksums));
     }
     Ok(if r.errors.is_empty() {
         ExitCode::SUCCESS
@@ -274,27 +312,23 @@ fn prewarm_cmd(a: PrewarmArgs) -> Result<ExitCode, String> {
     })
 }
 
-fn verify_cmd(a: VerifyArgs) -> Result<ExitCode, String> {
-    let io_method = match &a.io_method {
-        Some(m) => m.parse().map_err(|e: dbaio::SettingsError| e.to_string())?,
-        None if dbaio::io_uring_available().is_ok() => IoMethodKind::IoUring,
-        None => IoMethodKind::Worker,
-    };
+fn verify_cmd(a: VerifyArgs) -> Outcome {
+    let method = default_method(&a.io_method);
+    let settings = options::settings(
+        &a.set,
+        &[
+            ("io_method", method.as_deref()),
+            ("io_workers", Some(&a.io_workers)),
+        ],
+    )?;
     let opts = dbaio_cli::checksums::VerifyOptions {
-        io_method,
-        io_workers: a.io_workers,
-        depth: a.iodepth,
+        settings,
+        depth: options::in_range("iodepth", a.iodepth, 1, 256)? as u32,
         direct: !a.buffered,
     };
-    let report = match dbaio_cli::checksums::run(&a.pgdata, &opts) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("dbaio: error: {e}");
-            return Ok(ExitCode::FAILURE);
-        }
-    };
+    let report = dbaio_cli::checksums::run(&a.pgdata, &opts)?;
     if a.json {
-        print_json(&report)?;
+        print_json(&report);
     } else {
         for f in &report.failures {
             eprintln!("dbaio: error: {}", f.message());
@@ -308,87 +342,103 @@ fn verify_cmd(a: VerifyArgs) -> Result<ExitCode, String> {
     })
 }
 
-fn pool_hit_cmd(a: &BenchArgs) -> Result<(), String> {
+fn pool_hit_cmd(a: &BenchArgs) -> Outcome {
+    let issuers = options::in_range("issuers", a.issuers, 1, 256)? as u32;
+    let runtime = match &a.runtime {
+        Some(r) => options::seconds("runtime", r)?,
+        None => Duration::from_secs(3),
+    };
     let temp = tempfile::tempdir().map_err(|e| format!("could not create a temp dir: {e}"))?;
-    let filename = a
-        .filename
-        .clone()
-        .unwrap_or_else(|| temp.path().join("dbaio-pool.dat"));
+    let filename = temp.path().join("dbaio-pool.dat");
     let blocks = 4096u32; // 32 MiB of 8 KiB pages
-    bench::prepare_file(&filename, u64::from(blocks) * 8192).map_err(|e| e.to_string())?;
-    let runtime = Duration::from_secs_f64(a.runtime.unwrap_or(3.0));
+    std::fs::write(&filename, vec![1u8; blocks as usize * 8192])
+        .map_err(|e| format!("could not write \"{}\": {e}", filename.display()))?;
     let streams = a.workload == "stream-hit";
-    let r = bench::pool_hit(
-        &filename,
-        blocks,
-        a.issuers.max(1),
-        runtime,
-        a.touch_page,
-        streams,
-    )
-    .map_err(|e| e.to_string())?;
+    let r = bench::pool_hit(&filename, blocks, issuers, runtime, a.touch_page, streams)
+        .map_err(|e| e.to_string())?;
     if a.json {
-        print_json(&r)?;
+        println!("{}", serde_json::to_string(&r).expect("plain data"));
     } else {
         println!(
             "{}: {} issuers, {} resident blocks, {:.0} hits/s ({} hits in {:.2} s)",
             a.workload, r.issuers, r.blocks, r.hits_per_sec, r.hits, r.seconds
         );
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
-fn bench_cmd(a: BenchArgs) -> Result<(), String> {
+fn bench_cmd(a: BenchArgs) -> Outcome {
     match a.workload.as_str() {
         "io" => {}
         "pool-hit" | "stream-hit" => return pool_hit_cmd(&a),
         other => {
             return Err(format!(
-                "unknown --workload \"{other}\" (io, pool-hit, stream-hit)"
-            ));
+                "invalid value for option \"--workload\": \"{other}\"\nHINT:  Available values: io, pool-hit, stream-hit."
+            )
+            .into());
         }
     }
-    let methods: Vec<IoMethodKind> = match &a.io_method {
-        Some(m) => vec![m.parse().map_err(|e: dbaio::SettingsError| e.to_string())?],
-        None => IoMethodKind::ALL.to_vec(),
+    let settings = options::settings(
+        &a.set,
+        &[
+            ("io_method", a.io_method.as_deref()),
+            ("io_workers", a.io_workers.as_deref()),
+        ],
+    )?;
+    // One method when it is named (as a flag or with -c), else the comparison of all.
+    let named = a.io_method.is_some() || a.set.iter().any(|kv| kv.trim().starts_with("io_method"));
+    let methods: Vec<IoMethodKind> = if named {
+        vec![settings.io_method]
+    } else {
+        IoMethodKind::ALL.to_vec()
     };
-    let temp = tempfile::tempdir().map_err(|e| format!("could not create a temp dir: {e}"))?;
     let compare = a.filename.is_none();
-    let filename = a
-        .filename
-        .clone()
-        .unwrap_or_else(|| temp.path().join("dbaio-bench.dat"));
-    let size = a.size.unwrap_or(if compare { 512 << 20 } else { 1 << 30 });
-    let runtime = a.runtime.unwrap_or(if compare { 3.0 } else { 5.0 });
-    if a.bs == 0 || a.bs > u64::from(u32::MAX) || size < a.bs {
-        return Err(format!("invalid block size {} for size {size}", a.bs));
+    let iodepth = options::in_range("iodepth", a.iodepth, 1, 1024)? as u32;
+    let bs = options::in_range("bs", a.bs, 1, 64 << 20)?;
+    if let Some(size) = a.size {
+        options::in_range("size", size, 1, u64::MAX)?;
     }
-    if compare && !a.json {
-        eprintln!(
-            "dbaio bench: writing a {} MiB data file in {} ...",
-            size >> 20,
-            temp.path().display()
-        );
-    }
-    bench::prepare_file(&filename, size)
-        .map_err(|e| format!("could not prepare \"{}\": {e}", filename.display()))?;
-    let opts = BenchOptions {
-        filename,
-        size,
-        rw: a.rw,
-        bs: a.bs as u32,
-        iodepth: a.iodepth,
-        runtime: Duration::from_secs_f64(runtime),
-        direct: a.direct || compare,
-        io_workers: a.io_workers,
-        batch: a.batch.max(1),
-        complete_min: if a.complete_min == 0 {
-            (a.iodepth / 8).max(1)
-        } else {
-            a.complete_min
+    let batch = options::in_range("batch", a.batch, 1, 32)? as u32;
+    let complete_min = options::in_range("complete-min", a.complete_min, 0, a.iodepth)? as u32;
+    let runtime = match &a.runtime {
+        Some(r) => options::seconds("runtime", r)?,
+        None => Duration::from_secs(if compare { 3 } else { 5 }),
+    };
+    let direct = a.direct || compare;
+    let stop = Interrupt::catch().map_err(|e| format!("could not catch signals: {e}"))?;
+    let data = datafile::prepare(
+        &datafile::Request {
+            filename: a.filename.as_deref(),
+            size: a.size,
+            default_size: if compare { 512 << 20 } else { 1 << 30 },
+            writes: matches!(a.rw, Rw::Randwrite | Rw::Write),
+            allow_overwrite: a.allow_overwrite,
+            bs,
+            progress: !a.json,
         },
-        progress: !a.json && runtime > 2.0 && std::io::stderr().is_terminal(),
+        &stop,
+    )?;
+    if direct {
+        datafile::check_direct(data.file.path(), bs)?;
+    }
+    let opts = BenchOptions {
+        filename: data.file.path().to_path_buf(),
+        size: data.size,
+        rw: a.rw,
+        bs: bs as u32,
+        iodepth,
+        runtime,
+        direct,
+        batch,
+        complete_min: if complete_min == 0 {
+            (iodepth / 8).max(1)
+        } else {
+            complete_min
+        },
+        progress: !a.json && runtime.as_secs_f64() > 2.0 && std::io::stderr().is_terminal(),
         socket: a.socket.clone(),
+        settings,
+        stop: stop.flag(),
     };
     let mut reports = Vec::new();
     for m in methods {
@@ -398,22 +448,71 @@ fn bench_cmd(a: BenchArgs) -> Result<(), String> {
                     eprintln!("dbaio bench: skipping io_uring: {why}");
                     continue;
                 }
-                return Err(format!("io_uring is not available: {why}"));
+                return Err(format!("io_uring is not available: {why}").into());
             }
         }
-        reports.push(bench::run(&opts, m).map_err(|e| e.to_string())?);
+        if m == IoMethodKind::Sync && iodepth > 1 {
+            eprintln!(
+                "dbaio bench: io_method sync runs one I/O at a time: iodepth 1 ({iodepth} asked)"
+            );
+        }
+        let r = bench::run(&opts, m).map_err(|e| e.to_string())?;
+        if a.json {
+            println!("{}", serde_json::to_string(&r).expect("plain data"));
+        }
+        reports.push(r);
+        if stop.raised() {
+            break;
+        }
     }
-    if a.json {
-        let out = if reports.len() == 1 && !compare {
-            serde_json::to_string_pretty(&reports[0])
-        } else {
-            serde_json::to_string_pretty(&reports)
-        };
-        println!("{}", out.map_err(|e| e.to_string())?);
-    } else {
+    if !a.json {
         print!("{}", bench::table(&reports));
     }
-    Ok(())
+    if stop.raised() {
+        // The temporary file (if any) goes when `data` is dropped.
+        drop(data);
+        let removed = if compare {
+            "; removed the temporary data file"
+        } else {
+            ""
+        };
+        eprintln!("dbaio bench: interrupted{removed}");
+        return Err(Failed {
+            message: format!("{INTERRUPTED} by a signal"),
+            code: 130,
+        });
+    }
+    drop(data); // a temporary file goes now
+    let failed: u64 = reports.iter().map(|r| r.errors).sum();
+    if failed > 0 {
+        let r = reports
+            .iter()
+            .find(|r| r.errors > 0)
+            .expect("some run failed");
+        let total: u64 = r.ios + r.errors;
+        return Err(format!(
+            "{} of {total} I/Os failed with io_method {}; the first: {}",
+            r.errors,
+            r.io_method,
+            r.first_error.as_deref().unwrap_or("(no message)")
+        )
+        .into());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// True if the command line asks for JSON (so even a parse error is printed as JSON).
+fn wants_json() -> bool {
+    std::env::args().skip(1).any(|a| a == "--json")
+}
+
+/// Reports a failure: words on stderr, and `{"error": …}` on stdout for `--json`.
+fn fail(f: &Failed, json: bool) -> ExitCode {
+    eprintln!("dbaio: {}", f.message);
+    if json {
+        println!("{}", serde_json::json!({ "error": f.message }));
+    }
+    ExitCode::from(f.code)
 }
 
 fn main() -> ExitCode {
@@ -421,7 +520,26 @@ fn main() -> ExitCode {
     // (`dbaio verify … | head`), instead of panicking on a failed print.
     // SAFETY: restoring the default disposition of SIGPIPE, before any thread exists.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let cli = Cli::parse();
+    let json = wants_json();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) if json && e.use_stderr() => {
+            let text = e.to_string();
+            let first = text
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim_start_matches("error: ");
+            return fail(
+                &Failed {
+                    message: first.to_string(),
+                    code: 2,
+                },
+                true,
+            );
+        }
+        Err(e) => e.exit(),
+    };
     // verify prints its findings as pg_checksums does; the pool's per-read warnings about the
     // same pages would only repeat them.
     let default_log = match cli.command {
@@ -435,24 +553,15 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let r = match cli.command {
+    let outcome = match cli.command {
         Command::Bench(a) => bench_cmd(a),
         Command::Aios(a) => aios_cmd(a),
         Command::Stat(a) => stat_cmd(a),
-        Command::Prewarm(a) => match prewarm_cmd(a) {
-            Ok(code) => return code,
-            Err(e) => Err(e),
-        },
-        Command::Verify(a) => match verify_cmd(a) {
-            Ok(code) => return code,
-            Err(e) => Err(e),
-        },
+        Command::Prewarm(a) => prewarm_cmd(a),
+        Command::Verify(a) => verify_cmd(a),
     };
-    match r {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("dbaio: {e}");
-            ExitCode::FAILURE
-        }
+    match outcome {
+        Ok(code) => code,
+        Err(f) => fail(&f, json),
     }
 }

@@ -78,6 +78,49 @@ fn physical_memory() -> u64 {
     (pages.max(0) as u64) * (size.max(0) as u64)
 }
 
+/// The message for one block the stream could not deliver: PostgreSQL's words for that block
+/// alone (a read of several blocks reports them together, and there is no server log here to
+/// find the others in), or the I/O error.
+fn block_error(rel: &Relation, e: &dbaio::StreamError) -> String {
+    match &e.error {
+        dbaio::AioError::Io(io) if io.invalid_pages > 0 => format!(
+            "invalid page in block {} of relation \"{}\"",
+            e.block,
+            rel.path().display()
+        ),
+        other => other.to_string(),
+    }
+}
+
+impl PrewarmReport {
+    /// The one-line summary `dbaio prewarm` prints (the same figures as `--json`).
+    pub fn summary(&self, verified: bool) -> String {
+        let mut s = format!(
+            "prewarmed {} blocks ({} files, {:.1} MB) in {:.3} s: {:.1} MB/s, {} reads, io_method {}",
+            self.blocks,
+            self.files,
+            self.bytes as f64 / 1e6,
+            self.seconds,
+            self.bytes_per_sec / 1e6,
+            self.reads,
+            self.io_method
+        );
+        if verified {
+            s += &format!(
+                ", {} invalid pages ({} checksum failures)",
+                self.invalid_pages, self.checksum_failures
+            );
+        }
+        if !self.errors.is_empty() {
+            s += &format!(
+                ", {} blocks not loaded (each named above)",
+                self.errors.len()
+            );
+        }
+        s
+    }
+}
+
 /// Runs the prewarm. `Err` is a fatal error (bad settings, a file that cannot be opened);
 /// blocks that fail are listed in the report.
 pub fn run(opts: &PrewarmOptions) -> Result<PrewarmReport, String> {
@@ -126,13 +169,7 @@ pub fn run(opts: &PrewarmOptions) -> Result<PrewarmReport, String> {
         while let Some(b) = stream.next_buffer() {
             match b {
                 Ok(_) => r.blocks += 1,
-                Err(e) => {
-                    let m = e.to_string();
-                    // A read of several bad pages reports them together, once.
-                    if r.errors.last() != Some(&m) {
-                        r.errors.push(m);
-                    }
-                }
+                Err(e) => r.errors.push(block_error(rel, &e)),
             }
         }
         let st = stream.stats();

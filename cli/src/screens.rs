@@ -29,11 +29,54 @@ pub struct All {
     pub stats: Vec<IssuerStatsRow>,
 }
 
-/// Sends `cmd` to the socket and returns the reply, or the server's error in words.
+/// Says what is wrong with `socket` when connecting to it failed with `e`: missing, not a
+/// socket, nobody listening, not ours.
+fn explain(socket: &Path, e: &std::io::Error) -> String {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let p = socket.display();
+    let meta = match std::fs::metadata(socket) {
+        Err(_) => {
+            return format!(
+                "no introspection socket at \"{p}\"\nHINT:  Is the embedder running, with introspection_socket set to this path?"
+            );
+        }
+        Ok(m) => m,
+    };
+    let t = meta.file_type();
+    if t.is_dir() {
+        return format!("\"{p}\" is a directory, not a socket");
+    }
+    if t.is_file() {
+        return format!("\"{p}\" is a regular file, not a socket");
+    }
+    if !t.is_socket() {
+        return format!("\"{p}\" is not a socket");
+    }
+    match e.raw_os_error() {
+        Some(libc::ECONNREFUSED) => format!(
+            "nothing is listening on \"{p}\": a socket left behind by a process that ended\nHINT:  Start the embedder again (it replaces the stale socket), or remove the file."
+        ),
+        Some(libc::EACCES) | Some(libc::EPERM) => format!(
+            "permission denied on \"{p}\": it belongs to uid {} (mode {:o}), and only its owner may read the view",
+            meta.uid(),
+            meta.mode() & 0o777
+        ),
+        _ => format!("could not query \"{p}\": {e}"),
+    }
+}
+
+/// Sends `cmd` to the socket and returns the reply, or what went wrong in words.
 pub fn fetch(socket: &Path, cmd: &str) -> Result<serde_json::Value, String> {
-    let v = request(socket, cmd)
-        .map_err(|e| format!("could not query \"{}\": {e}", socket.display()))?;
+    let v = request(socket, cmd).map_err(|e| explain(socket, &e))?;
     if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        if e.starts_with("permission denied") {
+            return Err(format!(
+                "the embedder at \"{}\" refused this user (uid {me}): {e}",
+                socket.display()
+            ));
+        }
         return Err(format!("\"{}\" answered: {e}", socket.display()));
     }
     Ok(v)
@@ -295,6 +338,36 @@ fn totals(s: &IssuerStatsRow) -> (u64, u64) {
 }
 
 /// The live, top-like screen. Quits on q, Esc or Ctrl-C, or after `count` refreshes.
+/// `aios --watch` without a terminal: the view as a table every `every`, under a header line,
+/// `count` times (or until interrupted).
+pub fn watch_plain(socket: &Path, every: Duration, count: Option<u64>) -> Result<(), String> {
+    let mut n = 0u64;
+    loop {
+        let mut all = fetch_all(socket)?;
+        let busy = all
+            .waits
+            .iter()
+            .filter(|w| !w.wait_event.is_empty())
+            .count();
+        println!(
+            "== pid {} io_method {} up {:.1} s: {} I/Os in flight, {} issuers ({} waiting) ==",
+            all.pid,
+            all.io_method,
+            all.uptime_s,
+            all.aios.len(),
+            all.waits.len(),
+            busy
+        );
+        print!("{}", aios_table(&mut all.aios));
+        n += 1;
+        if count.is_some_and(|c| n >= c) {
+            return Ok(());
+        }
+        std::thread::sleep(every);
+    }
+}
+
+/// `aios --watch` on a terminal: the live screen.
 pub fn watch(socket: &Path, every: Duration, count: Option<u64>) -> Result<(), String> {
     let mut terminal = ratatui::init();
     let result = watch_loop(&mut terminal, socket, every, count);

@@ -407,6 +407,7 @@ pub struct Completion {
     length: u64,
     skip: u32,
     memory: IoMemory,
+    /// The failure, or the description of a short transfer.
     error: Option<IoError>,
 }
 
@@ -454,12 +455,28 @@ impl Completion {
         self.result.status == Status::Partial
     }
 
-    /// `Ok` unless the I/O failed; the error names op, file, offset, length and errno.
+    /// File offset the I/O started at.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// `Ok` only if the I/O did all it was asked: a failure, and a short transfer, are an
+    /// error naming op, file, offset and length (and errno, or `read only N of M bytes`). To
+    /// go on after a short transfer instead, look at [`Completion::failure`] and
+    /// [`Completion::is_partial`], and [`Completion::resume`].
     pub fn check(&self) -> Result<(), IoError> {
         match &self.error {
             Some(e) => Err(e.clone()),
             None => Ok(()),
         }
+    }
+
+    /// The failure, if the I/O failed (a short transfer is not one: see
+    /// [`Completion::is_partial`]).
+    pub fn failure(&self) -> Option<&IoError> {
+        self.error
+            .as_ref()
+            .filter(|_| self.result.status == Status::Error)
     }
 
     /// The single buffer of a read or write. Panics if the I/O used several (see

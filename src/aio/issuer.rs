@@ -337,7 +337,9 @@ impl Issuer {
     fn finish_transfer<'a>(&'a self, file: &File, mut io: InFlight<'a>) -> Result<IoBuf, AioError> {
         loop {
             let c = self.wait(io);
-            c.check()?;
+            if let Some(e) = c.failure() {
+                return Err(e.clone().into());
+            }
             if !c.is_partial() {
                 return Ok(c.into_buf());
             }

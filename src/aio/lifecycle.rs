@@ -432,8 +432,9 @@ impl Issuer {
         let offset = s.offset.load(r);
         let length = s.length.load(r);
         let foreign = l.h[li as usize].foreign.take();
-        let error =
-            (result.status == Status::Error).then(|| self.io_error(idx, result, foreign.as_ref()));
+        // A failure, or a short transfer (described the same way: "read only N of M bytes").
+        let error = matches!(result.status, Status::Error | Status::Partial)
+            .then(|| self.io_error(idx, result, foreign.as_ref()));
         if result.status == Status::Warning {
             // A callback's warning (a zeroed page, an ignored checksum failure): said once,
             // by the issuer, as PostgreSQL's WARNING.

@@ -204,6 +204,9 @@ fn handle(mut stream: UnixStream, src: &Source) {
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_read_timeout(Some(REQUEST_TIMEOUT));
     let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
+    // The request is read first, even from a peer about to be refused: closing a unix socket
+    // with unread bytes resets the connection, and the peer would lose the reason.
+    let request = read_request(&mut stream);
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
     match peer_uid(&stream) {
@@ -219,7 +222,7 @@ fn handle(mut stream: UnixStream, src: &Source) {
             return;
         }
     }
-    let reply = match read_request(&mut stream) {
+    let reply = match request {
         Err(msg) => error_json(&msg),
         Ok(cmd) => answer(&cmd, src),
     };
@@ -260,10 +263,23 @@ fn answer(cmd: &str, src: &Source) -> Vec<u8> {
 pub fn request(path: &Path, cmd: &str) -> std::io::Result<serde_json::Value> {
     let mut s = UnixStream::connect(path)?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    s.write_all(cmd.as_bytes())?;
-    s.write_all(b"\n")?;
+    let sent = s
+        .write_all(cmd.as_bytes())
+        .and_then(|()| s.write_all(b"\n"));
+    match sent {
+        // A server that refuses the peer says why and closes at once, maybe before the request
+        // is written: its one-line reason is still there to read.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        other => other?,
+    }
     let mut out = Vec::new();
-    s.read_to_end(&mut out)?;
+    match s.read_to_end(&mut out) {
+        // A reset after a whole reply (an older server that refused without reading).
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset && !out.is_empty() => {}
+        other => {
+            other?;
+        }
+    }
     serde_json::from_slice(&out)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }

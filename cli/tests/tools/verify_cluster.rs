@@ -73,8 +73,11 @@ fn scenario(m: IoMethodKind) {
     let root = d.path().join("pgdata");
     cluster(&root);
     let opts = VerifyOptions {
-        io_method: m,
-        io_workers: 2,
+        settings: dbaio::Settings {
+            io_method: m,
+            io_workers: 2,
+            ..dbaio::Settings::default()
+        },
         depth: 8,
         direct: true,
     };

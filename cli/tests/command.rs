@@ -1,0 +1,555 @@
+//! The `dbaio` command, run as a user would run it (issue 10): it never destroys data it did
+//! not create, checks space before laying a file out and removes what it leaves half-made or
+//! temporary (also on Ctrl-C and SIGTERM), never panics on bad input — every refusal is an
+//! error in words and a non-zero exit — fails a run whose I/Os fail, and with `--json` always
+//! prints JSON on stdout, errors included, in one shape.
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn dbaio() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_dbaio"));
+    c.env("DBAIO_LOG", "warn");
+    c
+}
+
+fn dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("dbaio-cmd")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap()
+}
+
+fn run(args: &[&str]) -> Output {
+    dbaio().args(args).output().unwrap()
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// A refusal: a non-zero exit that is not a panic (101), words on stderr, no backtrace.
+fn refused(o: &Output, what: &str) -> String {
+    let (_, err) = text(o);
+    let code = o.status.code();
+    assert!(
+        code.is_some() && code != Some(0) && code != Some(101),
+        "{what}: exit {code:?}\n{err}"
+    );
+    assert!(!err.contains("panicked"), "{what} panicked:\n{err}");
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("dbaio: ") || l.starts_with("error: ")),
+        "{what}: {err}"
+    );
+    err
+}
+
+fn file_with(path: &Path, len: usize) -> Vec<u8> {
+    let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(path, &data).unwrap();
+    data
+}
+
+#[test]
+fn a_read_benchmark_never_writes_an_existing_file() {
+    let d = dir();
+    let f = d.path().join("existing");
+    let data = file_with(&f, 1 << 20);
+    let p = f.to_str().unwrap();
+    for m in ["sync", "worker"] {
+        let o = run(&[
+            "bench",
+            "--filename",
+            p,
+            "--size",
+            "8m",
+            "--rw",
+            "randread",
+            "--io-method",
+            m,
+            "--runtime",
+            "0.2",
+        ]);
+        let (_, err) = text(&o);
+        assert!(o.status.success(), "{err}");
+        assert!(err.contains("reads the 1 MiB it holds"), "{err}");
+        assert_eq!(
+            std::fs::read(&f).unwrap(),
+            data,
+            "the file is untouched ({m})"
+        );
+    }
+}
+
+#[test]
+fn a_write_benchmark_asks_before_overwriting() {
+    let d = dir();
+    let f = d.path().join("existing");
+    let data = file_with(&f, 1 << 20);
+    let p = f.to_str().unwrap();
+    for rw in ["randwrite", "write"] {
+        let o = run(&[
+            "bench",
+            "--filename",
+            p,
+            "--rw",
+            rw,
+            "--io-method",
+            "sync",
+            "--runtime",
+            "0.2",
+        ]);
+        let err = refused(&o, rw);
+        assert!(
+            err.contains(p) && err.contains("--allow-overwrite"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&f).unwrap(), data, "refused, and untouched");
+    }
+    let o = run(&[
+        "bench",
+        "--filename",
+        p,
+        "--rw",
+        "randwrite",
+        "--io-method",
+        "sync",
+        "--runtime",
+        "0.2",
+        "--allow-overwrite",
+    ]);
+    assert!(o.status.success(), "{}", text(&o).1);
+}
+
+#[test]
+fn a_missing_file_is_created_and_said() {
+    let d = dir();
+    let f = d.path().join("new");
+    let o = run(&[
+        "bench",
+        "--filename",
+        f.to_str().unwrap(),
+        "--size",
+        "4m",
+        "--io-method",
+        "sync",
+        "--runtime",
+        "0.2",
+    ]);
+    let (_, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("creating") && err.contains("4 MiB"), "{err}");
+    assert_eq!(std::fs::metadata(&f).unwrap().len(), 4 << 20);
+}
+
+#[test]
+fn space_is_checked_and_a_failed_layout_is_removed() {
+    let d = dir();
+    let f = d.path().join("huge");
+    let o = run(&[
+        "bench",
+        "--filename",
+        f.to_str().unwrap(),
+        "--size",
+        "500t",
+        "--io-method",
+        "sync",
+    ]);
+    let err = refused(&o, "--size 500t");
+    assert!(err.contains("not enough free space"), "{err}");
+    assert!(!f.exists(), "nothing was written");
+
+    // A layout that fails half-way (the file size limit stands in for a full disk).
+    let f = d.path().join("half");
+    let mut c = dbaio();
+    c.args([
+        "bench",
+        "--filename",
+        f.to_str().unwrap(),
+        "--size",
+        "8m",
+        "--io-method",
+        "sync",
+    ]);
+    // SAFETY: between fork and exec only async-signal-safe calls (setrlimit, signal).
+    unsafe {
+        c.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 1 << 20,
+                rlim_max: 1 << 20,
+            };
+            libc::setrlimit(libc::RLIMIT_FSIZE, &lim);
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let o = c.output().unwrap();
+    let err = refused(&o, "a layout past the size limit");
+    assert!(err.contains("could not lay out"), "{err}");
+    assert!(!f.exists(), "the half-made file was removed");
+}
+
+/// Runs the method comparison with its temporary file in `tmp`, sends `sig` once the file
+/// exists, and returns the output.
+fn interrupted(tmp: &Path, sig: i32) -> Output {
+    let mut child = dbaio()
+        .args([
+            "bench",
+            "--size",
+            "64m",
+            "--runtime",
+            "30",
+            "--io-method",
+            "sync",
+        ])
+        .env("TMPDIR", tmp)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let has_file = |d: &Path| {
+        walk(d)
+            .iter()
+            .any(|p| p.file_name().is_some_and(|n| n == "dbaio-bench.dat"))
+    };
+    while !has_file(tmp) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no temporary file appeared"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill with a valid pid and signal number.
+    unsafe { libc::kill(child.id() as i32, sig) };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = child.wait().unwrap();
+    Output {
+        status,
+        stdout: Vec::new(),
+        stderr: err.into_bytes(),
+    }
+}
+
+fn walk(d: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(d) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            }
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn ctrl_c_and_sigterm_remove_the_temporary_file() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let d = dir();
+        let o = interrupted(d.path(), sig);
+        let (_, err) = text(&o);
+        assert!(!o.status.success(), "interrupted is not success: {err}");
+        assert!(err.contains("interrupted"), "{err}");
+        assert!(
+            walk(d.path()).is_empty(),
+            "left behind: {:?}",
+            walk(d.path())
+        );
+    }
+}
+
+#[test]
+fn bad_input_is_refused_not_panicked_on() {
+    let d = dir();
+    let f = d.path().join("f");
+    file_with(&f, 1 << 20);
+    let p = f.to_str().unwrap();
+    let pg = d.path().to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["bench", "--filename", p, "--runtime", "-1"], "--runtime"),
+        (&["bench", "--filename", p, "--runtime", "inf"], "--runtime"),
+        (
+            &["bench", "--filename", p, "--runtime", "1e300"],
+            "--runtime",
+        ),
+        (&["bench", "--filename", p, "--runtime", "0"], "--runtime"),
+        (
+            &["bench", "--filename", p, "--io-workers", "0"],
+            "io_workers",
+        ),
+        (
+            &["bench", "--filename", p, "--io-workers", "100000"],
+            "io_workers",
+        ),
+        (&["verify", "-D", pg, "--io-workers", "0"], "io_workers"),
+        (
+            &["bench", "--workload", "pool-hit", "--issuers", "100000"],
+            "--issuers",
+        ),
+        (
+            &["bench", "--workload", "pool-hit", "--issuers", "0"],
+            "--issuers",
+        ),
+        (&["bench", "--filename", p, "--iodepth", "0"], "--iodepth"),
+        (
+            &[
+                "bench",
+                "--filename",
+                p,
+                "--iodepth",
+                "100000",
+                "--io-method",
+                "io_uring",
+            ],
+            "--iodepth",
+        ),
+        (&["bench", "--filename", p, "--bs", "0"], "--bs"),
+        (&["bench", "--filename", p, "--size", "0"], "--size"),
+        (
+            &["bench", "--filename", p, "--io-method", "uring"],
+            "io_method",
+        ),
+        (
+            &[
+                "bench",
+                "--filename",
+                p,
+                "--io-method",
+                "worker",
+                "-c",
+                "io_method=sync",
+            ],
+            "io_method",
+        ),
+        (&["bench", "--filename", p, "-c", "nonsense"], "-c"),
+        (&["prewarm", p, "--buffer-pool", "0"], "buffer_pool_size"),
+        (&["prewarm", p, "--buffered", "--direct"], "--direct"),
+        (&["bench", "--workload", "nope"], "--workload"),
+    ];
+    for (args, word) in cases {
+        let o = run(args);
+        let err = refused(&o, &args.join(" "));
+        assert!(err.contains(word), "{}: {err}", args.join(" "));
+    }
+}
+
+#[test]
+fn failing_ios_fail_the_run() {
+    let d = dir();
+    let f = d.path().join("f");
+    file_with(&f, 1 << 20);
+    let o = run(&[
+        "bench",
+        "--filename",
+        f.to_str().unwrap(),
+        "--bs",
+        "3000",
+        "--direct",
+        "--io-method",
+        "sync",
+        "--runtime",
+        "0.2",
+    ]);
+    let err = refused(&o, "--bs 3000 --direct");
+    assert!(err.contains("O_DIRECT") && err.contains("3000"), "{err}");
+}
+
+#[test]
+fn the_sync_depth_is_said() {
+    let d = dir();
+    let f = d.path().join("f");
+    file_with(&f, 1 << 20);
+    let o = run(&[
+        "bench",
+        "--filename",
+        f.to_str().unwrap(),
+        "--io-method",
+        "sync",
+        "--runtime",
+        "0.1",
+    ]);
+    let (_, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("one I/O at a time"), "{err}");
+}
+
+fn json_lines(o: &Output) -> Vec<serde_json::Value> {
+    let (out, err) = text(o);
+    assert!(!out.trim().is_empty(), "stdout is empty; stderr: {err}");
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l:?}")))
+        .collect()
+}
+
+#[test]
+fn json_is_always_json_in_one_shape() {
+    let d = dir();
+    let f = d.path().join("f");
+    file_with(&f, 1 << 20);
+    let p = f.to_str().unwrap();
+    // Errors are JSON too, with the same words as on stderr.
+    for args in [
+        &["bench", "--json", "--filename", p, "--runtime", "inf"][..],
+        &["bench", "--json", "--filename", p, "--rw", "write"][..],
+        &["prewarm", "--json", "/nonexistent/16403"][..],
+        &["verify", "--json", "-D", "/nonexistent"][..],
+        &["aios", "--json", "--socket", "/nonexistent.sock"][..],
+        &["stat", "--json", "--socket", "/nonexistent.sock"][..],
+    ] {
+        let o = run(args);
+        assert!(!o.status.success());
+        let v = json_lines(&o);
+        assert_eq!(v.len(), 1, "{args:?}");
+        let msg = v[0]["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{args:?}: {}", v[0]));
+        assert!(text(&o).1.contains(msg.lines().next().unwrap()), "{args:?}");
+    }
+    // One run or a comparison: one object per run, each line the same shape.
+    let one = json_lines(&run(&[
+        "bench",
+        "--json",
+        "--filename",
+        p,
+        "--io-method",
+        "worker",
+        "--runtime",
+        "0.2",
+    ]));
+    let tmp = dir();
+    let all = json_lines(
+        &dbaio()
+            .args(["bench", "--json", "--size", "8m", "--runtime", "0.2"])
+            .env("TMPDIR", tmp.path())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(one.len(), 1);
+    assert!(all.len() >= 2, "a comparison: {all:?}");
+    let keys = |v: &serde_json::Value| {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    for v in &all {
+        assert_eq!(keys(v), keys(&one[0]), "one shape");
+    }
+    for k in [
+        "direct",
+        "size",
+        "filename",
+        "iodepth",
+        "iodepth_asked",
+        "iops",
+        "lat_us",
+        "errors",
+    ] {
+        assert!(one[0].get(k).is_some(), "{k} is recorded: {}", one[0]);
+    }
+    assert_eq!(one[0]["iodepth_asked"], 32);
+    assert_eq!(one[0]["filename"], p);
+    assert_eq!(one[0]["size"], 1 << 20);
+}
+
+#[test]
+fn the_live_screen_without_a_terminal_prints_rows() {
+    let d = dir();
+    let sock = d.path().join("aio.sock");
+    let _aio = dbaio::Aio::start(dbaio::Settings {
+        io_method: dbaio::IoMethodKind::Sync,
+        max_issuers: 4,
+        introspection_socket: Some(sock.clone()),
+        ..dbaio::Settings::default()
+    })
+    .unwrap();
+    let o = run(&[
+        "aios",
+        "--socket",
+        sock.to_str().unwrap(),
+        "--watch",
+        "0.1",
+        "--count",
+        "2",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.matches("issuers").count(), 2, "two refreshes: {out}");
+}
+
+#[test]
+fn socket_clients_say_what_is_wrong() {
+    let d = dir();
+    let file = d.path().join("plain");
+    std::fs::write(&file, b"x").unwrap();
+    let stale = d.path().join("stale.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    for (path, words) in [
+        (d.path().join("missing.sock"), "no introspection socket"),
+        (file, "regular file"),
+        (d.path().to_path_buf(), "directory"),
+        (stale, "nothing is listening"),
+    ] {
+        let o = run(&["aios", "--socket", path.to_str().unwrap()]);
+        let err = refused(&o, words);
+        assert!(err.contains(words), "{err}");
+    }
+}
+
+#[test]
+fn a_refused_user_is_told_so() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("skipped: a_refused_user_is_told_so needs root to run the client as another uid");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let d = dir();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let sock = d.path().join("aio.sock");
+    let _aio = dbaio::Aio::start(dbaio::Settings {
+        io_method: dbaio::IoMethodKind::Sync,
+        max_issuers: 4,
+        introspection_socket: Some(sock.clone()),
+        ..dbaio::Settings::default()
+    })
+    .unwrap();
+    // Let any user connect, so that the embedder itself is the one that refuses.
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = match dbaio()
+        .args(["aios", "--socket", sock.to_str().unwrap()])
+        .uid(65534)
+        .gid(65534)
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => {
+            println!(
+                "skipped: a_refused_user_is_told_so could not run the client as uid 65534: {e}"
+            );
+            return;
+        }
+    };
+    let err = refused(&o, "another uid");
+    assert!(
+        err.contains("refused this user (uid 65534)"),
+        "the embedder's reason, not a broken pipe: {err}"
+    );
+}

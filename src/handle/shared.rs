@@ -277,7 +277,8 @@ impl Shared {
             iov: self.iovecs(i),
             iovcnt: u32::from(s.iov_count.load(r)),
             path: s.path.load(r) as *const libc::c_char,
-            user_data: u64::from(i),
+            // The index, and the generation's low half for the worker's execution claim.
+            user_data: u64::from(i) | (s.generation.load(r) << 32),
         }
     }
 

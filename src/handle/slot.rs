@@ -117,6 +117,7 @@ impl WaitRef {
 pub(crate) const NO_BLOCK: u32 = u32::MAX;
 
 /// One handle's shared state. Lives in the shared region; all-zero is a valid idle slot.
+/// Fields are ordered so that it packs into two cache lines (a test checks).
 #[repr(C, align(64))]
 pub(crate) struct HandleSlot {
     /// State in the low byte, `WAITERS` in bit 31. Also the futex word waiters sleep on.
@@ -130,6 +131,8 @@ pub(crate) struct HandleSlot {
     pub num_callbacks: AtomicU8,
     pub callbacks: [AtomicU8; MAX_CALLBACKS],
     pub callback_data: [AtomicU8; MAX_CALLBACKS],
+    /// Times the I/O was executed again after a transient error (EAGAIN, EINTR).
+    pub attempts: AtomicU8,
     pub handle_data_len: AtomicU16,
     pub iov_count: AtomicU16,
     /// File table slot of the target (u32::MAX: none, e.g. unlink by path).
@@ -142,17 +145,24 @@ pub(crate) struct HandleSlot {
     pub first_block: AtomicU32,
     pub nblocks: AtomicU32,
     pub raw_result: AtomicI32,
+    /// Who executed it (see `Executor`), for the view.
+    pub executor: AtomicU32,
     pub distilled: AtomicU64,
     /// When the handle was staged (ns since the subsystem started), for age and latency.
     pub staged_ns: AtomicU64,
     /// When the completer saw the raw result (ns since the subsystem started).
     pub completed_ns: AtomicU64,
-    /// Who executed it (see `Executor`), for the view.
-    pub executor: AtomicU32,
     /// Path of an unlink (a pointer into memory the issuer parks until completion).
     pub path: AtomicUsize,
-    /// Times the I/O was executed again after a transient error (EAGAIN, EINTR).
-    pub attempts: AtomicU8,
+    /// The worker method's execution claim: `generation << 1 | 1` while the I/O sits in the
+    /// worker queue unclaimed; a worker that pops it, or a thread that waits for it first,
+    /// clears the low bit by compare-and-swap, and only the winner executes it (see
+    /// [`HandleSlot::claim_queued`]). Naming the generation keeps a stale queue entry from
+    /// claiming the slot's next I/O.
+    pub exec_claim: AtomicU64,
+    /// Where the completion goes besides the slot: a pointer to the I/O's
+    /// [`Notice`](crate::handle::notice::Notice), or 0 (see `handle/notice.rs`).
+    pub notice: AtomicUsize,
 }
 
 impl HandleSlot {
@@ -223,6 +233,34 @@ impl HandleSlot {
         self.completed_ns.store(0, r);
         self.path.store(0, r);
         self.attempts.store(0, r);
+        self.exec_claim.store(0, r);
+        self.notice.store(0, r);
+    }
+
+    /// Marks the I/O of `generation` as queued for a worker, unclaimed.
+    pub(crate) fn mark_queued(&self, generation: u64) {
+        self.exec_claim
+            .store(generation << 1 | 1, Ordering::Release);
+    }
+
+    /// Claims the queued I/O whose generation has low 32 bits `gen_low` (a worker's view: its
+    /// request carries only those) for execution. Exactly one claimant wins.
+    pub(crate) fn claim_queued(&self, gen_low: u32) -> bool {
+        let w = self.exec_claim.load(Ordering::Acquire);
+        w & 1 == 1
+            && (w >> 1) as u32 == gen_low
+            && self
+                .exec_claim
+                .compare_exchange(w, w & !1, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Claims the queued I/O of `generation` (a waiter's or the submitter's view).
+    pub(crate) fn claim_queued_exact(&self, generation: u64) -> bool {
+        let queued = generation << 1 | 1;
+        self.exec_claim
+            .compare_exchange(queued, queued & !1, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
     }
 }
 
@@ -282,6 +320,27 @@ mod tests {
         // SAFETY: every field of a HandleSlot is an atomic, for which all-zero is a valid
         // value; all-zero is an idle slot (that is how the shared region starts).
         Box::new(unsafe { std::mem::zeroed() })
+    }
+
+    #[test]
+    fn a_slot_is_two_cache_lines() {
+        assert_eq!(std::mem::size_of::<HandleSlot>(), 128);
+    }
+
+    #[test]
+    fn a_queued_io_is_claimed_once_and_only_for_its_generation() {
+        let s = idle_slot();
+        s.mark_queued(7);
+        assert!(
+            !s.claim_queued(6),
+            "a stale entry names an older generation"
+        );
+        assert!(!s.claim_queued_exact(8));
+        assert!(s.claim_queued_exact(7));
+        assert!(!s.claim_queued(7), "claimed already");
+        s.mark_queued(8);
+        assert!(s.claim_queued(8));
+        assert!(!s.claim_queued_exact(8));
     }
 
     #[test]

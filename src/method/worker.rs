@@ -11,18 +11,22 @@ use crate::handle::shared::Shared;
 use crate::handle::slot::{Executor, HandleState};
 use dbaio_workers::{CompletionSink, WorkerPool};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 /// Posts worker completions into the shared table.
 struct Sink(Arc<Shared>);
 
 impl CompletionSink for Sink {
-    fn prepare(&self, worker: u32, req: &mut dbaio_workers::Request) {
-        // Shown in the aios view while the worker executes it.
+    fn prepare(&self, worker: u32, req: &mut dbaio_workers::Request) -> bool {
         let s = self.0.slot(req.user_data as u32);
-        s.executor.store(
-            Executor::Worker(worker).encode(),
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        // A thread waiting for it may have claimed and run it already.
+        if !s.claim_queued((req.user_data >> 32) as u32) {
+            return false;
+        }
+        // Shown in the aios view while the worker executes it.
+        s.executor
+            .store(Executor::Worker(worker).encode(), Ordering::Relaxed);
+        true
     }
 
     fn complete(&self, worker: u32, user_data: u64, result: i32) {
@@ -81,11 +85,9 @@ impl IoMethod for WorkerMethod {
             if !shared.claim_submit(i) {
                 continue; // a waiter found it staged and ran it
             }
-            // SAFETY: the handle is SUBMITTED; its iovecs/path name memory the issuer parks in
-            // the handle until reclaim, which waits for the completion the worker posts.
-            match unsafe { self.pool.try_submit(shared.request(i)) } {
-                Ok(()) => queued += 1,
-                Err(_) => {
+            match self.queue(shared, i) {
+                true => queued += 1,
+                false => {
                     overflow_from = Some(k);
                     break;
                 }
@@ -98,12 +100,45 @@ impl IoMethod for WorkerMethod {
                 if n > 0 && !shared.claim_submit(i) {
                     continue;
                 }
-                // SAFETY: as above — but a later entry may fit now that workers drained some.
-                match unsafe { self.pool.try_submit(shared.request(i)) } {
-                    Ok(()) => self.pool.wake(1),
-                    Err(_) => shared.perform_synchronously(i, Executor::Issuer),
+                // A later entry may fit now that workers drained some.
+                if self.queue(shared, i) {
+                    self.pool.wake(1);
+                } else {
+                    shared.perform_synchronously(i, Executor::Issuer);
                 }
             }
         }
+    }
+
+    /// An I/O its waiter finds still queued, not yet picked up by a worker, is run by the
+    /// waiter itself: it would otherwise pay a worker's wakeup and hand-off for nothing
+    /// (PostgreSQL's workers cannot do this: the queue is theirs alone). The claim word makes
+    /// sure exactly one of the waiter and the worker that pops the entry runs it.
+    fn wait_one(&self, shared: &Shared, i: u32, generation: u64) -> bool {
+        if !shared.slot(i).claim_queued_exact(generation) {
+            return false; // a worker has it: sleep until it posts the completion
+        }
+        shared.perform_synchronously(i, Executor::Waiter);
+        true
+    }
+}
+
+impl WorkerMethod {
+    /// Queues claimed handle `i` for the workers, marked claimable. False if the queue is
+    /// full: the handle is then still the caller's to run (true if a waiter claimed it in
+    /// the meantime and runs it).
+    fn queue(&self, shared: &Shared, i: u32) -> bool {
+        let s = shared.slot(i);
+        let generation = s.generation.load(Ordering::Relaxed);
+        // Claimable from the moment a worker can see it.
+        s.mark_queued(generation);
+        // SAFETY: the handle is SUBMITTED; its iovecs/path name memory the issuer parks in
+        // the handle until reclaim, which waits for the completion the worker (or a waiter
+        // that claims it) posts.
+        if unsafe { self.pool.try_submit(shared.request(i)) }.is_ok() {
+            return true;
+        }
+        // Not queued: take the mark back, unless a waiter saw it and claimed it first.
+        !s.claim_queued_exact(generation)
     }
 }

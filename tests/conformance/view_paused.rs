@@ -87,7 +87,13 @@ fn scenario(m: IoMethodKind) {
             (r.state.as_str(), r.raw_result),
             ("COMPLETED_SHARED", Some(8192))
         );
-        assert!(r.executor.starts_with(expected_executor), "{}", r.executor);
+        // Under worker, the waiter runs a read it finds still queued.
+        assert!(
+            r.executor.starts_with(expected_executor)
+                || (m == IoMethodKind::Worker && r.executor == "waiter"),
+            "{}",
+            r.executor
+        );
     }
     for io in ios {
         me.wait(io).check().unwrap();

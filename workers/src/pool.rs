@@ -27,9 +27,12 @@ pub trait CompletionSink: Send + Sync + 'static {
     /// worker number `worker` (0-based).
     fn complete(&self, worker: u32, user_data: u64, result: i32);
 
-    /// Lets the sink rewrite a request just before a worker executes it (for example to reopen
-    /// its file in another process). The default keeps it.
-    fn prepare(&self, _worker: u32, _req: &mut Request) {}
+    /// Called when a worker pops a request, before executing it: the sink may rewrite it (for
+    /// example to reopen its file in another process), or return false to drop it unexecuted
+    /// (someone else already ran it; no completion is posted). The default keeps it.
+    fn prepare(&self, _worker: u32, _req: &mut Request) -> bool {
+        true
+    }
 
     /// The worker executing the request carrying `user_data` panicked before its completion
     /// was posted: fail it (the worker is replaced).
@@ -156,7 +159,9 @@ fn spawn_worker(shared: &Arc<Shared>, id: u32) -> io::Result<()> {
 fn run(shared: &Shared, id: u32, mut req: Request) -> bool {
     let user_data = req.user_data;
     let done = catch_unwind(AssertUnwindSafe(|| {
-        shared.sink.prepare(id, &mut req);
+        if !shared.sink.prepare(id, &mut req) {
+            return;
+        }
         // SAFETY: `try_submit`'s contract keeps the request's memory valid until `complete`
         // below has run.
         let result = unsafe { perform(&req) };

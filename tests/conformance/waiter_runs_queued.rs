@@ -1,0 +1,64 @@
+//! An I/O its issuer waits for before any worker has picked it up is run by the waiter itself
+//! (the worker method's hand-off costs a wakeup and a context switch for nothing then), and
+//! is never run twice: the worker that later pops the queue entry finds it claimed and drops
+//! it. On the other methods the same program simply runs each I/O once.
+
+use crate::support::*;
+use dbaio::{FaultAction, FaultRule, IoBuf, IoMethodKind, OpenOptions};
+use std::time::Duration;
+
+fn executed_by(aio: &dbaio::Aio, issuer: &str, executor: &str) -> u64 {
+    aio.stats()
+        .into_iter()
+        .filter(|r| r.issuer == issuer)
+        .flat_map(|r| r.executors)
+        .filter(|e| e.executor == executor)
+        .map(|e| e.ios)
+        .sum()
+}
+
+fn scenario(m: IoMethodKind) {
+    let d = dir();
+    let path = data_file(&d, "f", 65536);
+    let aio = start_with(m, |s| s.io_workers = 1);
+    let _release = ReleaseHeldOnDrop(aio.clone());
+    let me = aio.register_issuer("waits").unwrap();
+    let f = aio.open(&path, &OpenOptions::read()).unwrap();
+    // Every completion of the read at 8192 is counted by a rule that changes nothing.
+    aio.inject_fault(FaultRule::new(FaultAction::Delay(Duration::ZERO)).offsets(8192..8193));
+    if m != IoMethodKind::Worker {
+        let io = me.acquire().unwrap().read(&f, 8192, IoBuf::new(4096));
+        assert_pattern(&me.wait(io).into_buf(), 8192);
+        assert_eq!(aio.faults_injected(), 1, "executed once");
+        return;
+    }
+    // The only worker is kept busy by a read held mid-completion.
+    aio.inject_fault(FaultRule::new(FaultAction::Hold).offsets(0..1).times(1));
+    let busy = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));
+    while !aio
+        .aios()
+        .iter()
+        .any(|r| r.issuer == "waits" && r.state == "COMPLETED_IO")
+    {
+        std::thread::yield_now();
+    }
+    // Queued behind it, and waited for: the waiter runs it.
+    let queued = me.acquire().unwrap().read(&f, 8192, IoBuf::new(4096));
+    assert_pattern(&me.wait(queued).into_buf(), 8192);
+    assert_eq!(executed_by(&aio, "waits", "waiter"), 1);
+    aio.release_held();
+    assert_pattern(&me.wait(busy).into_buf(), 0);
+    // A read the worker runs (wait_any never runs a queued I/O itself): by the time it is
+    // done, the worker has popped the stale entry before it and dropped it.
+    let later = me.acquire().unwrap().read(&f, 16384, IoBuf::new(4096));
+    me.wait_any();
+    assert_pattern(&me.wait(later).into_buf(), 16384);
+    assert_eq!(
+        aio.faults_injected(),
+        2,
+        "the hold, and the queued read's one execution"
+    );
+    assert_eq!(executed_by(&aio, "waits", "worker 0"), 2);
+}
+
+crate::for_every_method!(scenario);

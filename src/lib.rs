@@ -76,7 +76,9 @@ pub use aio::file::{File, OpenOptions};
 pub use aio::io::{Completion, Handle, InFlight};
 pub use aio::iobuf::{IO_ALIGN, IoBuf};
 pub use aio::issuer::{Issuer, SUBMIT_BATCH_SIZE};
+pub use aio::slice::DIRECT_ALIGN;
 pub use aio::subsystem::Aio;
+pub use aio::ticket::{IoGroup, Ticket};
 pub use bufmgr::read::{NoWait, PinnedBuffer};
 pub use bufmgr::relation::{Relation, SEGMENT_BYTES, segment_path};
 pub use bufmgr::stream::{

@@ -126,6 +126,86 @@ impl File {
         })
     }
 
+    /// Takes a byte-range lock on `start .. start + len` (`len` 0: to the end of the file and
+    /// beyond), exclusive or shared, without waiting: `Ok(false)` if another holder's lock
+    /// conflicts. Locks are open-file-description locks (`F_OFD_SETLK`): they belong to this
+    /// opened file — every clone of this `File` — and conflict with locks taken through any
+    /// other open of the same file, in this process or another. They go when the file's
+    /// descriptor closes.
+    ///
+    /// A lock is not an I/O: it never reaches the device, and a lock that waits would hold a
+    /// worker (or an io_uring slot) hostage, so locks are plain calls on the caller's thread.
+    pub fn try_lock_range(&self, start: u64, len: u64, exclusive: bool) -> std::io::Result<bool> {
+        let lock = if exclusive {
+            libc::F_WRLCK
+        } else {
+            libc::F_RDLCK
+        };
+        match self.fcntl_lock(libc::F_OFD_SETLK, lock as i16, start, len) {
+            Ok(_) => Ok(true),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Takes a byte-range lock like [`File::try_lock_range`], waiting for conflicting locks to
+    /// go.
+    pub fn lock_range(&self, start: u64, len: u64, exclusive: bool) -> std::io::Result<()> {
+        let lock = if exclusive {
+            libc::F_WRLCK
+        } else {
+            libc::F_RDLCK
+        };
+        loop {
+            match self.fcntl_lock(libc::F_OFD_SETLKW, lock as i16, start, len) {
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                other => return other.map(|_| ()),
+            }
+        }
+    }
+
+    /// Releases this file's locks on `start .. start + len`.
+    pub fn unlock_range(&self, start: u64, len: u64) -> std::io::Result<()> {
+        self.fcntl_lock(libc::F_OFD_SETLK, libc::F_UNLCK as i16, start, len)
+            .map(|_| ())
+    }
+
+    /// True if an exclusive lock on the range would conflict with a lock held through another
+    /// open of the file.
+    pub fn is_range_locked_elsewhere(&self, start: u64, len: u64) -> std::io::Result<bool> {
+        let fl = self.fcntl_lock(libc::F_OFD_GETLK, libc::F_WRLCK as i16, start, len)?;
+        Ok(fl.l_type != libc::F_UNLCK as i16)
+    }
+
+    fn fcntl_lock(
+        &self,
+        cmd: libc::c_int,
+        kind: i16,
+        start: u64,
+        len: u64,
+    ) -> std::io::Result<libc::flock> {
+        let too_big = || std::io::Error::from_raw_os_error(libc::EOVERFLOW);
+        let mut fl = libc::flock {
+            l_type: kind,
+            l_whence: libc::SEEK_SET as i16,
+            l_start: i64::try_from(start).map_err(|_| too_big())?,
+            l_len: i64::try_from(len).map_err(|_| too_big())?,
+            l_pid: 0,
+        };
+        // SAFETY: `fl` is a valid flock for the duration of the call; the descriptor is ours
+        // (this `File` holds a reference, so it is open).
+        let r = unsafe { libc::fcntl(self.raw_fd(), cmd, &mut fl) };
+        if r < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(fl)
+    }
+
+    /// Held while a read-modify-write slice write runs on this file.
+    pub(crate) fn rmw_lock(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.aio.shared.files.slots[self.slot as usize].rmw.lock()
+    }
+
     /// The path it was opened with.
     pub fn path(&self) -> Arc<Path> {
         self.aio.shared.files.path(self.slot)

@@ -327,6 +327,20 @@ impl<'a> Handle<'a> {
         self.start(Self::raw_definition(Op::Readv, file, offset, iov))
     }
 
+    /// A raw write whose result comes back as an [`InFlight`] (slice I/O).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Handle::writev_raw`].
+    pub(crate) unsafe fn writev_raw_claimed(
+        self,
+        file: &File,
+        offset: u64,
+        iov: &[libc::iovec],
+    ) -> InFlight<'a> {
+        self.start(Self::raw_definition(Op::Writev, file, offset, iov))
+    }
+
     fn raw(
         self,
         op: Op,
@@ -376,6 +390,19 @@ impl<'a> InFlight<'a> {
             >= HandleState::CompletedShared
     }
 
+    /// True once complete, after reaping whatever completions are ready now (io_uring's
+    /// ring, if no one else is reaping it). Never blocks.
+    pub fn check_done(&self) -> bool {
+        if self.is_done() {
+            return true;
+        }
+        self.issuer
+            .aio
+            .method
+            .poll(&self.issuer.aio.shared, self.issuer.slot);
+        self.is_done()
+    }
+
     pub(crate) fn local(&self) -> u32 {
         self.local
     }
@@ -423,6 +450,22 @@ impl std::fmt::Debug for IoMemory {
 }
 
 impl Completion {
+    pub(crate) fn from_outcome(
+        o: crate::handle::notice::Outcome,
+        memory: IoMemory,
+        skip: u32,
+    ) -> Completion {
+        Completion {
+            result: o.result,
+            op: o.op,
+            offset: o.offset,
+            length: o.length,
+            skip,
+            memory,
+            error: o.error,
+        }
+    }
+
     pub(crate) fn from_reclaimed(r: Reclaimed) -> Completion {
         Completion {
             result: r.result,

@@ -15,6 +15,8 @@ pub const IO_ALIGN: usize = 4096;
 pub struct IoBuf {
     ptr: NonNull<u8>,
     len: usize,
+    /// Bytes allocated (the length it was made with); `len` may be set lower to reuse it.
+    capacity: usize,
     align: usize,
 }
 
@@ -37,7 +39,12 @@ impl IoBuf {
         // SAFETY: the layout has a non-zero size (len.max(1)).
         let p = unsafe { alloc_zeroed(layout) };
         let ptr = NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        IoBuf { ptr, len, align }
+        IoBuf {
+            ptr,
+            len,
+            capacity: len,
+            align,
+        }
     }
 
     /// A buffer holding a copy of `data`.
@@ -59,6 +66,24 @@ impl IoBuf {
         self.len == 0
     }
 
+    /// Bytes allocated: the most [`IoBuf::set_len`] allows.
+    #[inline]
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Reuses the buffer at another length, up to its capacity, so a loop of I/Os of varying
+    /// sizes needs no new allocation. Bytes beyond the old length hold what was last there
+    /// (zeros, or an earlier I/O's data). Panics above the capacity.
+    pub fn set_len(&mut self, len: usize) {
+        assert!(
+            len <= self.capacity,
+            "IoBuf::set_len({len}) exceeds the capacity {}",
+            self.capacity
+        );
+        self.len = len;
+    }
+
     /// The alignment it was allocated with.
     #[inline]
     pub fn alignment(&self) -> usize {
@@ -74,7 +99,8 @@ impl std::ops::Deref for IoBuf {
     type Target = [u8];
     #[inline]
     fn deref(&self) -> &[u8] {
-        // SAFETY: ptr is valid for len initialised (zeroed at allocation) bytes owned by self.
+        // SAFETY: ptr is valid for capacity >= len initialised (zeroed at allocation) bytes
+        // owned by self.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 }
@@ -89,7 +115,7 @@ impl std::ops::DerefMut for IoBuf {
 
 impl Drop for IoBuf {
     fn drop(&mut self) {
-        let layout = Layout::from_size_align(self.len.max(1), self.align)
+        let layout = Layout::from_size_align(self.capacity.max(1), self.align)
             .expect("layout was valid at allocation");
         // SAFETY: ptr was allocated in `with_alignment` with exactly this layout.
         unsafe { dealloc(self.ptr.as_ptr(), layout) }
@@ -98,6 +124,10 @@ impl Drop for IoBuf {
 
 impl std::fmt::Debug for IoBuf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "IoBuf({} bytes, align {})", self.len, self.align)
+        write!(
+            f,
+            "IoBuf({} bytes of {}, align {})",
+            self.len, self.capacity, self.align
+        )
     }
 }

@@ -7,10 +7,12 @@
 
 use super::io::IoMemory;
 use super::issuer::{Issuer, SUBMIT_BATCH_SIZE};
+use super::ticket::TicketCell;
 use crate::aio::file::File;
 use crate::handle::callback::IoContext;
-use crate::handle::error::{AioError, DIRECT_HINT, FOREIGN_FILE_HINT, IoError};
+use crate::handle::error::{AioError, IoError};
 use crate::handle::files::NO_FILE;
+use crate::handle::notice::Notice;
 use crate::handle::op::{HandleFlags, Op};
 use crate::handle::result::{IoResult, Status};
 use crate::handle::slot::{Executor, HandleState, WaitRef};
@@ -31,6 +33,9 @@ pub(super) struct LocalHandle {
     /// The path of a `File` of another subsystem the I/O was asked on (it fails, and its
     /// message names the file).
     pub(super) foreign: Option<Arc<std::path::Path>>,
+    /// The I/O's ticket cell (memory and notice), once it got a ticket or was detached with a
+    /// notice; kept until the handle is recycled.
+    pub(super) notice: Option<Arc<TicketCell>>,
     pub(super) prev: u32,
     pub(super) next: u32,
 }
@@ -43,6 +48,7 @@ impl LocalHandle {
             skip: 0,
             file: NO_FILE,
             foreign: None,
+            notice: None,
             prev: NIL,
             next: NIL,
         }
@@ -62,6 +68,11 @@ impl Drop for Local {
                     std::mem::forget(m);
                     leaked += 1;
                 }
+            }
+            // A ticket's memory lives in its cell: keep the cell alive for ever too.
+            if let Some(cell) = h.notice.take() {
+                std::mem::forget(cell);
+                leaked += 1;
             }
         }
         if leaked > 0 {
@@ -259,6 +270,31 @@ impl Issuer {
         NIL
     }
 
+    /// Gives started handle `li` (claimed by an `InFlight` being converted) a notice: its
+    /// memory moves into a shared cell, the notice is attached in the slot (delivered here
+    /// if the I/O is complete already), and the handle becomes unclaimed — recycled like a
+    /// dropped I/O once complete, its result having gone to the notice.
+    pub(crate) fn attach_notice(&self, li: u32, notice: Notice) -> Arc<TicketCell> {
+        let mut l = self.local.borrow_mut();
+        let lh = &mut l.h[li as usize];
+        let cell = Arc::new(TicketCell {
+            notice,
+            memory: parking_lot::Mutex::new(std::mem::take(&mut lh.memory)),
+            skip: lh.skip,
+        });
+        lh.claimed = false;
+        lh.notice = Some(Arc::clone(&cell));
+        let foreign = lh.foreign.clone();
+        // SAFETY: the issuer keeps the cell (and so the notice) in `lh.notice` until it
+        // recycles the handle.
+        unsafe {
+            self.aio
+                .shared
+                .attach_notice(self.base + li, &cell.notice, foreign.as_ref())
+        };
+        cell
+    }
+
     // ---- used by Handle -------------------------------------------------------------------
 
     pub(crate) fn handle_index(&self, li: u32) -> u32 {
@@ -434,7 +470,7 @@ impl Issuer {
         let foreign = l.h[li as usize].foreign.take();
         // A failure, or a short transfer (described the same way: "read only N of M bytes").
         let error = matches!(result.status, Status::Error | Status::Partial)
-            .then(|| self.io_error(idx, result, foreign.as_ref()));
+            .then(|| self.aio.shared.describe(idx, result, foreign.as_ref()));
         if result.status == Status::Warning {
             // A callback's warning (a zeroed page, an ignored checksum failure): said once,
             // by the issuer, as PostgreSQL's WARNING.
@@ -442,7 +478,7 @@ impl Issuer {
                 issuer = self.slot,
                 io_id = idx,
                 "{}",
-                self.io_error(idx, result, foreign.as_ref())
+                self.aio.shared.describe(idx, result, foreign.as_ref())
             );
         }
         let latency = s.completed_ns.load(r).saturating_sub(s.staged_ns.load(r));
@@ -461,8 +497,17 @@ impl Issuer {
         let memory = std::mem::replace(&mut lh.memory, IoMemory::None);
         let skip = lh.skip;
         let file = std::mem::replace(&mut lh.file, NO_FILE);
-        if let (false, Some(e)) = (claimed, &error) {
-            tracing::warn!(issuer = self.slot, io_id = idx, "{e}");
+        match lh.notice.take() {
+            // Its result went to a ticket or an error callback (delivered by now; if not,
+            // here, before the slot is recycled: see `handle/notice.rs`).
+            Some(cell) => cell
+                .notice
+                .deliver(shared, idx, s.distilled(), foreign.as_ref()),
+            None => {
+                if let (false, Some(e)) = (claimed, &error) {
+                    tracing::warn!(issuer = self.slot, io_id = idx, "{e}");
+                }
+            }
         }
         // Reclaimed while still in the batch: a waiter found it staged and ran it.
         match l.staged.iter().position(|&x| x == li) {
@@ -486,86 +531,6 @@ impl Issuer {
             skip,
             memory,
             error,
-        }
-    }
-
-    pub(super) fn io_error(
-        &self,
-        idx: u32,
-        result: IoResult,
-        foreign: Option<&Arc<std::path::Path>>,
-    ) -> IoError {
-        let shared = &self.aio.shared;
-        let s = shared.slot(idx);
-        let r = Ordering::Relaxed;
-        let file = s.file.load(r);
-        let op = s.op();
-        let path = if op == Op::Unlink {
-            let p = s.path.load(r) as *const libc::c_char;
-            // SAFETY: an unlink's path is a CString parked in the handle until reclaim, which
-            // is in progress in this very call (memory not yet taken).
-            let text = unsafe { std::ffi::CStr::from_ptr(p) }
-                .to_string_lossy()
-                .into_owned();
-            Arc::from(std::path::Path::new(&text))
-        } else if let Some(p) = foreign {
-            Arc::clone(p)
-        } else {
-            shared.files.path(file)
-        };
-        let errno = result.errno().unwrap_or(0);
-        let direct = file != NO_FILE && shared.files.slots[file as usize].direct.load(r);
-        let first = s.first_block.load(r);
-        let nblocks = s.nblocks.load(r);
-        let cb = (result.callback_id != 0)
-            .then(|| shared.callbacks.get(result.callback_id))
-            .flatten();
-        let detail = cb.map(|cb| cb.report(&result)).or_else(|| {
-            if result.panicked() {
-                Some("the thread executing it panicked (see the log)".to_string())
-            } else if result.submit_failed() {
-                let os = std::io::Error::from_raw_os_error(errno).to_string();
-                let os = os.split(" (os error").next().unwrap_or(&os).to_string();
-                Some(format!(
-                    "io_uring_enter refused to submit it: {os} (errno {errno})"
-                ))
-            } else {
-                None
-            }
-        });
-        let message = cb.and_then(|cb| {
-            let (relation, base) = shared.files.relation(file);
-            let first = if first == crate::handle::slot::NO_BLOCK {
-                0
-            } else {
-                first
-            };
-            cb.message(
-                &result,
-                &crate::handle::callback::ReportTarget {
-                    relation: &relation,
-                    first_block: base + first,
-                    nblocks,
-                },
-            )
-        });
-        let invalid_pages = cb.map_or(0, |cb| cb.invalid_pages(&result));
-        IoError {
-            op,
-            path,
-            offset: s.offset.load(r),
-            length: s.length.load(r),
-            transferred: s.raw_result.load(r).max(0) as u64,
-            errno,
-            blocks: (first != crate::handle::slot::NO_BLOCK).then_some((first, nblocks)),
-            detail,
-            message: message.map(String::into_boxed_str),
-            invalid_pages,
-            hint: if foreign.is_some() {
-                Some(FOREIGN_FILE_HINT)
-            } else {
-                (errno == libc::EINVAL && direct).then_some(DIRECT_HINT)
-            },
         }
     }
 }

@@ -8,9 +8,12 @@
 //! layer (stats recording, the socket's lifetime). Never the buffer manager, which sits
 //! above it. See `docs/design.md`, "The API".
 
+pub(crate) mod any_thread;
 pub(crate) mod file;
 pub(crate) mod io;
 pub(crate) mod iobuf;
 pub(crate) mod issuer;
 mod lifecycle;
+pub(crate) mod slice;
 pub(crate) mod subsystem;
+pub(crate) mod ticket;

@@ -116,6 +116,23 @@ impl Aio {
         self.inner.wait_done(wref.index, wref.generation)
     }
 
+    /// True once the I/O `wref` names is complete (or long done: its handle was recycled),
+    /// after reaping whatever completions of its issuer are ready now. Never blocks — unlike
+    /// PostgreSQL's `pgaio_wref_check_done`, it also makes progress under io_uring.
+    pub fn check_done(&self, wref: WaitRef) -> Result<bool, AioError> {
+        self.check_ref(wref)?;
+        let shared = &self.inner.shared;
+        let s = shared.slot(wref.index);
+        let done =
+            || s.generation.load(Ordering::Acquire) != wref.generation || s.state().is_complete();
+        if !done() && s.state() == HandleState::Submitted {
+            self.inner
+                .method
+                .poll(shared, s.owner.load(Ordering::Relaxed));
+        }
+        Ok(done())
+    }
+
     /// Refuses a wait reference of another subsystem.
     fn check_ref(&self, wref: WaitRef) -> Result<(), AioError> {
         let shared = &self.inner.shared;
@@ -207,7 +224,8 @@ impl Aio {
 
     /// Refuses new I/O and new files, and waits until every started I/O of every issuer is
     /// complete: submitted ones are waited for, and ones still staged in a batch are run
-    /// here. Issuers may still wait on and reclaim what they started.
+    /// here; the error callbacks of detached I/Os have all run when it returns. Issuers may
+    /// still wait on and reclaim what they started.
     pub fn shutdown(&self) {
         let shared = &self.inner.shared;
         shared.shutting_down.store(true, Ordering::SeqCst);
@@ -224,6 +242,8 @@ impl Aio {
                 let _ = self.inner.wait_done(i, g);
             }
         }
+        // Detached I/Os' error callbacks, queued as they completed, run before we return.
+        shared.notifier.finish();
     }
 
     /// True once [`Aio::shutdown`] was called.

@@ -103,6 +103,62 @@ pub enum AioError {
     Io(Box<IoError>),
 }
 
+impl IoError {
+    /// The [`std::io::ErrorKind`] this failure is: the errno's kind; with no errno, a short
+    /// read is `UnexpectedEof` (the end of the file came first), a short write `WriteZero`,
+    /// and a callback's verdict (an invalid page) `InvalidData`.
+    pub fn kind(&self) -> std::io::ErrorKind {
+        use std::io::ErrorKind;
+        if self.errno > 0 {
+            return std::io::Error::from_raw_os_error(self.errno).kind();
+        }
+        if self.detail.is_some() || self.message.is_some() || self.invalid_pages > 0 {
+            return ErrorKind::InvalidData;
+        }
+        match self.op {
+            Op::Writev => ErrorKind::WriteZero,
+            _ => ErrorKind::UnexpectedEof,
+        }
+    }
+}
+
+/// An I/O failure as a `std::io::Error`: its [`IoError::kind`], with the `IoError` inside (its
+/// message names op, file, offset and errno; `get_ref` or `downcast` give it back, errno
+/// included).
+impl From<IoError> for std::io::Error {
+    fn from(e: IoError) -> std::io::Error {
+        std::io::Error::new(e.kind(), e)
+    }
+}
+
+/// A subsystem error as a `std::io::Error`, for code that speaks `std::io` (a storage
+/// backend trait): I/O failures as [`IoError`]'s conversion; a failed open keeps its OS
+/// error's kind; bad settings and API misuse are `InvalidInput`; exhausted issuers, files,
+/// handles or buffers are `ResourceBusy`; a shut-down subsystem is `NotConnected`. The
+/// `AioError` is inside (`get_ref`, `into_inner`).
+impl From<AioError> for std::io::Error {
+    fn from(e: AioError) -> std::io::Error {
+        use std::io::ErrorKind;
+        let kind = match &e {
+            AioError::Io(io) => return std::io::Error::from((**io).clone()),
+            AioError::Open { source, .. }
+            | AioError::Introspection { source, .. }
+            | AioError::Start(source)
+            | AioError::BufferPool { source, .. } => source.kind(),
+            AioError::Settings(_)
+            | AioError::ApiViolation(_)
+            | AioError::TooManyBuffers { .. }
+            | AioError::IoUringRefused { .. } => ErrorKind::InvalidInput,
+            AioError::TooManyIssuers(_)
+            | AioError::TooManyFiles(_)
+            | AioError::AllHandlesClaimed(_)
+            | AioError::NoUnpinnedBuffers => ErrorKind::ResourceBusy,
+            AioError::ShutDown => ErrorKind::NotConnected,
+        };
+        std::io::Error::new(kind, e)
+    }
+}
+
 impl From<IoError> for AioError {
     fn from(e: IoError) -> AioError {
         AioError::Io(Box::new(e))
@@ -200,9 +256,14 @@ impl fmt::Display for IoError {
             let text = text.split(" (os error").next().unwrap_or(&text);
             write!(f, ": {text} (errno {})", self.errno)?;
         } else {
+            let verb = if self.op == Op::Writev {
+                "wrote"
+            } else {
+                "read"
+            };
             write!(
                 f,
-                ": read only {} of {} bytes",
+                ": {verb} only {} of {} bytes",
                 self.transferred, self.length
             )?;
         }

@@ -20,6 +20,8 @@ pub(crate) struct FileSlot {
     /// The relation-wide number of the file's block 0 (a segment's first block; 0 otherwise).
     pub segment_base: AtomicU32,
     pub path: RwLock<Option<Arc<Path>>>,
+    /// Serializes read-modify-write slice writes on an O_DIRECT file (`aio/slice.rs`).
+    pub rmw: Mutex<()>,
 }
 
 pub(crate) struct FileTable {
@@ -36,6 +38,7 @@ impl FileTable {
                 direct: AtomicBool::new(false),
                 segment_base: AtomicU32::new(0),
                 path: RwLock::new(None),
+                rmw: Mutex::new(()),
             })
             .collect();
         FileTable {

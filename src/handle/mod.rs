@@ -14,9 +14,11 @@
 
 pub(crate) mod atomics;
 pub(crate) mod callback;
+pub(crate) mod describe;
 pub(crate) mod error;
 pub(crate) mod fault;
 pub(crate) mod files;
+pub(crate) mod notice;
 pub(crate) mod op;
 pub(crate) mod result;
 pub mod settings;

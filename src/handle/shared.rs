@@ -108,6 +108,8 @@ pub(crate) struct Shared {
     attached: Option<Attached>,
     pub epoch: Instant,
     pub shutting_down: AtomicBool,
+    /// Runs detached I/Os' error callbacks (see `notice.rs`).
+    pub notifier: super::notice::Notifier,
 }
 
 fn round_up(v: usize, a: usize) -> usize {
@@ -175,6 +177,7 @@ impl Shared {
             attached,
             epoch: Instant::now(),
             shutting_down: AtomicBool::new(false),
+            notifier: super::notice::Notifier::new(),
         };
         for i in 0..n_handles {
             let s = shared.slot(i);
@@ -449,6 +452,8 @@ impl Shared {
             }
         }
         s.distilled.store(result.pack(), Ordering::Relaxed);
+        // A ticket's or a detached I/O's notice hears of it before anyone can recycle it.
+        self.deliver_notice(i, result);
         s.set_state(HandleState::CompletedIo, HandleState::CompletedShared);
         let issuer = &self.issuers[s.owner.load(Ordering::Relaxed) as usize];
         let c = issuer

@@ -26,6 +26,7 @@
 //!   noticed.
 
 use super::IoMethod;
+use super::watcher::Watcher;
 use crate::handle::error::AioError;
 use crate::handle::files::NO_FILE;
 use crate::handle::op::{HandleFlags, Op};
@@ -57,7 +58,8 @@ struct RingSlot {
     retired: AtomicI32,
 }
 
-pub(crate) struct UringMethod {
+/// The rings and their protocol; shared with the watcher thread (see [`UringMethod`]).
+struct Uring {
     rings: Box<[RingSlot]>,
     support: Support,
     entries: u32,
@@ -116,11 +118,11 @@ impl Pushed {
 /// Handles are pushed and submitted in groups of at most this many.
 const PUSH_GROUP: usize = 32;
 
-impl UringMethod {
+impl Uring {
     /// Probes io_uring; `Err` is the refusal in words.
-    pub(crate) fn start(settings: &Settings, shared: &Arc<Shared>) -> Result<UringMethod, String> {
+    fn start(settings: &Settings, shared: &Arc<Shared>) -> Result<Uring, String> {
         let support = dbaio_uring::probe().map_err(|r| r.to_string())?;
-        Ok(UringMethod {
+        Ok(Uring {
             rings: (0..settings.max_issuers)
                 .map(|_| RingSlot {
                     ring: OnceLock::new(),
@@ -150,7 +152,7 @@ impl UringMethod {
     }
 
     /// Reaps every completion ready on the locked completion side; I/Os to execute again go
-    /// to `retries` (run them with [`UringMethod::run_retries`] once the lock is released).
+    /// to `retries` (run them with [`Uring::run_retries`] once the lock is released).
     fn drain(
         &self,
         shared: &Shared,
@@ -379,7 +381,7 @@ impl UringMethod {
     }
 }
 
-impl IoMethod for UringMethod {
+impl IoMethod for Uring {
     fn kind(&self) -> IoMethodKind {
         IoMethodKind::IoUring
     }
@@ -554,7 +556,7 @@ impl IoMethod for UringMethod {
     }
 }
 
-impl Drop for UringMethod {
+impl Drop for Uring {
     fn drop(&mut self) {
         // Every issuer drains before it goes, so nothing should be in flight; make sure.
         for (issuer, r) in self.rings.iter().enumerate() {
@@ -568,5 +570,90 @@ impl Drop for UringMethod {
                 }
             }
         }
+    }
+}
+
+/// The `io_uring` method: the rings ([`Uring`]), and a watcher thread, started on first use,
+/// that reaps the rings of issuers whose I/Os must complete with nobody waiting (tickets
+/// awaited as futures, detached I/Os with error callbacks): it sleeps in `epoll` on those
+/// rings' descriptors and drains a ring when completions arrive.
+pub(crate) struct UringMethod {
+    /// Declared first: it stops (and drops its reference to the rings) before they go.
+    watcher: OnceLock<Option<Watcher>>,
+    uring: Arc<Uring>,
+}
+
+impl UringMethod {
+    pub(crate) fn start(settings: &Settings, shared: &Arc<Shared>) -> Result<UringMethod, String> {
+        Ok(UringMethod {
+            watcher: OnceLock::new(),
+            uring: Arc::new(Uring::start(settings, shared)?),
+        })
+    }
+
+    fn watcher(&self) -> Option<&Watcher> {
+        self.watcher
+            .get_or_init(|| {
+                let uring = Arc::clone(&self.uring);
+                let reap = move |issuer: u32| {
+                    if let Some(ring) = uring.ring(issuer) {
+                        // Blocking is fine: the watcher submits nothing, so whoever holds the
+                        // completion side never waits for it (see the protocol above).
+                        let cq = ring.completion();
+                        uring.drain_and_release(&uring.shared, issuer, cq);
+                    }
+                };
+                match Watcher::start("dbaio-uring-watch", Box::new(reap)) {
+                    Ok(w) => Some(w),
+                    Err(e) => {
+                        tracing::warn!(
+                            "could not start the io_uring watcher thread ({e}): I/Os nobody waits for complete when their issuer next waits"
+                        );
+                        None
+                    }
+                }
+            })
+            .as_ref()
+    }
+}
+
+impl IoMethod for UringMethod {
+    fn kind(&self) -> IoMethodKind {
+        self.uring.kind()
+    }
+    fn needs_synchronous_execution(&self, shared: &Shared, i: u32) -> bool {
+        self.uring.needs_synchronous_execution(shared, i)
+    }
+    fn init_issuer(&self, shared: &Shared, issuer: u32) -> Result<(), AioError> {
+        self.uring.init_issuer(shared, issuer)
+    }
+    fn submit(&self, shared: &Shared, issuer: u32, handles: &[u32]) {
+        self.uring.submit(shared, issuer, handles)
+    }
+    fn wait_one(&self, shared: &Shared, i: u32, generation: u64) -> bool {
+        self.uring.wait_one(shared, i, generation)
+    }
+    fn submit_and_wait(&self, shared: &Shared, issuer: u32, handles: &[u32], n: u32) -> bool {
+        self.uring.submit_and_wait(shared, issuer, handles, n)
+    }
+    fn inject_submit_error(&self, errno: i32) {
+        self.uring.inject_submit_error(errno)
+    }
+    fn poll(&self, shared: &Shared, issuer: u32) {
+        self.uring.poll(shared, issuer)
+    }
+    fn watch(&self, issuer: u32) {
+        let Some(ring) = self.uring.ring(issuer) else {
+            return;
+        };
+        if let Some(w) = self.watcher() {
+            w.watch(issuer, std::os::fd::AsRawFd::as_raw_fd(ring));
+        }
+    }
+    fn file_opened(&self, slot: u32, fd: RawFd) {
+        self.uring.file_opened(slot, fd)
+    }
+    fn file_closed(&self, slot: u32) {
+        self.uring.file_closed(slot)
     }
 }

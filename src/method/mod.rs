@@ -7,6 +7,7 @@
 
 mod io_uring;
 mod sync;
+mod watcher;
 mod worker;
 
 use crate::handle::error::AioError;
@@ -58,6 +59,12 @@ pub(crate) trait IoMethod: Send + Sync {
 
     /// Optional. Completes whatever of `issuer`'s I/Os are ready, without blocking.
     fn poll(&self, _shared: &Shared, _issuer: u32) {}
+
+    /// Optional. Makes sure `issuer`'s I/Os complete even if nobody waits for them (a
+    /// ticket awaited as a future, a detached I/O with an error callback). Methods whose
+    /// completions need no waiter (sync, worker) do nothing; io_uring has its watcher
+    /// thread reap the issuer's ring.
+    fn watch(&self, _issuer: u32) {}
 
     /// Optional. A file was opened into slot `slot` (io_uring registers it).
     fn file_opened(&self, _slot: u32, _fd: RawFd) {}

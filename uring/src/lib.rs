@@ -206,6 +206,13 @@ pub struct Completion<'a> {
     _guard: MutexGuard<'a, ()>,
 }
 
+impl std::os::fd::AsRawFd for Ring {
+    /// The ring's descriptor: readable (`poll`, `epoll`) while completions wait to be reaped.
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.ring.as_raw_fd()
+    }
+}
+
 /// The submission queue is full; submit first.
 #[derive(Debug, Clone, Copy)]
 pub struct QueueFull;

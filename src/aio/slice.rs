@@ -1,0 +1,230 @@
+//! Slice I/O: read into a `&mut [u8]` and write from a `&[u8]` the caller owns, waiting at
+//! once — what an engine's `read(offset, &mut out)` / `write(offset, &data)` calls need.
+//!
+//! The I/O is executed in the calling thread ([`HandleFlags::SYNCHRONOUS`], as PostgreSQL's
+//! `PGAIO_HF_SYNCHRONOUS`): it is waited for at once, so handing it to a worker or a ring
+//! would only add a hand-off. It still goes through a handle (the aios view, statistics,
+//! fault injection and error messages see it as any other).
+//!
+//! Memory: on a buffered file the slice itself is the I/O's memory (no copy). On an O_DIRECT
+//! file a slice whose address, offset and length are all multiples of [`DIRECT_ALIGN`] is used
+//! as is; otherwise the I/O goes through an aligned bounce buffer: a read reads the aligned
+//! blocks that cover the range and copies out; a write reads the partial first and last
+//! blocks, copies the data in and writes the whole aligned range (read-modify-write: at most
+//! two extra block reads, plus a copy). A write that ends past the end of the file this way is
+//! followed by an `ftruncate` back to the end it asked for, so the file's length is what the
+//! caller wrote, as with a buffered file. Unaligned writes to one file are serialized with
+//! each other (two read-modify-writes of one block would otherwise lose one of the writes).
+
+use super::file::File;
+use super::io::InFlight;
+use super::iobuf::IoBuf;
+use super::issuer::Issuer;
+use crate::handle::error::{AioError, IoError};
+use crate::handle::op::HandleFlags;
+
+/// The alignment O_DIRECT slice I/O uses: a multiple of every common logical block size.
+pub const DIRECT_ALIGN: u64 = 4096;
+
+/// Waits for an I/O when dropped, so that a panic between its start and its wait cannot free
+/// the slice under it.
+struct WaitOnDrop<'a> {
+    issuer: &'a Issuer,
+    io: Option<InFlight<'a>>,
+}
+
+impl WaitOnDrop<'_> {
+    fn wait(mut self) -> crate::Completion {
+        let io = self.io.take().expect("waited once");
+        self.issuer.wait(io)
+    }
+}
+
+impl Drop for WaitOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(io) = self.io.take() {
+            let _ = self.issuer.wait(io);
+        }
+    }
+}
+
+fn aligned(v: u64) -> bool {
+    v % DIRECT_ALIGN == 0
+}
+
+impl Issuer {
+    /// Reads into `buf` at `offset` and waits; returns the bytes read, fewer than
+    /// `buf.len()` only at end of file. See the module documentation for how memory is used.
+    pub fn read_into(&self, file: &File, offset: u64, buf: &mut [u8]) -> Result<usize, AioError> {
+        if file.is_direct() && !direct_ready(offset, buf.as_ptr(), buf.len()) {
+            return self.read_bounced(file, offset, buf);
+        }
+        let mut done = 0;
+        while done < buf.len() {
+            let n = self.read_once(file, offset + done as u64, &mut buf[done..])?;
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        Ok(done)
+    }
+
+    /// Reads exactly `buf.len()` bytes at `offset` and waits; reaching the end of the file
+    /// first is an error (`read only N of M bytes`).
+    pub fn read_exact_into(
+        &self,
+        file: &File,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<(), AioError> {
+        let n = self.read_into(file, offset, buf)?;
+        if n < buf.len() {
+            return Err(short_read(file, offset, buf.len(), n).into());
+        }
+        Ok(())
+    }
+
+    /// Writes all of `data` at `offset` and waits. See the module documentation for how
+    /// memory is used (and the read-modify-write of unaligned O_DIRECT writes).
+    pub fn write_all_from(&self, file: &File, offset: u64, data: &[u8]) -> Result<(), AioError> {
+        if file.is_direct() && !direct_ready(offset, data.as_ptr(), data.len()) {
+            return self.write_bounced(file, offset, data);
+        }
+        let mut done = 0;
+        while done < data.len() {
+            done += self.write_once(file, offset + done as u64, &data[done..])?;
+        }
+        Ok(())
+    }
+
+    /// One read into `buf` (its memory used directly); bytes read.
+    fn read_once(&self, file: &File, offset: u64, buf: &mut [u8]) -> Result<usize, AioError> {
+        let iov = [libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        }];
+        let mut h = self.acquire()?;
+        h.set_flags(HandleFlags::SYNCHRONOUS);
+        // SAFETY: `buf` is borrowed mutably for this whole call and the I/O is waited for
+        // before it returns (also on unwinding: `WaitOnDrop`), so nothing else touches the
+        // memory while the I/O may write it.
+        let io = unsafe { h.readv_raw_claimed(file, offset, &iov) };
+        let c = WaitOnDrop {
+            issuer: self,
+            io: Some(io),
+        }
+        .wait();
+        if let Some(e) = c.failure() {
+            return Err(e.clone().into());
+        }
+        Ok(c.bytes())
+    }
+
+    /// One write from `data` (its memory used directly); bytes written (never 0).
+    fn write_once(&self, file: &File, offset: u64, data: &[u8]) -> Result<usize, AioError> {
+        let iov = [libc::iovec {
+            iov_base: data.as_ptr() as *mut libc::c_void,
+            iov_len: data.len(),
+        }];
+        let mut h = self.acquire()?;
+        h.set_flags(HandleFlags::SYNCHRONOUS);
+        // SAFETY: `data` is borrowed for this whole call and the I/O (which only reads it)
+        // is waited for before it returns, also on unwinding.
+        let io = unsafe { h.writev_raw_claimed(file, offset, &iov) };
+        let c = WaitOnDrop {
+            issuer: self,
+            io: Some(io),
+        }
+        .wait();
+        if let Some(e) = c.failure() {
+            return Err(e.clone().into());
+        }
+        if c.bytes() == 0 {
+            return Err(c.check().expect_err("a write of 0 bytes is short").into());
+        }
+        Ok(c.bytes())
+    }
+
+    /// An unaligned O_DIRECT read: the covering aligned blocks into a bounce buffer.
+    fn read_bounced(&self, file: &File, offset: u64, buf: &mut [u8]) -> Result<usize, AioError> {
+        let start = offset - offset % DIRECT_ALIGN;
+        let end = (offset + buf.len() as u64).next_multiple_of(DIRECT_ALIGN);
+        let mut bounce = IoBuf::new((end - start) as usize);
+        let got = self.read_into(file, start, &mut bounce)?;
+        let skip = (offset - start) as usize;
+        let n = got.saturating_sub(skip).min(buf.len());
+        buf[..n].copy_from_slice(&bounce[skip..skip + n]);
+        Ok(n)
+    }
+
+    /// An unaligned O_DIRECT write: read-modify-write of the covering aligned blocks.
+    fn write_bounced(&self, file: &File, offset: u64, data: &[u8]) -> Result<(), AioError> {
+        let _serial = file.rmw_lock();
+        let start = offset - offset % DIRECT_ALIGN;
+        let end_asked = offset + data.len() as u64;
+        let end = end_asked.next_multiple_of(DIRECT_ALIGN);
+        let len = file
+            .len()
+            .map_err(|e| AioError::from(stat_error(file, e)))?;
+        let mut bounce = IoBuf::new((end - start) as usize);
+        // The partial first and last blocks keep what is there (zeros past the end).
+        let last = end - DIRECT_ALIGN;
+        if !aligned(offset) && start < len {
+            self.read_into(file, start, &mut bounce[..DIRECT_ALIGN as usize])?;
+        }
+        if !aligned(end_asked) && last < len && (last != start || aligned(offset)) {
+            let at = (last - start) as usize;
+            self.read_into(file, last, &mut bounce[at..])?;
+        }
+        let skip = (offset - start) as usize;
+        bounce[skip..skip + data.len()].copy_from_slice(data);
+        self.write_all_from(file, start, &bounce)?;
+        if end > len.max(end_asked) {
+            // The aligned write went past the end the caller asked for: give the file the
+            // length a buffered write would have left.
+            let io = self.acquire()?.ftruncate(file, len.max(end_asked));
+            self.wait(io).check()?;
+        }
+        Ok(())
+    }
+}
+
+/// True if O_DIRECT can use this memory and range as they are.
+fn direct_ready(offset: u64, ptr: *const u8, len: usize) -> bool {
+    aligned(offset) && aligned(ptr as u64) && aligned(len as u64)
+}
+
+fn short_read(file: &File, offset: u64, asked: usize, got: usize) -> IoError {
+    IoError {
+        op: crate::Op::Readv,
+        path: file.path(),
+        offset,
+        length: asked as u64,
+        transferred: got as u64,
+        errno: 0,
+        blocks: None,
+        detail: None,
+        message: None,
+        hint: None,
+        invalid_pages: 0,
+    }
+}
+
+fn stat_error(file: &File, e: std::io::Error) -> IoError {
+    IoError {
+        op: crate::Op::Writev,
+        path: file.path(),
+        offset: 0,
+        length: 0,
+        transferred: 0,
+        errno: e.raw_os_error().unwrap_or(libc::EIO),
+        blocks: None,
+        detail: Some(format!(
+            "could not get the file's length for a read-modify-write: {e}"
+        )),
+        message: None,
+        hint: None,
+        invalid_pages: 0,
+    }
+}

@@ -1,0 +1,98 @@
+//! Describing an I/O's failure in words: [`Shared::describe`] turns a handle's distilled
+//! result into an [`IoError`] naming op, file (or unlink path), offset, length and errno, with
+//! a callback's own message and hint where one applies. Any thread may call it while the
+//! handle is complete and not yet recycled (the issuer at reclaim, the completer for an I/O
+//! whose result goes to a ticket).
+
+use super::error::{DIRECT_HINT, FOREIGN_FILE_HINT, IoError};
+use super::files::NO_FILE;
+use super::op::Op;
+use super::result::IoResult;
+use super::shared::Shared;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+impl Shared {
+    /// The failure (or short transfer) of handle `idx` with result `result`, in words.
+    /// `foreign`: the path of a `File` of another subsystem the I/O was asked on.
+    pub(crate) fn describe(
+        &self,
+        idx: u32,
+        result: IoResult,
+        foreign: Option<&Arc<std::path::Path>>,
+    ) -> IoError {
+        let shared = self;
+        let s = shared.slot(idx);
+        let r = Ordering::Relaxed;
+        let file = s.file.load(r);
+        let op = s.op();
+        let path = if op == Op::Unlink {
+            let p = s.path.load(r) as *const libc::c_char;
+            // SAFETY: an unlink's path is a CString parked with the I/O's memory (in its issuer,
+            // or in its notice) until the handle is recycled, and the caller describes a
+            // handle that is complete and not yet recycled.
+            let text = unsafe { std::ffi::CStr::from_ptr(p) }
+                .to_string_lossy()
+                .into_owned();
+            Arc::from(std::path::Path::new(&text))
+        } else if let Some(p) = foreign {
+            Arc::clone(p)
+        } else {
+            shared.files.path(file)
+        };
+        let errno = result.errno().unwrap_or(0);
+        let direct = file != NO_FILE && shared.files.slots[file as usize].direct.load(r);
+        let first = s.first_block.load(r);
+        let nblocks = s.nblocks.load(r);
+        let cb = (result.callback_id != 0)
+            .then(|| shared.callbacks.get(result.callback_id))
+            .flatten();
+        let detail = cb.map(|cb| cb.report(&result)).or_else(|| {
+            if result.panicked() {
+                Some("the thread executing it panicked (see the log)".to_string())
+            } else if result.submit_failed() {
+                let os = std::io::Error::from_raw_os_error(errno).to_string();
+                let os = os.split(" (os error").next().unwrap_or(&os).to_string();
+                Some(format!(
+                    "io_uring_enter refused to submit it: {os} (errno {errno})"
+                ))
+            } else {
+                None
+            }
+        });
+        let message = cb.and_then(|cb| {
+            let (relation, base) = shared.files.relation(file);
+            let first = if first == crate::handle::slot::NO_BLOCK {
+                0
+            } else {
+                first
+            };
+            cb.message(
+                &result,
+                &crate::handle::callback::ReportTarget {
+                    relation: &relation,
+                    first_block: base + first,
+                    nblocks,
+                },
+            )
+        });
+        let invalid_pages = cb.map_or(0, |cb| cb.invalid_pages(&result));
+        IoError {
+            op,
+            path,
+            offset: s.offset.load(r),
+            length: s.length.load(r),
+            transferred: s.raw_result.load(r).max(0) as u64,
+            errno,
+            blocks: (first != crate::handle::slot::NO_BLOCK).then_some((first, nblocks)),
+            detail,
+            message: message.map(String::into_boxed_str),
+            invalid_pages,
+            hint: if foreign.is_some() {
+                Some(FOREIGN_FILE_HINT)
+            } else {
+                (errno == libc::EINVAL && direct).then_some(DIRECT_HINT)
+            },
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! Notices: how a finished I/O reaches whoever cares about it when no issuer-bound
+//! `InFlight` will redeem it — a `Ticket` redeemed on any thread or awaited as a future, or a
+//! detached I/O with an error callback.
+//!
+//! A [`Notice`] is attached to a handle after the I/O started (its address goes in the slot's
+//! `notice` word) and is *delivered* exactly once: its outcome (the shared result, and the
+//! error in words) is recorded, a registered waker is woken, and a failure goes to the error
+//! callback. Delivery is done by the first of:
+//!
+//! - the completer, after the shared callbacks and before COMPLETED_SHARED, if it sees the
+//!   notice word set;
+//! - the attacher, if it finds the I/O already past COMPLETED_IO (it waits for
+//!   COMPLETED_SHARED, which is never long, then delivers itself);
+//! - the owning issuer's reclaim, before it recycles the handle (a safety net: the two above
+//!   cover every interleaving).
+//!
+//! The completer stores COMPLETED_IO and then reads the notice word; the attacher stores the
+//! notice word and then reads the state, with a sequentially consistent fence between each
+//! store and load (Dekker's pattern): at least one of them sees the other, so a notice is
+//! never missed. Both may see each other; the notice's lock makes the second delivery a
+//! no-op. Nothing touches a notice after COMPLETED_SHARED through the slot: whoever holds it
+//! (the ticket, the issuer until reclaim) keeps it alive.
+//!
+//! Error callbacks run on one thread, `dbaio-notify`, started on first use, in delivery
+//! order; never on an issuer's or a worker's thread (a callback may then start I/O, or block,
+//! without stalling anyone). [`Aio::shutdown`](crate::Aio) runs the ones still queued.
+
+use super::error::IoError;
+use super::op::Op;
+use super::result::{IoResult, Status};
+use super::shared::Shared;
+use super::slot::HandleState;
+use parking_lot::Mutex;
+use std::sync::atomic::{Ordering, fence};
+use std::sync::mpsc;
+use std::task::Waker;
+use std::thread::JoinHandle;
+
+/// An error callback of a detached I/O.
+pub(crate) type OnError = Box<dyn FnOnce(IoError) + Send + 'static>;
+
+/// What a delivered notice records.
+pub(crate) struct Outcome {
+    pub result: IoResult,
+    pub op: Op,
+    pub offset: u64,
+    pub length: u64,
+    /// The failure or short transfer, in words (None: success).
+    pub error: Option<IoError>,
+}
+
+/// What happens to a failure nobody will redeem.
+enum Report {
+    /// A ticket may still take it: keep it.
+    Keep,
+    /// Log it as a warning (a ticket dropped unredeemed, or a detached I/O with the default).
+    Log,
+    /// Hand it to this callback, on the notifier thread.
+    Call(OnError),
+}
+
+struct State {
+    outcome: Option<Outcome>,
+    delivered: bool,
+    /// A ticket took the outcome.
+    taken: bool,
+    /// The ticket was dropped before delivery: a failure is logged, not kept.
+    abandoned: bool,
+    /// A detached I/O: failures go to `on_error` (or are logged).
+    detached: bool,
+    on_error: Option<OnError>,
+    waker: Option<Waker>,
+}
+
+/// Where one I/O's completion goes (see the module documentation).
+pub(crate) struct Notice {
+    state: Mutex<State>,
+}
+
+impl Notice {
+    /// A notice for a ticket: the outcome is kept for whoever redeems it.
+    pub(crate) fn for_ticket() -> Notice {
+        Notice::new(false, None)
+    }
+
+    /// A notice for a detached I/O: a failure goes to `on_error`, or is logged.
+    pub(crate) fn detached(on_error: Option<OnError>) -> Notice {
+        Notice::new(true, on_error)
+    }
+
+    fn new(detached: bool, on_error: Option<OnError>) -> Notice {
+        Notice {
+            state: Mutex::new(State {
+                outcome: None,
+                delivered: false,
+                taken: false,
+                abandoned: false,
+                detached,
+                on_error,
+                waker: None,
+            }),
+        }
+    }
+
+    /// True once delivered.
+    pub(crate) fn is_delivered(&self) -> bool {
+        self.state.lock().delivered
+    }
+
+    /// Records handle `i`'s outcome, wakes the waker and reports a failure as this notice's
+    /// style says — unless it was delivered already. The handle must be past COMPLETED_IO
+    /// with its result distilled (`result`), and not yet recycled.
+    pub(crate) fn deliver(
+        &self,
+        shared: &Shared,
+        i: u32,
+        result: IoResult,
+        foreign: Option<&std::sync::Arc<std::path::Path>>,
+    ) {
+        let mut st = self.state.lock();
+        if st.delivered {
+            return;
+        }
+        st.delivered = true;
+        let s = shared.slot(i);
+        let error = matches!(result.status, Status::Error | Status::Partial)
+            .then(|| shared.describe(i, result, foreign));
+        let report = match (&error, st.detached || st.abandoned) {
+            (None, _) | (Some(_), false) => Report::Keep,
+            (Some(_), true) => st.on_error.take().map_or(Report::Log, Report::Call),
+        };
+        let error = match report {
+            Report::Keep => error,
+            Report::Log => {
+                if let Some(e) = &error {
+                    tracing::warn!(io_id = i, "{e}");
+                }
+                None
+            }
+            Report::Call(f) => {
+                shared.notifier.call(f, error.expect("a failure to report"));
+                None
+            }
+        };
+        st.outcome = Some(Outcome {
+            result,
+            op: s.op(),
+            offset: s.offset.load(Ordering::Relaxed),
+            length: s.length.load(Ordering::Relaxed),
+            error,
+        });
+        let waker = st.waker.take();
+        drop(st);
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// Takes the outcome for the ticket (None if not delivered yet).
+    pub(crate) fn take(&self) -> Option<Outcome> {
+        let mut st = self.state.lock();
+        let o = st.outcome.take();
+        st.taken |= o.is_some();
+        o
+    }
+
+    /// Takes the outcome if delivered; otherwise keeps `waker` to wake at delivery.
+    #[cfg_attr(not(feature = "async"), allow(dead_code))]
+    pub(crate) fn take_or_register(&self, waker: &Waker) -> Option<Outcome> {
+        let mut st = self.state.lock();
+        if st.delivered {
+            let o = st.outcome.take();
+            st.taken |= o.is_some();
+            return o;
+        }
+        match &st.waker {
+            Some(w) if w.will_wake(waker) => {}
+            _ => st.waker = Some(waker.clone()),
+        }
+        None
+    }
+
+    /// The ticket goes unredeemed: a failure delivered and not taken is logged now, one not
+    /// yet delivered will be logged at delivery. Exactly once either way.
+    pub(crate) fn abandon(&self) {
+        let mut st = self.state.lock();
+        st.abandoned = true;
+        st.waker = None;
+        if st.taken {
+            return;
+        }
+        if let Some(e) = st.outcome.as_mut().and_then(|o| o.error.take()) {
+            tracing::warn!("an I/O's ticket was dropped unredeemed: {e}");
+        }
+    }
+}
+
+impl Shared {
+    /// Attaches `notice` to handle `i` (started by the caller, its owner). Returns once the
+    /// notice will be delivered: if the I/O is already complete it is delivered here.
+    ///
+    /// # Safety
+    ///
+    /// `notice` must stay valid until handle `i` is recycled (its owner keeps it until it
+    /// reclaims the handle).
+    pub(crate) unsafe fn attach_notice(
+        &self,
+        i: u32,
+        notice: &Notice,
+        foreign: Option<&std::sync::Arc<std::path::Path>>,
+    ) {
+        let s = self.slot(i);
+        s.notice
+            .store(notice as *const Notice as usize, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        let mut st = s.state();
+        if st < HandleState::CompletedIo {
+            return; // the completer will see the notice
+        }
+        // It may have read the word before we stored it: deliver here, once its shared
+        // callbacks are done.
+        while st == HandleState::CompletedIo {
+            s.sleep_while(st);
+            st = s.state();
+        }
+        notice.deliver(self, i, s.distilled(), foreign);
+    }
+
+    /// The completer's half: delivers handle `i`'s notice, if one is attached. Called after
+    /// COMPLETED_IO is published and the result distilled, before COMPLETED_SHARED.
+    pub(crate) fn deliver_notice(&self, i: u32, result: IoResult) {
+        fence(Ordering::SeqCst);
+        let p = self.slot(i).notice.load(Ordering::SeqCst);
+        if p != 0 {
+            // SAFETY: an attached notice stays valid until the handle is recycled, which
+            // cannot happen before the COMPLETED_SHARED this completer has yet to publish.
+            let notice = unsafe { &*(p as *const Notice) };
+            notice.deliver(self, i, result, None);
+        }
+    }
+}
+
+/// Runs error callbacks on the `dbaio-notify` thread, in order.
+pub(crate) struct Notifier {
+    inner: Mutex<NotifierInner>,
+}
+
+struct NotifierInner {
+    tx: Option<mpsc::Sender<(OnError, IoError)>>,
+    thread: Option<JoinHandle<()>>,
+    /// After [`Notifier::finish`]: callbacks run inline.
+    finished: bool,
+}
+
+impl Notifier {
+    pub(crate) fn new() -> Notifier {
+        Notifier {
+            inner: Mutex::new(NotifierInner {
+                tx: None,
+                thread: None,
+                finished: false,
+            }),
+        }
+    }
+
+    /// Queues `f(error)` for the notifier thread (started on first use).
+    pub(crate) fn call(&self, f: OnError, error: IoError) {
+        let mut g = self.inner.lock();
+        if g.finished {
+            drop(g);
+            run_callback(f, error);
+            return;
+        }
+        if g.tx.is_none() {
+            let (tx, rx) = mpsc::channel::<(OnError, IoError)>();
+            let spawned = std::thread::Builder::new()
+                .name("dbaio-notify".into())
+                .spawn(move || {
+                    for (f, e) in rx {
+                        run_callback(f, e);
+                    }
+                });
+            match spawned {
+                Ok(t) => {
+                    g.tx = Some(tx);
+                    g.thread = Some(t);
+                }
+                Err(e) => {
+                    drop(g);
+                    tracing::warn!(
+                        "could not start the dbaio-notify thread ({e}); running an error callback inline"
+                    );
+                    run_callback(f, error);
+                    return;
+                }
+            }
+        }
+        let tx = g.tx.as_ref().expect("started above");
+        if let Err(mpsc::SendError((f, e))) = tx.send((f, error)) {
+            drop(g);
+            run_callback(f, e);
+        }
+    }
+
+    /// Runs every queued callback and stops the thread; later ones run inline.
+    pub(crate) fn finish(&self) {
+        let thread = {
+            let mut g = self.inner.lock();
+            g.finished = true;
+            g.tx = None;
+            g.thread.take()
+        };
+        if let Some(t) = thread {
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// Runs one error callback; a panic in it is logged, not propagated.
+fn run_callback(f: OnError, error: IoError) {
+    let text = error.to_string();
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(error))).is_err() {
+        tracing::error!("an I/O error callback panicked (the error was: {text})");
+    }
+}

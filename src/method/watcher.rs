@@ -1,0 +1,139 @@
+//! A thread that sleeps in `epoll` on a set of descriptors and calls `reap(key)` when one
+//! becomes readable. io_uring uses it for the rings of issuers whose I/Os must complete with
+//! nobody waiting (a ticket awaited as a future, a detached I/O with an error callback): a
+//! ring's descriptor is readable while completions wait to be reaped.
+//!
+//! Descriptors are watched edge-triggered (one wakeup per arrival of completions, not one per
+//! check while they wait) and stay in the set until the watcher stops; a descriptor added
+//! while already readable is reported at once. It stops, and is joined, on drop.
+
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+
+/// The key that means "stop".
+const STOP: u64 = u64::MAX;
+
+pub(crate) struct Watcher {
+    epoll: Arc<OwnedFd>,
+    stop: OwnedFd,
+    /// Keys already in the set (indexed by key; grown on demand under the lock).
+    added: parking_lot::Mutex<Vec<bool>>,
+    thread: Option<JoinHandle<()>>,
+    stopping: Arc<AtomicBool>,
+}
+
+/// A descriptor closed on drop.
+struct OwnedFd(RawFd);
+
+impl Drop for OwnedFd {
+    fn drop(&mut self) {
+        // SAFETY: we own the descriptor; nobody uses it after this.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+fn check(r: libc::c_int) -> std::io::Result<libc::c_int> {
+    if r < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn add(epoll: RawFd, fd: RawFd, key: u64, flags: u32) -> std::io::Result<()> {
+    let mut ev = libc::epoll_event {
+        events: flags,
+        u64: key,
+    };
+    // SAFETY: `ev` is a valid event for the duration of the call.
+    check(unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, fd, &mut ev) }).map(|_| ())
+}
+
+impl Watcher {
+    /// Starts the thread `name`, which calls `reap(key)` for each readable descriptor.
+    pub(crate) fn start(
+        name: &str,
+        reap: Box<dyn Fn(u32) + Send + 'static>,
+    ) -> std::io::Result<Watcher> {
+        // SAFETY: plain system calls; the descriptors are wrapped at once.
+        let epoll = OwnedFd(check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?);
+        // SAFETY: as above.
+        let stop = OwnedFd(check(unsafe {
+            libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK)
+        })?);
+        add(epoll.0, stop.0, STOP, libc::EPOLLIN as u32)?;
+        let epoll = Arc::new(epoll);
+        let stopping = Arc::new(AtomicBool::new(false));
+        let (ep, st) = (Arc::clone(&epoll), Arc::clone(&stopping));
+        let thread = std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || run(&ep, &st, &*reap))?;
+        Ok(Watcher {
+            epoll,
+            stop,
+            added: parking_lot::Mutex::new(Vec::new()),
+            thread: Some(thread),
+            stopping,
+        })
+    }
+
+    /// Watches `fd` under `key` from now on (once per key; later calls do nothing).
+    pub(crate) fn watch(&self, key: u32, fd: RawFd) {
+        let mut added = self.added.lock();
+        let k = key as usize;
+        if added.len() <= k {
+            added.resize(k + 1, false);
+        }
+        if added[k] {
+            return;
+        }
+        match add(
+            self.epoll.0,
+            fd,
+            u64::from(key),
+            (libc::EPOLLIN | libc::EPOLLET) as u32,
+        ) {
+            Ok(()) => added[k] = true,
+            Err(e) => tracing::warn!(
+                "could not watch descriptor {fd}: {e}; its I/Os complete when someone waits"
+            ),
+        }
+    }
+}
+
+fn run(epoll: &OwnedFd, stopping: &AtomicBool, reap: &dyn Fn(u32)) {
+    let mut events = [libc::epoll_event { events: 0, u64: 0 }; 16];
+    loop {
+        // SAFETY: `events` has room for the 16 entries we pass.
+        let n = unsafe { libc::epoll_wait(epoll.0, events.as_mut_ptr(), 16, -1) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            tracing::error!("the io_uring watcher stops: epoll_wait failed: {e}");
+            return;
+        }
+        for ev in &events[..n as usize] {
+            let key = ev.u64;
+            if key == STOP || stopping.load(Ordering::Acquire) {
+                return;
+            }
+            reap(key as u32);
+        }
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.stopping.store(true, Ordering::Release);
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from `one` to our eventfd.
+        unsafe { libc::write(self.stop.0, (&one as *const u64).cast(), 8) };
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

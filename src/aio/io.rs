@@ -498,6 +498,12 @@ impl Completion {
         self.result.status == Status::Partial
     }
 
+    /// True for a read that started at or past the end of the file (0 bytes, no error
+    /// from the OS). See [`IoResult::is_end_of_file`].
+    pub fn is_end_of_file(&self) -> bool {
+        self.result.is_end_of_file()
+    }
+
     /// File offset the I/O started at.
     pub fn offset(&self) -> u64 {
         self.offset

@@ -347,6 +347,14 @@ impl Issuer {
         }
     }
 
+    /// The name this issuer was registered under (shown in the aios view and statistics).
+    pub fn name(&self) -> String {
+        self.aio.shared.issuers[self.slot as usize]
+            .name
+            .lock()
+            .clone()
+    }
+
     /// `fsync` and wait.
     pub fn fsync(&self, file: &File) -> Result<(), AioError> {
         let io = self.acquire()?.fsync(file);

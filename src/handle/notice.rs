@@ -169,6 +169,7 @@ impl Notice {
     pub(crate) fn take_or_register(&self, waker: &Waker) -> Option<Outcome> {
         let mut st = self.state.lock();
         if st.delivered {
+            assert!(!st.taken, "a Ticket polled again after it was ready");
             let o = st.outcome.take();
             st.taken |= o.is_some();
             return o;

@@ -104,6 +104,15 @@ impl IoResult {
         matches!(self.status, Status::Ok | Status::Warning)
     }
 
+    /// True for a read or write that moved no bytes because it started at (or past) the end
+    /// of the file: a base ERROR with errno 0. Prefer this to testing the errno.
+    pub fn is_end_of_file(&self) -> bool {
+        self.status == Status::Error
+            && self.callback_id == 0
+            && self.error_data == ERROR_DATA_EOF
+            && self.result == 0
+    }
+
     /// The errno of a base error, if this is one (0 stands for end of file).
     /// For a refused submission, the errno of the refusal; for a panicked executor, 0.
     pub fn errno(&self) -> Option<i32> {

@@ -6,12 +6,14 @@
 mod support;
 
 mod acquire_all_busy;
+mod any_thread;
 mod batch_mode;
 mod buffer_pool;
 mod callbacks;
 mod checksum_accounting;
 mod close_file;
 mod cross_method_data;
+mod detached;
 mod drop_in_flight;
 mod errors;
 mod fault_kinds;
@@ -31,8 +33,10 @@ mod released_handle;
 mod scan_ring;
 mod short_read;
 mod shutdown;
+mod slice_io;
 mod staged_at_shutdown;
 mod submit_refused;
+mod tickets;
 mod torn_last_block;
 mod view_paused;
 mod view_under_load;

@@ -152,3 +152,44 @@ pub fn within<T: Send + 'static>(
         }
     }
 }
+
+/// Everything logged on any thread since the first call, by a process-wide subscriber (for
+/// warnings logged on the thread that completes an I/O — a worker, the notifier — which
+/// [`capture_logs`] cannot see). Tests pick out their own lines by a unique path.
+pub fn global_logs() -> String {
+    static BUF: std::sync::OnceLock<Arc<Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
+    let buf = BUF.get_or_init(|| {
+        #[derive(Clone)]
+        struct W(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for W {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let w = W(Arc::clone(&buf));
+        let sub = tracing_subscriber::fmt()
+            .with_writer(move || w.clone())
+            .with_ansi(false)
+            .finish();
+        let _ = tracing::subscriber::set_global_default(sub);
+        buf
+    });
+    String::from_utf8_lossy(&buf.lock().unwrap()).into_owned()
+}
+
+/// Polls `cond` until it holds, failing the test after `secs` seconds.
+pub fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < end,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}

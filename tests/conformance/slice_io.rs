@@ -1,0 +1,79 @@
+//! Slice I/O: `read_into`, `read_exact_into` and `write_all_from` on a buffered file and on an
+//! O_DIRECT file, aligned and not (redb's 9- and 320-byte header I/O at offset 0), checked
+//! against the same operations on a `Vec<u8>` model; an unaligned O_DIRECT write past the end
+//! leaves the file exactly as long as asked; `IoBuf::set_len` reuses one buffer at several
+//! lengths.
+
+use crate::support::*;
+use dbaio::{IoBuf, IoMethodKind, OpenOptions};
+
+fn check(aio: &dbaio::Aio, direct: bool) {
+    let d = dir();
+    let path = data_file(&d, "slices", 64 << 10);
+    let mut model = std::fs::read(&path).unwrap();
+    let me = aio.register_issuer("slices").unwrap();
+    let f = aio
+        .open(&path, &OpenOptions::read_write().direct(direct))
+        .unwrap();
+
+    let write = |off: usize, data: &[u8], model: &mut Vec<u8>| {
+        me.write_all_from(&f, off as u64, data).unwrap();
+        if model.len() < off + data.len() {
+            model.resize(off + data.len(), 0);
+        }
+        model[off..off + data.len()].copy_from_slice(data);
+    };
+    write(0, b"redb-hdr!", &mut model);
+    write(4096, &[1u8; 4096], &mut model);
+    write(5000, &[2u8; 10000], &mut model);
+    write(65530, &[3u8; 20], &mut model); // across the end: extends by 14 bytes
+    write(70000, &[4u8; 100], &mut model); // past the end: a hole, then 100 bytes
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        model.len() as u64,
+        "the file is exactly as long as written"
+    );
+
+    let mut header = vec![0u8; 320];
+    me.read_exact_into(&f, 0, &mut header).unwrap();
+    assert_eq!(&header[..], &model[..320]);
+    for (off, len) in [(0usize, 9usize), (3, 5000), (4096, 4096), (65000, 1000)] {
+        let mut out = vec![0u8; len];
+        me.read_exact_into(&f, off as u64, &mut out).unwrap();
+        assert_eq!(&out[..], &model[off..off + len], "read of {len} at {off}");
+    }
+    // At the end: read_into returns what there is, read_exact_into says it is short.
+    let mut tail = vec![0u8; 8192];
+    let n = me.read_into(&f, 65536, &mut tail).unwrap();
+    assert_eq!(n, model.len() - 65536);
+    assert_eq!(&tail[..n], &model[65536..]);
+    let e = me.read_exact_into(&f, 65536, &mut tail).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(&format!("read only {n} of 8192 bytes")),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        model,
+        "the file matches the model"
+    );
+
+    // One IoBuf reused at several lengths.
+    let mut buf = IoBuf::new(16384);
+    for len in [4096usize, 16384, 8192] {
+        buf.set_len(len);
+        buf = me.read_exact_at(&f, 0, buf).unwrap();
+        assert_eq!(buf.len(), len);
+        assert_eq!(&buf[..], &model[..len]);
+    }
+    assert_eq!(buf.capacity(), 16384);
+}
+
+fn scenario(m: IoMethodKind) {
+    let aio = start(m);
+    check(&aio, false);
+    check(&aio, true);
+}
+
+crate::for_every_method!(scenario);

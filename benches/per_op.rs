@@ -33,6 +33,19 @@ fn per_op(c: &mut Criterion) {
                 slot = Some(me.wait(io).into_buf());
             })
         });
+        // What an engine calling from any thread into its own buffer pays (dbaio-redb's read).
+        let mut out = vec![0u8; 4096];
+        c.bench_function(
+            &format!("{m} with_issuer + read_exact_into 4k (page cache)"),
+            |b| {
+                b.iter(|| {
+                    aio.with_issuer(|iss| iss.read_exact_into(&f, 8192, &mut out))
+                        .unwrap()
+                        .unwrap()
+                })
+            },
+        );
+        drop(me);
     }
 }
 

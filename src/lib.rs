@@ -33,11 +33,14 @@
 //! | `handle/slot.rs` | one handle's shared slot, its eight states, [`WaitRef`] |
 //! | `handle/shared.rs` | the table in the shared region; issuer slots; completion and waiting |
 //! | `handle/files.rs` | the file table (descriptors, paths, references) |
+//! | `handle/notice.rs` | notices: how a finished I/O reaches a ticket, a future or `on_error` |
+//! | `handle/describe.rs` | an I/O's failure in words (op, file, offset, errno) |
 //! | `handle/callback.rs` | callback kinds and what they see |
 //! | `handle/fault.rs` | fault injection at completion |
 //! | `handle/shmem.rs` | anonymous mappings: the shared region, pool memory, prefaulting |
 //! | `handle/wait_event.rs` | what an issuer is blocked on |
 //! | **`method/`** | **the method trait; `sync.rs`, `worker.rs`, `io_uring.rs`** |
+//! | `method/watcher.rs` | io_uring: reaps a ring nobody waits on (futures, detached I/O) |
 //! | **`introspect/`** | **reading the table while I/O goes on** |
 //! | `introspect/view.rs` | the aios view and the waits |
 //! | `introspect/stats.rs` | per-issuer, per-op counters and latency histograms |
@@ -47,7 +50,10 @@
 //! | `aio/issuer.rs` | [`Issuer`]: acquire, batch mode, submit, wait, reclaim, close |
 //! | `aio/io.rs` | [`Handle`], [`InFlight`], [`Completion`]: what callers hold |
 //! | `aio/iobuf.rs` | [`IoBuf`]: owned aligned I/O memory |
-//! | `aio/file.rs` | [`File`], [`OpenOptions`] |
+//! | `aio/file.rs` | [`File`], [`OpenOptions`], byte-range locks |
+//! | `aio/ticket.rs` | [`Ticket`] (`Send`, a `Future` with feature `async`), [`IoGroup`], `on_error` |
+//! | `aio/any_thread.rs` | [`Aio::with_issuer`]: the calling thread's own issuer |
+//! | `aio/slice.rs` | read into `&mut [u8]`, write from `&[u8]`; O_DIRECT read-modify-write |
 //! | **`bufmgr/`** | **the buffer manager** |
 //! | `bufmgr/pool.rs` | pages, descriptors, mapping, clock sweep, buffer I/O, `buffer-readv` |
 //! | `bufmgr/ring.rs` | buffer access strategy rings |
@@ -58,7 +64,8 @@
 //! | **`start.rs`** | **[`Aio::start`], [`AioBuilder`]: puts the layers together** |
 //!
 //! Beside the library: `workers/` (the worker thread engine), `uring/` (the io_uring engine),
-//! `pg/` (PostgreSQL's page and cluster formats) and `cli/` (the `dbaio` command).
+//! `pg/` (PostgreSQL's page and cluster formats), `cli/` (the `dbaio` command) and `redb/`
+//! (`dbaio-redb`: redb's storage backend on dbaio, the worked example of embedding).
 
 mod aio;
 mod bufmgr;

@@ -55,7 +55,7 @@ impl AioBuilder {
         settings.validate()?;
         let pool = Arc::new(BufferPool::new(&settings, self.verifier).map_err(|source| {
             AioError::BufferPool {
-                bytes: settings.buffer_pool_size * u64::from(settings.block_size),
+                bytes: settings.pool_blocks() * u64::from(settings.block_size),
                 huge: settings.huge_pages == HugePages::On,
                 source,
             }

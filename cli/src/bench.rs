@@ -125,6 +125,9 @@ pub struct BenchReport {
     pub errors: u64,
     /// The first failure, in words (None: none failed).
     pub first_error: Option<String>,
+    /// The latency distribution as (nines, microseconds) points, for `--plot`.
+    #[serde(skip)]
+    pub lat_curve: Vec<(f64, f64)>,
 }
 
 /// Parses fio-style sizes: `4096`, `4k`, `128K`, `1m`, `4G` (binary multiples).
@@ -325,6 +328,7 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
         },
         errors,
         first_error,
+        lat_curve: crate::plot::curve(&hist),
     })
 }
 

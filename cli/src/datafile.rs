@@ -187,7 +187,7 @@ fn device_size(path: &Path) -> Result<u64, String> {
 }
 
 /// Free bytes for an unprivileged writer on the file system holding `path`'s directory.
-fn free_space(path: &Path) -> Result<u64, String> {
+pub fn free_space(path: &Path) -> Result<u64, String> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),

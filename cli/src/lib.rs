@@ -7,9 +7,11 @@
 //! | `datafile.rs` | a benchmark's data file: what a run may do to it, laying it out, cleaning up |
 //! | `interrupt.rs` | Ctrl-C and SIGTERM: stop, clean up, exit 130 |
 //! | `options.rs` | flags into settings and checked numbers, in PostgreSQL's words |
+//! | `plot.rs` | `--plot`: SVG charts of latency over time and latency distributions |
 //! | `prewarm.rs` | `dbaio prewarm`: relations into the pool through read streams |
 //! | `checksums.rs` | `dbaio verify`: `pg_checksums --check` at device speed |
 //! | `screens.rs` | `dbaio aios` and `dbaio stat`: tables, JSON, Prometheus, the live screen |
+//! | `unlink_bench.rs` | `dbaio unlink-bench`: a GC's unlinks against foreground latency |
 //!
 //! It uses the `dbaio` library through its public API only, and `dbaio-pg` for PostgreSQL's
 //! formats. See `docs/benchmarks.md` and `docs/aios.md`.
@@ -19,5 +21,7 @@ pub mod checksums;
 pub mod datafile;
 pub mod interrupt;
 pub mod options;
+pub mod plot;
 pub mod prewarm;
 pub mod screens;
+pub mod unlink_bench;

@@ -14,6 +14,7 @@ use dbaio_cli::datafile;
 use dbaio_cli::interrupt::{INTERRUPTED, Interrupt};
 use dbaio_cli::options;
 use dbaio_cli::screens;
+use dbaio_cli::unlink_bench;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -44,6 +45,55 @@ enum Command {
     /// Read relations (their first segment; .1, .2 follow) into the buffer pool through a
     /// read stream, like pg_prewarm(rel, 'buffer').
     Prewarm(PrewarmArgs),
+    /// A garbage collector's unlinks of big files against foreground latency: unlink on the
+    /// foreground path, handed off and awaited, or handed off and not awaited.
+    UnlinkBench(UnlinkBenchArgs),
+}
+
+#[derive(clap::Args)]
+struct UnlinkBenchArgs {
+    /// Directory on the file system to test (a fresh directory is made inside and removed).
+    #[arg(long, default_value = ".")]
+    dir: PathBuf,
+    /// Modes to run (comma-separated): sync, worker-wait, dont-wait.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "sync,worker-wait,dont-wait"
+    )]
+    mode: Vec<unlink_bench::Mode>,
+    /// Chunk files per GC generation.
+    #[arg(long, default_value_t = 8)]
+    chunks: u64,
+    /// Size of each chunk file (4k .. 64g; 256m, 1g).
+    #[arg(long, default_value = "256m", value_parser = bench::parse_size)]
+    chunk_size: u64,
+    /// GC cycles per run.
+    #[arg(long, default_value_t = 3)]
+    gc_cycles: u64,
+    /// The foreground checks for a finished GC every this many ops.
+    #[arg(long, default_value_t = 1000)]
+    check_every: u64,
+    /// The foreground's I/O: 4 KiB random reads, or 8 KiB random writes.
+    #[arg(long, value_enum, default_value = "read")]
+    foreground: unlink_bench::Foreground,
+    /// Runs of each mode, in alternation (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    rounds: u64,
+    /// io_method that runs the unlinks in worker-wait and dont-wait (default worker).
+    #[arg(long)]
+    io_method: Option<String>,
+    /// Any setting, as name=value (repeatable).
+    #[arg(short = 'c', value_name = "NAME=VALUE")]
+    set: Vec<String>,
+    /// Draw foreground latency over time, one line per mode, into this SVG file.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Print JSON: one object per run, one per line, then one per mode with the medians
+    /// (`"median": true`).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -176,6 +226,9 @@ struct BenchArgs {
     /// Wait for at least this many completions before refilling (0: iodepth/8).
     #[arg(long, default_value_t = 0)]
     complete_min: u64,
+    /// Draw the latency distribution of each run, one line per method, into this SVG file.
+    #[arg(long)]
+    plot: Option<PathBuf>,
     /// Print JSON: one object per run, one per line (errors: {"error": "…"}).
     #[arg(long)]
     json: bool,
@@ -285,6 +338,9 @@ fn prewarm_cmd(a: PrewarmArgs) -> Outcome {
             };
             let mut s = settings.clone();
             s.set("buffer_pool_size", &v).map_err(|e| e.to_string())?;
+            if s.buffer_pool_size == 0 {
+                return Err("0 blocks is outside the valid range for --buffer-pool: prewarm reads into the buffer pool (16 blocks or more)\nHINT:  Leave --buffer-pool out to size the pool from the files.".to_string().into());
+            }
             s.buffer_pool_size
         }
         None => 0,
@@ -468,6 +524,22 @@ fn bench_cmd(a: BenchArgs) -> Outcome {
     if !a.json {
         print!("{}", bench::table(&reports));
     }
+    if let Some(path) = &a.plot {
+        let series: Vec<_> = reports
+            .iter()
+            .map(|r| (r.io_method.clone(), r.lat_curve.clone()))
+            .collect();
+        let title = format!(
+            "dbaio bench: {} {} at iodepth {}, latency distribution",
+            a.rw.name(),
+            datafile::human(bs),
+            iodepth
+        );
+        dbaio_cli::plot::distribution(path, &title, &series)?;
+        if !a.json {
+            println!("latency distribution drawn in \"{}\"", path.display());
+        }
+    }
     if stop.raised() {
         // The temporary file (if any) goes when `data` is dropped.
         drop(data);
@@ -497,6 +569,89 @@ fn bench_cmd(a: BenchArgs) -> Outcome {
             r.first_error.as_deref().unwrap_or("(no message)")
         )
         .into());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn unlink_bench_cmd(a: UnlinkBenchArgs) -> Outcome {
+    let method = a.io_method.clone().or_else(|| {
+        let named = a.set.iter().any(|kv| kv.trim().starts_with("io_method"));
+        (!named).then(|| unlink_bench::default_method().name().to_string())
+    });
+    let settings = options::settings(&a.set, &[("io_method", method.as_deref())])?;
+    let chunks = options::in_range("chunks", a.chunks, 1, 1024)? as u32;
+    let chunk_size = options::in_range("chunk-size", a.chunk_size, 4096, 64 << 30)?;
+    let gc_cycles = options::in_range("gc-cycles", a.gc_cycles, 1, 1000)? as u32;
+    let check_every = options::in_range("check-every", a.check_every, 1, 1 << 30)?;
+    let rounds = options::in_range("rounds", a.rounds, 1, 100)? as usize;
+    if a.mode.is_empty() {
+        return Err("--mode needs at least one of sync, worker-wait, dont-wait"
+            .to_string()
+            .into());
+    }
+    if settings.io_method == IoMethodKind::IoUring {
+        if let Err(why) = dbaio::io_uring_available() {
+            return Err(format!("io_uring is not available: {why}").into());
+        }
+    }
+    let stop = Interrupt::catch().map_err(|e| format!("could not catch signals: {e}"))?;
+    let opts = unlink_bench::UnlinkBenchOptions {
+        dir: a.dir.clone(),
+        chunks,
+        chunk_size,
+        gc_cycles,
+        check_every,
+        foreground: a.foreground,
+        live_size: 64 << 20,
+        settings,
+    };
+    let mut runs: Vec<Vec<unlink_bench::UnlinkReport>> = vec![Vec::new(); a.mode.len()];
+    for round in 0..rounds {
+        // Each round starts with the next mode, so none always runs first.
+        for k in 0..a.mode.len() {
+            let i = (k + round) % a.mode.len();
+            let mode = a.mode[i];
+            if !a.json {
+                eprint!("round {} of {rounds}: {} ... ", round + 1, mode.name());
+            }
+            let r = unlink_bench::run(&opts, mode, &stop)?;
+            if !a.json {
+                eprintln!("max {:.0} us, {:.0} ops/s", r.fg_lat_us.max, r.fg_ops_per_s);
+            } else {
+                println!("{}", serde_json::to_string(&r).expect("plain data"));
+            }
+            runs[i].push(r);
+        }
+    }
+    let medians: Vec<_> = runs.iter().map(|r| unlink_bench::median(r)).collect();
+    if a.json {
+        for m in &medians {
+            let mut v = serde_json::to_value(m).expect("plain data");
+            v["median"] = serde_json::Value::Bool(true);
+            println!("{v}");
+        }
+    } else {
+        print!("{}", unlink_bench::table(&medians, rounds));
+    }
+    if let Some(path) = &a.plot {
+        let series: Vec<_> = medians
+            .iter()
+            .map(|m| (m.mode.name().to_string(), m.timeline.clone()))
+            .collect();
+        let title = format!(
+            "unlink-bench: foreground {} latency, GC of {} x {} chunks ({} unlinks)",
+            match a.foreground {
+                unlink_bench::Foreground::Read => "4 KiB read",
+                unlink_bench::Foreground::Write => "8 KiB write",
+            },
+            chunks,
+            datafile::human(chunk_size),
+            medians.first().map_or("-", |m| m.io_method.as_str())
+        );
+        dbaio_cli::plot::timeline(path, &title, &series)?;
+        if !a.json {
+            println!("latency over time drawn in \"{}\"", path.display());
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -559,6 +714,7 @@ fn main() -> ExitCode {
         Command::Stat(a) => stat_cmd(a),
         Command::Prewarm(a) => prewarm_cmd(a),
         Command::Verify(a) => verify_cmd(a),
+        Command::UnlinkBench(a) => unlink_bench_cmd(a),
     };
     match outcome {
         Ok(code) => code,

@@ -5,7 +5,7 @@
 //! if the caller drops the in-flight value the buffer stays parked in the issuer until the I/O
 //! is done (the buffer-ownership rule). See `docs/design.md`, "Buffer ownership".
 
-use std::alloc::{Layout, alloc_zeroed, dealloc};
+use std::alloc::{Layout, alloc, alloc_zeroed, dealloc};
 use std::ptr::NonNull;
 
 /// The default alignment: enough for O_DIRECT on every common device.
@@ -47,11 +47,22 @@ impl IoBuf {
         }
     }
 
-    /// A buffer holding a copy of `data`.
+    /// A buffer holding a copy of `data` (allocated without zeroing: every byte is copied).
     pub fn from_slice(data: &[u8]) -> IoBuf {
-        let mut b = IoBuf::new(data.len());
-        b.copy_from_slice(data);
-        b
+        let layout =
+            Layout::from_size_align(data.len().max(1), IO_ALIGN).expect("IoBuf: a valid layout");
+        // SAFETY: the layout has a non-zero size.
+        let p = unsafe { alloc(layout) };
+        let ptr = NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        // SAFETY: `ptr` is a fresh allocation of at least `data.len()` bytes, which cannot
+        // overlap `data`; after the copy every byte of the buffer's length is initialized.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr.as_ptr(), data.len()) };
+        IoBuf {
+            ptr,
+            len: data.len(),
+            capacity: data.len(),
+            align: IO_ALIGN,
+        }
     }
 
     /// Length in bytes.

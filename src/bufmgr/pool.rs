@@ -123,14 +123,14 @@ impl Lookup {
 }
 
 impl BufferPool {
-    /// A pool of `s.buffer_pool_size` pages of `s.block_size` bytes, for `s.max_issuers`
+    /// A pool of `s.pool_blocks()` pages of `s.block_size` bytes, for `s.max_issuers`
     /// issuers and `s.max_files` file slots, on memory as `s.huge_pages` and
     /// `s.transparent_huge_pages` say.
     pub(crate) fn new(
         s: &Settings,
         verifier: Arc<dyn PageVerifier>,
     ) -> std::io::Result<BufferPool> {
-        let buffers = u32::try_from(s.buffer_pool_size).unwrap_or(u32::MAX);
+        let buffers = u32::try_from(s.pool_blocks()).unwrap_or(u32::MAX);
         let page_size = s.block_size as usize;
         let (issuers, huge, thp) = (s.max_issuers, s.huge_pages, s.transparent_huge_pages);
         let per_partition = (buffers as usize / PARTITIONS + 1) * 4;

@@ -400,8 +400,16 @@ impl Settings {
                 self.block_size = v as u32;
             }
             "buffer_pool_size" => {
-                self.buffer_pool_size =
-                    parse_int("buffer_pool_size", value, Unit::Blocks, bs, 16, 1 << 30)? as u64
+                // 0: the engine brings its own cache (see `pool_blocks`).
+                let v = parse_int("buffer_pool_size", value, Unit::Blocks, bs, 0, 1 << 30)?;
+                if (1..16).contains(&v) {
+                    return Err(SettingsError::new(format!(
+                        "{v} blocks is outside the valid range for parameter \"buffer_pool_size\" (0, or 16 .. {})",
+                        1u64 << 30
+                    ))
+                    .detail("0 means the engine brings its own cache."));
+                }
+                self.buffer_pool_size = v as u64;
             }
             "direct_io" => self.direct_io = parse_bool("direct_io", value)?,
             "buffer_pool_prefault" => {
@@ -550,7 +558,7 @@ impl Settings {
             let value = unquote(value).unwrap_or_else(|| value.to_string());
             fresh.set(name, &value)?;
         }
-        if self.buffer_pool_size < u64::from(self.max_issuers) {
+        if self.buffer_pool_size != 0 && self.buffer_pool_size < u64::from(self.max_issuers) {
             return Err(SettingsError::new(format!(
                 "buffer_pool_size ({} blocks) is too small for max_issuers ({})",
                 self.buffer_pool_size, self.max_issuers
@@ -563,11 +571,29 @@ impl Settings {
 
     /// `io_max_concurrency` with -1 resolved as PostgreSQL does: buffer-pool blocks divided by
     /// the number of issuers, clamped to 1..64.
+    ///
+    /// With `buffer_pool_size = 0` (the engine brings its own cache) there is no pool to
+    /// share out, and -1 resolves to 64, the most the derivation ever gives: the two settings
+    /// are independent then.
     pub fn effective_io_max_concurrency(&self) -> u32 {
         if self.io_max_concurrency > 0 {
             return self.io_max_concurrency as u32;
         }
+        if self.buffer_pool_size == 0 {
+            return 64;
+        }
         (self.buffer_pool_size / u64::from(self.max_issuers)).clamp(1, 64) as u32
+    }
+
+    /// Blocks the buffer pool really gets: `buffer_pool_size`, or for 0 (an engine with its
+    /// own cache) a token pool of one block per issuer slot, so that `read_block` and read
+    /// streams still work, a block at a time.
+    pub fn pool_blocks(&self) -> u64 {
+        if self.buffer_pool_size == 0 {
+            u64::from(self.max_issuers)
+        } else {
+            self.buffer_pool_size
+        }
     }
 
     /// `min(io_combine_limit, io_max_combine_limit)`, as PostgreSQL applies it.

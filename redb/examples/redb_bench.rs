@@ -1,0 +1,343 @@
+//! redb on dbaio against redb on its own file backend, side by side: bulk load (keys in
+//! random order, a durable commit every `--batch` keys), point reads (random keys, one read
+//! transaction per 1000), and a full scan, on a warm page cache. Configurations run in
+//! alternation, `--rounds` times, each round starting with the next one; the table shows each phase's median and its ratio to
+//! redb's file backend.
+//!
+//! Each configuration loads its own database. Reads and scans (5 full scans per phase) then
+//! run on one database loaded once, every configuration reading the same file, on a freshly
+//! opened `Database` with a small redb cache (`--read-cache`) so that they reach the backend;
+//! the load uses redb's default cache.
+//!
+//! ```text
+//! cargo run --release -p dbaio-redb --example redb_bench -- --keys 1000000
+//! ```
+
+use clap::Parser;
+use dbaio::{Aio, IoMethodKind, Settings};
+use dbaio_redb::{BackendOptions, DbaioBackend, WriteBehind};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+const TABLE: TableDefinition<u64, &[u8]> = TableDefinition::new("bench");
+
+#[derive(Parser)]
+struct Args {
+    /// Keys to load.
+    #[arg(long, default_value_t = 1_000_000)]
+    keys: u64,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = 100)]
+    value: usize,
+    /// Keys per durable commit during the load.
+    #[arg(long, default_value_t = 1000)]
+    batch: u64,
+    /// Point reads.
+    #[arg(long, default_value_t = 1_000_000)]
+    reads: u64,
+    /// redb cache for the read phases, MiB.
+    #[arg(long, default_value_t = 16)]
+    read_cache: usize,
+    /// Rounds (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Directory for the database files (default: target/tmp).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Configurations to run (comma-separated): file, sync, worker, io_uring, io_uring+direct,
+    /// worker+direct, sync+direct.
+    #[arg(long, default_value = "file,sync,worker,io_uring,io_uring+direct")]
+    configs: String,
+    /// Write-behind of the dbaio backends: auto (behind on O_DIRECT only), off, or a depth.
+    #[arg(long, default_value = "auto")]
+    write_behind: WriteBehind,
+    /// Print the results as JSON too.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Times {
+    load: f64,
+    reads: f64,
+    scan: f64,
+    in_flight_at_commit: f64,
+    max_in_flight_at_commit: u64,
+}
+
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ceb9fe1a85ec53);
+    x ^ (x >> 33)
+}
+
+enum Backend {
+    File,
+    Dbaio(Aio, BackendOptions),
+}
+
+fn open(b: &Backend, path: &Path, cache: Option<usize>) -> Database {
+    let mut builder = Database::builder();
+    if let Some(c) = cache {
+        builder.set_cache_size(c);
+    }
+    match b {
+        Backend::File => builder.create(path).expect("create"),
+        Backend::Dbaio(aio, opts) => builder
+            .create_with_backend(DbaioBackend::open(aio, path, opts.clone()).expect("backend"))
+            .expect("create"),
+    }
+}
+
+/// Loads `a.keys` keys into a new database at `path`; seconds.
+fn load(b: &Backend, path: &Path, a: &Args) -> f64 {
+    let _ = std::fs::remove_file(path);
+    let value = vec![0x5au8; a.value];
+    // Keys in a random order (a bijection of 0..keys).
+    let db = open(b, path, None);
+    let start = Instant::now();
+    let mut k = 0;
+    while k < a.keys {
+        let txn = db.begin_write().unwrap();
+        {
+            let mut table = txn.open_table(TABLE).unwrap();
+            for i in k..(k + a.batch).min(a.keys) {
+                table.insert(mix(i), value.as_slice()).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+        k += a.batch;
+    }
+    let t = start.elapsed().as_secs_f64();
+    drop(db);
+    t
+}
+
+/// Point reads, then `SCANS` full scans, on a fresh database with a small cache; seconds.
+fn read_phases(b: &Backend, path: &Path, a: &Args) -> (f64, f64) {
+    let db = open(b, path, Some(a.read_cache << 20));
+    let start = Instant::now();
+    let mut found = 0u64;
+    let mut i = 0;
+    while i < a.reads {
+        let r = db.begin_read().unwrap();
+        let table = r.open_table(TABLE).unwrap();
+        for j in i..(i + 1000).min(a.reads) {
+            let key = mix(mix(j) % a.keys);
+            found += table.get(key).unwrap().is_some() as u64;
+        }
+        i += 1000;
+    }
+    let reads = start.elapsed().as_secs_f64();
+    assert_eq!(found, a.reads, "every key read back");
+    let start = Instant::now();
+    for _ in 0..SCANS {
+        let r = db.begin_read().unwrap();
+        let table = r.open_table(TABLE).unwrap();
+        let n = table.iter().unwrap().count() as u64;
+        assert_eq!(n, a.keys, "the scan saw every key");
+    }
+    (reads, start.elapsed().as_secs_f64())
+}
+
+/// Full scans per read phase (one is short enough for noise to dominate).
+const SCANS: u32 = 5;
+
+/// The load once more on a backend we keep, for the write-behind figures.
+fn write_behind_figures(aio: &Aio, opts: &BackendOptions, path: &Path, a: &Args) -> (f64, u64) {
+    let _ = std::fs::remove_file(path);
+    let backend = DbaioBackend::open(aio, path, opts.clone()).unwrap();
+    let probe = std::sync::Arc::new(backend);
+    struct Shared(std::sync::Arc<DbaioBackend>);
+    impl std::fmt::Debug for Shared {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            self.0.fmt(f)
+        }
+    }
+    impl redb::StorageBackend for Shared {
+        fn len(&self) -> Result<u64, std::io::Error> {
+            self.0.len()
+        }
+        fn read(&self, o: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+            self.0.read(o, out)
+        }
+        fn set_len(&self, l: u64) -> Result<(), std::io::Error> {
+            self.0.set_len(l)
+        }
+        fn sync_data(&self) -> Result<(), std::io::Error> {
+            self.0.sync_data()
+        }
+        fn write(&self, o: u64, d: &[u8]) -> Result<(), std::io::Error> {
+            self.0.write(o, d)
+        }
+        fn close(&self) -> Result<(), std::io::Error> {
+            self.0.close()
+        }
+    }
+    let db = Database::builder()
+        .create_with_backend(Shared(std::sync::Arc::clone(&probe)))
+        .unwrap();
+    let value = vec![0x5au8; a.value];
+    let keys = a.keys.min(200_000);
+    let mut k = 0;
+    while k < keys {
+        let txn = db.begin_write().unwrap();
+        {
+            let mut table = txn.open_table(TABLE).unwrap();
+            for i in k..(k + a.batch).min(keys) {
+                table.insert(mix(i), value.as_slice()).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+        k += a.batch;
+    }
+    drop(db);
+    let s = probe.stats();
+    (
+        s.in_flight_at_sync as f64 / s.syncs.max(1) as f64,
+        s.max_in_flight_at_sync,
+    )
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn main() {
+    let a = Args::parse();
+    let dir = a
+        .dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/tmp")));
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = tempfile::tempdir_in(dir).unwrap();
+    let configs: Vec<String> = a.configs.split(',').map(str::to_string).collect();
+    let mut backends = Vec::new();
+    for c in &configs {
+        let b = if c == "file" {
+            Backend::File
+        } else {
+            let (m, direct) = match c.split_once('+') {
+                Some((m, "direct")) => (m, true),
+                None => (c.as_str(), false),
+                _ => panic!("unknown configuration {c}"),
+            };
+            let method: IoMethodKind = m.parse().expect("a method");
+            let aio = Aio::start(Settings {
+                io_method: method,
+                ..Settings::default()
+            })
+            .expect("start");
+            Backend::Dbaio(
+                aio,
+                BackendOptions {
+                    direct,
+                    write_behind: a.write_behind,
+                },
+            )
+        };
+        backends.push(b);
+    }
+    let mut all: Vec<Vec<Times>> = vec![Vec::new(); configs.len()];
+    // Loads: each configuration writes its own database, in alternation.
+    for round in 0..a.rounds {
+        // Each round starts with a different configuration, so none always runs first.
+        for k in 0..backends.len() {
+            let i = (k + round) % backends.len();
+            let path = dir
+                .path()
+                .join(format!("{}.redb", configs[i].replace('+', "-")));
+            let t = load(&backends[i], &path, &a);
+            eprintln!("round {round} {:<16} load {t:.3}s", configs[i]);
+            all[i].push(Times {
+                load: t,
+                ..Times::default()
+            });
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+    // Reads and scans: every configuration reads the same database (loaded once, by the
+    // first configuration), in alternation, so they see the same file.
+    let shared = dir.path().join("shared.redb");
+    load(&backends[0], &shared, &a);
+    #[allow(clippy::needless_range_loop)] // `round` picks the order, and the row
+    for round in 0..a.rounds {
+        for k in 0..backends.len() {
+            let i = (k + round) % backends.len();
+            let (reads, scan) = read_phases(&backends[i], &shared, &a);
+            eprintln!(
+                "round {round} {:<16} reads {reads:.3}s scan x{SCANS} {scan:.3}s",
+                configs[i]
+            );
+            let t = &mut all[i][round];
+            t.reads = reads;
+            t.scan = scan;
+        }
+    }
+    let _ = std::fs::remove_file(&shared);
+    let med: Vec<Times> = all
+        .iter()
+        .zip(&backends)
+        .enumerate()
+        .map(|(i, (ts, b))| {
+            let mut m = Times {
+                load: median(ts.iter().map(|t| t.load).collect()),
+                reads: median(ts.iter().map(|t| t.reads).collect()),
+                scan: median(ts.iter().map(|t| t.scan).collect()),
+                ..Times::default()
+            };
+            if let Backend::Dbaio(aio, opts) = b {
+                let path = dir.path().join(format!("probe-{i}.redb"));
+                let (avg, max) = write_behind_figures(aio, opts, &path, &a);
+                m.in_flight_at_commit = avg;
+                m.max_in_flight_at_commit = max;
+                let _ = std::fs::remove_file(&path);
+            }
+            m
+        })
+        .collect();
+    let base = configs.iter().position(|c| c == "file").map(|i| med[i]);
+    println!(
+        "redb {} keys x {} B, durable commit every {}, {} point reads, {SCANS} scans, median of {}",
+        a.keys, a.value, a.batch, a.reads, a.rounds
+    );
+    println!(
+        "{:<16} {:>9} {:>7} {:>9} {:>7} {:>9} {:>7} {:>14}",
+        "backend", "load s", "x file", "reads s", "x file", "scan s", "x file", "writes@commit"
+    );
+    let ratio = |f: f64, b: Option<f64>| b.map_or("-".to_string(), |b| format!("{:.2}", b / f));
+    let mut json = Vec::new();
+    for (c, m) in configs.iter().zip(&med) {
+        let wb = if c == "file" {
+            "-".to_string()
+        } else {
+            format!(
+                "{:.0} (max {})",
+                m.in_flight_at_commit, m.max_in_flight_at_commit
+            )
+        };
+        println!(
+            "{:<16} {:>9.3} {:>7} {:>9.3} {:>7} {:>9.3} {:>7} {:>14}",
+            c,
+            m.load,
+            ratio(m.load, base.map(|b| b.load)),
+            m.reads,
+            ratio(m.reads, base.map(|b| b.reads)),
+            m.scan,
+            ratio(m.scan, base.map(|b| b.scan)),
+            wb
+        );
+        json.push(serde_json::json!({
+            "backend": c, "load_s": m.load, "reads_s": m.reads, "scan_s": m.scan,
+            "writes_in_flight_at_commit_avg": m.in_flight_at_commit,
+            "writes_in_flight_at_commit_max": m.max_in_flight_at_commit,
+        }));
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&json).unwrap());
+    }
+}

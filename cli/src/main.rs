@@ -339,7 +339,7 @@ fn prewarm_cmd(a: PrewarmArgs) -> Outcome {
             let mut s = settings.clone();
             s.set("buffer_pool_size", &v).map_err(|e| e.to_string())?;
             if s.buffer_pool_size == 0 {
-                return Err("0 blocks is outside the valid range for --buffer-pool: prewarm reads into the buffer pool (16 blocks or more)\nHINT:  Leave --buffer-pool out to size the pool from the files.".to_string().into());
+                return Err("0 blocks is outside the valid range for --buffer-pool (buffer_pool_size 16 .. 1073741824): prewarm reads into the buffer pool\nHINT:  Leave --buffer-pool out to size the pool from the files.".to_string().into());
             }
             s.buffer_pool_size
         }

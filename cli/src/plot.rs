@@ -50,6 +50,7 @@ fn draw(
         .y_desc(y_desc)
         .x_labels(10)
         .y_labels(8)
+        .max_light_lines(0)
         .draw()
         .map_err(|e| err(&e))?;
     for (i, (name, points)) in series.iter().enumerate() {
@@ -78,7 +79,7 @@ pub fn timeline(path: &Path, title: &str, series: &[Series]) -> Result<(), Strin
         path,
         title,
         "time (s)",
-        "worst foreground latency in each 50 ms (ms)",
+        "worst foreground latency in each 100 ms (ms)",
         series,
     )
 }

@@ -52,6 +52,9 @@ struct Args {
     /// Write-behind of the dbaio backends: auto (behind on O_DIRECT only), off, or a depth.
     #[arg(long, default_value = "auto")]
     write_behind: WriteBehind,
+    /// Skip the load rounds (measure reads and scans only).
+    #[arg(long)]
+    no_load: bool,
     /// Print the results as JSON too.
     #[arg(long)]
     json: bool,
@@ -245,6 +248,12 @@ fn main() {
     let mut all: Vec<Vec<Times>> = vec![Vec::new(); configs.len()];
     // Loads: each configuration writes its own database, in alternation.
     for round in 0..a.rounds {
+        if a.no_load {
+            for t in all.iter_mut() {
+                t.push(Times::default());
+            }
+            continue;
+        }
         // Each round starts with a different configuration, so none always runs first.
         for k in 0..backends.len() {
             let i = (k + round) % backends.len();

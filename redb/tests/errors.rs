@@ -1,7 +1,11 @@
 //! A write that fails (injected EIO, or ENOSPC) in the middle of a commit fails that commit
 //! with an `io::Error` naming the file and errno — whether the write was behind (the failure
-//! surfaces at the commit's sync) or on the spot — and after reopening the database holds
-//! exactly what the last successful commit left. On every method, buffered and O_DIRECT.
+//! surfaces at the commit's sync) or on the spot — and after reopening, the database is whole
+//! (redb's integrity check passes) and holds either the last successful commit or the failed
+//! one entirely, never part of it. (Injected errors are reported after the write was really
+//! done, as a disk may do after an error; so a failure of the commit's last write can leave
+//! the commit durable, which is what a failed `fsync` means too.) On every method, buffered
+//! and O_DIRECT.
 
 use dbaio::{Aio, FaultAction, FaultRule, IoMethodKind, Op, Settings};
 use dbaio_redb::{BackendOptions, DbaioBackend, WriteBehind};
@@ -50,13 +54,14 @@ fn scenario(method: IoMethodKind, opts: BackendOptions, errno: i32) {
         );
         aio.clear_faults();
     }
-    let db = open(&aio, &path, &opts);
+    let mut db = open(&aio, &path, &opts);
+    assert!(db.check_integrity().unwrap(), "{method} {opts:?}: whole");
     let r = db.begin_read().unwrap();
     let t = r.open_table(TABLE).unwrap();
-    assert_eq!(
-        t.len().unwrap(),
-        5000,
-        "{method} {opts:?}: the last good commit, whole"
+    let n = t.len().unwrap();
+    assert!(
+        n == 5000 || n == 10000,
+        "{method} {opts:?}: {n} keys, not one commit or the other"
     );
 }
 

@@ -116,6 +116,10 @@ impl File {
         let s = &table.slots[slot as usize];
         *s.path.write() = Some(Arc::from(PathBuf::from(path)));
         s.direct.store(direct, Ordering::Relaxed);
+        s.blocking_buffered_writes.store(
+            !direct && !crate::handle::files::nowait_buffered_writes(fd),
+            Ordering::Relaxed,
+        );
         s.segment_base.store(opts.segment_base, Ordering::Relaxed);
         s.refs.store(1, Ordering::Relaxed);
         s.fd.store(fd, Ordering::Release);

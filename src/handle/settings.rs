@@ -401,7 +401,11 @@ impl Settings {
             }
             "buffer_pool_size" => {
                 // 0: the engine brings its own cache (see `pool_blocks`).
-                let v = parse_int("buffer_pool_size", value, Unit::Blocks, bs, 0, 1 << 30)?;
+                let v = parse_int("buffer_pool_size", value, Unit::Blocks, bs, 0, 1 << 30)
+                    .map_err(|mut e| {
+                        e.message = e.message.replace("(0 .. ", "(0, or 16 .. ");
+                        e
+                    })?;
                 if (1..16).contains(&v) {
                     return Err(SettingsError::new(format!(
                         "{v} blocks is outside the valid range for parameter \"buffer_pool_size\" (0, or 16 .. {})",
@@ -715,6 +719,26 @@ mod tests {
     }
 
     #[test]
+    fn an_engine_with_its_own_cache_sets_the_pool_to_zero() {
+        let mut s = Settings::default();
+        s.set("buffer_pool_size", "0").unwrap();
+        assert_eq!(
+            s.effective_io_max_concurrency(),
+            64,
+            "no longer derived from the pool"
+        );
+        assert_eq!(s.pool_blocks(), u64::from(s.max_issuers), "a token pool");
+        s.validate().unwrap();
+        let e = s.set("buffer_pool_size", "8").unwrap_err();
+        assert_eq!(
+            e.message,
+            "8 blocks is outside the valid range for parameter \"buffer_pool_size\" (0, or 16 .. 1073741824)"
+        );
+        s.set("io_max_concurrency", "200").unwrap();
+        assert_eq!(s.effective_io_max_concurrency(), 200);
+    }
+
+    #[test]
     fn huge_values_are_out_of_range_not_wrapped() {
         let mut s = Settings::default();
         let e = s
@@ -722,7 +746,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             e.message,
-            "1125899906842623 blocks is outside the valid range for parameter \"buffer_pool_size\" (16 .. 1073741824)"
+            "1125899906842623 blocks is outside the valid range for parameter \"buffer_pool_size\" (0, or 16 .. 1073741824)"
         );
         let e = s
             .set("buffer_pool_size", "-9223372036854775808B")

@@ -300,13 +300,16 @@ impl Shared {
     pub(crate) fn perform_synchronously(&self, i: u32, executor: Executor) {
         let issuer = (executor == Executor::Issuer)
             .then(|| &self.issuers[self.slot(i).owner.load(Ordering::Relaxed) as usize]);
+        // The first attempt's wait began when the I/O was staged, a moment ago (one clock
+        // read fewer per synchronous I/O); a retry's begins now.
+        let mut since = self.slot(i).staged_ns.load(Ordering::Relaxed);
         loop {
             let req = self.request(i);
             if let Some(info) = issuer {
                 info.begin_wait(
                     WaitEvent::for_sync_op(self.slot(i).op()),
                     u64::from(i),
-                    self.now_ns(),
+                    since,
                 );
             }
             // SAFETY: the iovecs and path of a SUBMITTED handle name memory the issuer parked
@@ -322,6 +325,7 @@ impl Shared {
             if self.complete_catching(i, raw, executor) == Completed::Done {
                 return;
             }
+            since = self.now_ns();
         }
     }
 

@@ -340,7 +340,8 @@ impl StorageBackend for DbaioBackend {
     }
 
     fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), io::Error> {
-        {
+        // Without write-behind no write is ever in flight here: no lock to take.
+        if self.depth > 0 {
             let mut pending = self.pending.lock();
             if !pending.is_empty() {
                 let span = self.span(offset, out.len());

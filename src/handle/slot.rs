@@ -191,6 +191,7 @@ impl HandleSlot {
         self.transition(from, to).is_ok()
     }
 
+    #[inline]
     fn transition(&self, from: HandleState, to: HandleState) -> Result<(), HandleState> {
         state_word::transition(&self.state, from, to, STD_FENCE)
     }

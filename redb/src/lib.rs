@@ -93,6 +93,8 @@ struct PendingWrite {
 #[derive(Default)]
 struct Pending {
     by_start: BTreeMap<u64, PendingWrite>,
+    /// What the backend did (kept here, under the lock every counted step already holds).
+    stats: BackendStats,
     /// Start offsets in the order the writes were issued (an entry whose write was already
     /// waited for is skipped).
     order: VecDeque<u64>,
@@ -196,7 +198,6 @@ pub struct DbaioBackend {
     pending: Mutex<Pending>,
     /// Locks this backend took, to release at close.
     locks: Mutex<Vec<(u64, u64)>>,
-    stats: Mutex<BackendStats>,
     /// The length the file will have once the writes in flight are done.
     len_hint: AtomicU64,
 }
@@ -223,14 +224,13 @@ impl DbaioBackend {
             opts,
             pending: Mutex::new(Pending::default()),
             locks: Mutex::new(Vec::new()),
-            stats: Mutex::new(BackendStats::default()),
             len_hint: AtomicU64::new(len),
         })
     }
 
     /// What the backend has done so far.
     pub fn stats(&self) -> BackendStats {
-        *self.stats.lock()
+        self.pending.lock().stats
     }
 
     /// The dbaio file under the database.
@@ -257,7 +257,7 @@ impl DbaioBackend {
             Some((s, e)) => pending.take_overlapping(s, e),
         };
         if range.is_some() && !writes.is_empty() {
-            self.stats.lock().overlap_waits += 1;
+            pending.stats.overlap_waits += 1;
         }
         let mut first: Option<io::Error> = None;
         for w in writes {
@@ -367,8 +367,8 @@ impl StorageBackend for DbaioBackend {
     fn sync_data(&self) -> Result<(), io::Error> {
         let mut pending = self.pending.lock();
         {
-            let mut st = self.stats.lock();
             let n = pending.len() as u64;
+            let st = &mut pending.stats;
             st.syncs += 1;
             st.in_flight_at_sync += n;
             st.max_in_flight_at_sync = st.max_in_flight_at_sync.max(n);
@@ -397,7 +397,7 @@ impl StorageBackend for DbaioBackend {
         if self.depth == 0 || unaligned {
             // A read-modify-write reads the file: it runs now, under the lock, so no write
             // in flight can touch its blocks.
-            self.stats.lock().writes_inline += 1;
+            pending.stats.writes_inline += 1;
             return self.write_now(offset, data);
         }
         let buf = pending.buffer(data);
@@ -407,7 +407,7 @@ impl StorageBackend for DbaioBackend {
         })??;
         pending.by_start.insert(start, PendingWrite { end, ticket });
         pending.order.push_back(start);
-        self.stats.lock().writes_behind += 1;
+        pending.stats.writes_behind += 1;
         let mut first = None;
         while pending.len() > self.depth {
             let w = pending.take_oldest().expect("not empty");

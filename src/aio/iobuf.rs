@@ -34,34 +34,36 @@ impl IoBuf {
 
     /// A zeroed buffer of `len` bytes aligned to `align` (a power of two).
     pub fn with_alignment(len: usize, align: usize) -> IoBuf {
+        IoBuf::allocate(len, align, true)
+    }
+
+    /// A buffer holding a copy of `data` (allocated without zeroing: every byte is copied).
+    pub fn from_slice(data: &[u8]) -> IoBuf {
+        let b = IoBuf::allocate(data.len(), IO_ALIGN, false);
+        // SAFETY: `b` is a fresh allocation of at least `data.len()` bytes, which cannot
+        // overlap `data`; after the copy every byte of the buffer's length is initialized.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), b.ptr.as_ptr(), data.len()) };
+        b
+    }
+
+    /// `len` bytes aligned to `align`, zeroed or not (the caller then writes every byte).
+    fn allocate(len: usize, align: usize, zeroed: bool) -> IoBuf {
         let layout = Layout::from_size_align(len.max(1), align)
             .expect("IoBuf: alignment must be a power of two");
         // SAFETY: the layout has a non-zero size (len.max(1)).
-        let p = unsafe { alloc_zeroed(layout) };
+        let p = unsafe {
+            if zeroed {
+                alloc_zeroed(layout)
+            } else {
+                alloc(layout)
+            }
+        };
         let ptr = NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
         IoBuf {
             ptr,
             len,
             capacity: len,
             align,
-        }
-    }
-
-    /// A buffer holding a copy of `data` (allocated without zeroing: every byte is copied).
-    pub fn from_slice(data: &[u8]) -> IoBuf {
-        let layout =
-            Layout::from_size_align(data.len().max(1), IO_ALIGN).expect("IoBuf: a valid layout");
-        // SAFETY: the layout has a non-zero size.
-        let p = unsafe { alloc(layout) };
-        let ptr = NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        // SAFETY: `ptr` is a fresh allocation of at least `data.len()` bytes, which cannot
-        // overlap `data`; after the copy every byte of the buffer's length is initialized.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr.as_ptr(), data.len()) };
-        IoBuf {
-            ptr,
-            len: data.len(),
-            capacity: data.len(),
-            align: IO_ALIGN,
         }
     }
 

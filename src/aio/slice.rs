@@ -100,21 +100,14 @@ impl Issuer {
 
     /// One read into `buf` (its memory used directly); bytes read.
     fn read_once(&self, file: &File, offset: u64, buf: &mut [u8]) -> Result<usize, AioError> {
-        let iov = [libc::iovec {
+        let iov = libc::iovec {
             iov_base: buf.as_mut_ptr().cast(),
             iov_len: buf.len(),
-        }];
-        let mut h = self.acquire()?;
-        h.set_flags(HandleFlags::SYNCHRONOUS);
-        // SAFETY: `buf` is borrowed mutably for this whole call and the I/O is waited for
-        // before it returns (also on unwinding: `WaitOnDrop`), so nothing else touches the
-        // memory while the I/O may write it.
-        let io = unsafe { h.readv_raw_claimed(file, offset, &iov) };
-        let c = WaitOnDrop {
-            issuer: self,
-            io: Some(io),
-        }
-        .wait();
+        };
+        // SAFETY: `buf` is borrowed mutably for this whole call, and `run_now` waits for the
+        // I/O before it returns (also on unwinding), so nothing else touches the memory while
+        // the I/O may write it.
+        let c = unsafe { self.run_now(file, offset, iov, false) }?;
         // A short read is not a failure here: the caller reads on, and 0 means end of file.
         if c.is_partial() || c.is_end_of_file() {
             return Ok(c.bytes());
@@ -127,20 +120,13 @@ impl Issuer {
 
     /// One write from `data` (its memory used directly); bytes written (never 0).
     fn write_once(&self, file: &File, offset: u64, data: &[u8]) -> Result<usize, AioError> {
-        let iov = [libc::iovec {
+        let iov = libc::iovec {
             iov_base: data.as_ptr() as *mut libc::c_void,
             iov_len: data.len(),
-        }];
-        let mut h = self.acquire()?;
-        h.set_flags(HandleFlags::SYNCHRONOUS);
+        };
         // SAFETY: `data` is borrowed for this whole call and the I/O (which only reads it)
-        // is waited for before it returns, also on unwinding.
-        let io = unsafe { h.writev_raw_claimed(file, offset, &iov) };
-        let c = WaitOnDrop {
-            issuer: self,
-            io: Some(io),
-        }
-        .wait();
+        // is waited for before `run_now` returns, also on unwinding.
+        let c = unsafe { self.run_now(file, offset, iov, true) }?;
         if let Some(e) = c.failure() {
             return Err(e.clone().into());
         }
@@ -148,6 +134,37 @@ impl Issuer {
             return Err(c.check().expect_err("a write of 0 bytes is short").into());
         }
         Ok(c.bytes())
+    }
+
+    /// Runs one read (or write) of the memory `iov` names on this thread, and waits.
+    ///
+    /// # Safety
+    ///
+    /// The memory must stay valid, and untouched by anyone else, for the whole call.
+    unsafe fn run_now(
+        &self,
+        file: &File,
+        offset: u64,
+        iov: libc::iovec,
+        write: bool,
+    ) -> Result<crate::Completion, AioError> {
+        let mut h = self.acquire()?;
+        h.set_flags(HandleFlags::SYNCHRONOUS);
+        let iov = [iov];
+        // SAFETY: the caller keeps the memory valid and to itself until we return, and we
+        // return only after the I/O is complete (`WaitOnDrop` waits on unwinding too).
+        let io = unsafe {
+            if write {
+                h.writev_raw_claimed(file, offset, &iov)
+            } else {
+                h.readv_raw_claimed(file, offset, &iov)
+            }
+        };
+        Ok(WaitOnDrop {
+            issuer: self,
+            io: Some(io),
+        }
+        .wait())
     }
 
     /// An unaligned O_DIRECT read: the covering aligned blocks into a bounce buffer.

@@ -123,3 +123,44 @@ fn bad_numbers_are_refused() {
     let o = dbaio(&["unlink-bench", "--dir", "/nonexistent/dir", "--rounds", "1"]);
     assert!(!o.status.success() && o.status.code() != Some(101));
 }
+
+/// Ctrl-C and SIGTERM mid-run: exit 130, and the chunk files, the live file and the run's
+/// directory are gone (a GC benchmark writes gigabytes; leaving them would fill the disk).
+#[test]
+fn a_signal_mid_run_leaves_nothing() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let d = dir();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dbaio"))
+            .env("DBAIO_LOG", "warn")
+            .args([
+                "unlink-bench",
+                "--dir",
+                d.path().to_str().unwrap(),
+                "--chunk-size",
+                "16m",
+                "--gc-cycles",
+                "1000",
+                "--rounds",
+                "1",
+                "--mode",
+                "sync",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Wait until the run is writing its chunks.
+        let t0 = std::time::Instant::now();
+        while std::fs::read_dir(d.path()).unwrap().count() == 0 {
+            assert!(t0.elapsed().as_secs() < 20, "the run never started");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        // SAFETY: kill with a valid pid and signal number.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(130), "signal {sig}");
+        let left: Vec<_> = std::fs::read_dir(d.path()).unwrap().collect();
+        assert!(left.is_empty(), "signal {sig}: left {left:?}");
+    }
+}

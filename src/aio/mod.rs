@@ -10,6 +10,7 @@
 
 pub(crate) mod any_thread;
 pub(crate) mod file;
+mod inline;
 pub(crate) mod io;
 pub(crate) mod iobuf;
 pub(crate) mod issuer;

@@ -148,6 +148,10 @@ impl Issuer {
         iov: libc::iovec,
         write: bool,
     ) -> Result<crate::Completion, AioError> {
+        // SAFETY: passed on from our caller.
+        if let Some(c) = unsafe { self.run_inline(file, offset, iov, write) } {
+            return Ok(c);
+        }
         let mut h = self.acquire()?;
         h.set_flags(HandleFlags::SYNCHRONOUS);
         let iov = [iov];

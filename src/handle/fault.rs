@@ -138,6 +138,11 @@ impl FaultInjector {
         self.seed.store(seed, Ordering::Relaxed);
     }
 
+    /// True while any rule may apply (a path that skips `apply` must not run then).
+    pub(crate) fn armed(&self) -> bool {
+        self.armed.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn hits(&self) -> u64 {
         self.hits.load(Ordering::Relaxed)
     }

@@ -85,6 +85,10 @@ impl HandleState {
                 | (CompletedIo, CompletedShared)
                 | (CompletedShared, CompletedLocal)
                 | (CompletedLocal, Idle)
+                // The inline path (`aio/inline.rs`): an I/O its issuer runs at once and no
+                // one else can name.
+                | (Idle, Submitted)
+                | (Submitted, Idle)
         )
     }
 }

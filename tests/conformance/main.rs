@@ -19,6 +19,7 @@ mod errors;
 mod fault_kinds;
 mod foreign_completion;
 mod foreign_wait_on_batch;
+mod inline_io;
 mod issuer_exit;
 mod lifecycle;
 mod many_issuers;

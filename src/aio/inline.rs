@@ -74,15 +74,25 @@ impl Issuer {
         s.file.store(file.slot, r);
         s.fd.store(fd, r);
         s.flags.store(flags, r);
-        // SAFETY: every handle has at least one iovec, and an idle handle's are its issuer's.
-        unsafe { shared.iovecs(idx).write(iov) };
+        // The iovec itself stays here: only this thread executes the I/O (the count is for
+        // the view).
         s.iov_count.store(1, r);
         let mut since = shared.now_ns();
         s.staged_ns.store(since, r);
         s.set_state(HandleState::Idle, HandleState::Submitted);
 
         let info = self.info();
-        let req = shared.request(idx);
+        // Built from what we hold, not read back from the slot.
+        let req = dbaio_workers::Request {
+            op: op.engine_code(),
+            fd,
+            offset,
+            len: iov.iov_len as u64,
+            iov: &iov,
+            iovcnt: 1,
+            path: std::ptr::null(),
+            user_data: u64::from(idx),
+        };
         let mut retries = 0;
         let (raw, panicked) = loop {
             info.begin_wait(WaitEvent::for_sync_op(op), u64::from(idx), since);

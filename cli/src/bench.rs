@@ -103,6 +103,11 @@ pub struct BenchReport {
     pub iodepth: u32,
     /// The depth asked for (`--iodepth`).
     pub iodepth_asked: u32,
+    /// The depth the device actually saw: I/Os in flight at the block device, averaged over
+    /// the run's time (the kernel's weighted time in queue, as `iostat`'s `aqu-sz`; it counts
+    /// whatever else uses the device meanwhile). None when the file is not on a block device
+    /// the kernel keeps statistics for (tmpfs, an overlay).
+    pub avg_device_queue: Option<f64>,
     /// O_DIRECT.
     pub direct: bool,
     /// The data file.
@@ -214,6 +219,7 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
     let mut hist =
         Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds are valid");
     let (mut ios, mut bytes, mut errors) = (0u64, 0u64, 0u64);
+    let queue_ms_before = device_queue_ms(&opts.filename);
     let mut first_error: Option<String> = None;
     let bar = opts.progress.then(|| {
         let b = indicatif::ProgressBar::new(opts.runtime.as_secs());
@@ -300,6 +306,9 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
     }
     issuer.end_batch();
     let seconds = start.elapsed().as_secs_f64();
+    let avg_device_queue = queue_ms_before
+        .zip(device_queue_ms(&opts.filename))
+        .map(|(a, b)| b.saturating_sub(a) as f64 / 1000.0 / seconds);
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -312,6 +321,7 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
         bs: opts.bs,
         iodepth: depth as u32,
         iodepth_asked: opts.iodepth,
+        avg_device_queue,
         direct: opts.direct,
         filename: opts.filename.clone(),
         size: opts.size,
@@ -332,14 +342,25 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
     })
 }
 
+/// The block device's weighted time in queue so far, in milliseconds (field 11 of
+/// `/sys/dev/block/MAJ:MIN/stat`, the device holding `path`); None if there is none.
+fn device_queue_ms(path: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path).ok()?.dev();
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let stat = std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/stat")).ok()?;
+    stat.split_whitespace().nth(10)?.parse().ok()
+}
+
 /// Formats reports as the comparison table.
 pub fn table(reports: &[BenchReport]) -> String {
     let mut s = format!(
-        "{:<9} {:<9} {:>6} {:>7} {:>10} {:>9} {:>8} {:>8} {:>9} {:>9} {:>6}\n",
+        "{:<9} {:<9} {:>6} {:>7} {:>9} {:>10} {:>9} {:>8} {:>8} {:>9} {:>9} {:>6}\n",
         "method",
         "rw",
         "bs",
         "iodepth",
+        "dev queue",
         "IOPS",
         "MB/s",
         "p50 us",
@@ -350,11 +371,13 @@ pub fn table(reports: &[BenchReport]) -> String {
     );
     for r in reports {
         s += &format!(
-            "{:<9} {:<9} {:>6} {:>7} {:>10.0} {:>9.1} {:>8.0} {:>8.0} {:>9.0} {:>9.0} {:>6}\n",
+            "{:<9} {:<9} {:>6} {:>7} {:>9} {:>10.0} {:>9.1} {:>8.0} {:>8.0} {:>9.0} {:>9.0} {:>6}\n",
             r.io_method,
             r.rw.name(),
             r.bs,
             r.iodepth,
+            r.avg_device_queue
+                .map_or_else(|| "-".to_string(), |q| format!("{q:.1}")),
             r.iops,
             r.bw_bytes_per_sec / 1e6,
             r.lat_us.p50,

@@ -87,6 +87,7 @@ pub use aio::issuer::{Issuer, SUBMIT_BATCH_SIZE};
 pub use aio::slice::DIRECT_ALIGN;
 pub use aio::subsystem::Aio;
 pub use aio::ticket::{IoGroup, Ticket};
+pub use bufmgr::advice::Advice;
 pub use bufmgr::read::{NoWait, PinnedBuffer};
 pub use bufmgr::relation::{Relation, SEGMENT_BYTES, segment_path};
 pub use bufmgr::stream::{
@@ -105,8 +106,8 @@ pub use handle::result::{IoResult, Status};
 pub use handle::settings::{HugePages, IoMethodKind, IoUringFallback, Settings, SettingsError};
 pub use handle::slot::{Executor, HandleState, MAX_CALLBACKS, WaitRef};
 pub use handle::wait_event::WaitEvent;
-pub use introspect::stats::{ExecutorRow, IssuerStatsRow, LatencyRow, OpStatsRow};
-pub use introspect::view::{AioRow, WaitRow};
+pub use introspect::stats::{AdviceRow, ExecutorRow, IssuerStatsRow, LatencyRow, OpStatsRow};
+pub use introspect::view::{AdviceBudgetRow, AioRow, WaitRow};
 pub use method::io_uring_available;
 pub use start::AioBuilder;
 

@@ -112,9 +112,18 @@ fn buffer_pool_steady_state(m: IoMethodKind, dir: &tempfile::TempDir) {
     let rel = Relation::open(&aio, &path, &OpenOptions::read()).unwrap();
     let file = rel.segments()[0].clone();
     let mut stream = ReadStream::new(&me, &rel, (0..512u32).cycle(), ReadStreamOptions::default());
+    // Blocks never adjacent (every third, wrapping): each one a candidate for readahead
+    // advice, which this stream gives (throttled, the default) on the buffered file.
+    let mut advised = ReadStream::new(
+        &me,
+        &rel,
+        (0..u32::MAX).map(|i| (i * 3) % 512),
+        ReadStreamOptions::default(),
+    );
     let mut step = |n: u32| {
         for i in 0..n {
             drop(stream.next_buffer().unwrap().unwrap());
+            drop(advised.next_buffer().unwrap().unwrap());
             drop(me.read_block(&file, (i * 7) % 512).unwrap()); // hit or miss
             drop(me.read_block(&file, (i * 7) % 512).unwrap()); // hit
         }
@@ -123,9 +132,12 @@ fn buffer_pool_steady_state(m: IoMethodKind, dir: &tempfile::TempDir) {
     let before = ALLOCS.load(Ordering::SeqCst);
     step(10240);
     let allocs = ALLOCS.load(Ordering::SeqCst) - before;
+    let advice = aio.advice_totals();
     eprintln!(
-        "zero_alloc on {m}: {allocs} allocations over 10240 stream blocks and 20480 block reads"
+        "zero_alloc on {m}: {allocs} allocations over 2 x 10240 stream blocks ({} advised) and 20480 block reads",
+        advice.issued
     );
+    assert!(advice.issued > 0, "{m}: the scattered stream gave advice");
     assert_eq!(allocs, 0, "{m}: heap allocations on the buffer-pool path");
 }
 

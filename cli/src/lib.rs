@@ -9,6 +9,7 @@
 //! | `options.rs` | flags into settings and checked numbers, in PostgreSQL's words |
 //! | `plot.rs` | `--plot`: SVG charts of latency over time and latency distributions |
 //! | `prewarm.rs` | `dbaio prewarm`: relations into the pool through read streams |
+//! | `scan_bench.rs` | `dbaio bench --workload scan`: cold scans with readahead advice off / unthrottled / throttled |
 //! | `checksums.rs` | `dbaio verify`: `pg_checksums --check` at device speed |
 //! | `screens.rs` | `dbaio aios` and `dbaio stat`: tables, JSON, Prometheus, the live screen |
 //! | `unlink_bench.rs` | `dbaio unlink-bench`: a GC's unlinks against foreground latency |
@@ -23,5 +24,6 @@ pub mod interrupt;
 pub mod options;
 pub mod plot;
 pub mod prewarm;
+pub mod scan_bench;
 pub mod screens;
 pub mod unlink_bench;

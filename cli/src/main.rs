@@ -236,9 +236,30 @@ struct BenchArgs {
     #[arg(long)]
     socket: Option<PathBuf>,
     /// `io` (default); `pool-hit`: block pins from --issuers threads, all resident;
-    /// `stream-hit`: read streams over resident blocks.
+    /// `stream-hit`: read streams over resident blocks; `scan`: --clients read streams over
+    /// 16 files (--size in all, default 4g, kept in --dir), buffered, from a cold page cache,
+    /// with readahead advice --advice (drops all caches when root, else each file's pages).
     #[arg(long, default_value = "io")]
     workload: String,
+    /// With --workload scan: clients, each a thread with its own read streams (1 .. 64).
+    #[arg(long, default_value_t = 1)]
+    clients: u64,
+    /// With --workload scan: readahead advice off, unthrottled (every upcoming block), or
+    /// throttled (dbaio's: device budget, no advice for sequential runs, adaptive distance).
+    #[arg(long, value_enum, default_value = "throttled")]
+    advice: dbaio_cli::scan_bench::AdviceMode,
+    /// With --workload scan: seq (every block in order) or sorted-random (one block in
+    /// eight, ascending, as a bitmap heap scan).
+    #[arg(long, value_enum, default_value = "seq")]
+    pattern: dbaio_cli::scan_bench::Pattern,
+    /// With --workload scan: the effective_io_concurrency setting (read-stream depth and
+    /// the largest advice distance, in blocks).
+    #[arg(long)]
+    effective_io_concurrency: Option<String>,
+    /// With --workload scan: directory of its data files (default: scan data under the
+    /// system's temp directory).
+    #[arg(long)]
+    dir: Option<PathBuf>,
     /// Issuer threads for --workload pool-hit and stream-hit (1 .. 256).
     #[arg(long, default_value_t = 1)]
     issuers: u64,
@@ -289,7 +310,19 @@ fn aios_cmd(a: AiosArgs) -> Outcome {
 fn stat_cmd(a: StatArgs) -> Outcome {
     let all = screens::fetch_all(&a.socket)?;
     if a.json {
-        let v = serde_json::json!({ "pid": all.pid, "io_method": all.io_method, "uptime_s": all.uptime_s, "waits": all.waits, "stats": all.stats });
+        let mut advice_total = dbaio::AdviceRow::default();
+        for s in &all.stats {
+            advice_total += s.advice;
+        }
+        let v = serde_json::json!({
+            "pid": all.pid,
+            "io_method": all.io_method,
+            "uptime_s": all.uptime_s,
+            "waits": all.waits,
+            "stats": all.stats,
+            "advice_total": advice_total,
+            "advice_budget": all.advice_budget,
+        });
         print_json(&v);
     } else if a.prometheus {
         print!("{}", screens::prometheus(&all));
@@ -423,13 +456,58 @@ fn pool_hit_cmd(a: &BenchArgs) -> Outcome {
     Ok(ExitCode::SUCCESS)
 }
 
+fn scan_cmd(a: &BenchArgs) -> Outcome {
+    use dbaio_cli::scan_bench;
+    let clients = options::in_range("clients", a.clients, 1, 64)? as u32;
+    let settings = options::settings(
+        &a.set,
+        &[
+            ("io_method", a.io_method.as_deref()),
+            ("io_workers", a.io_workers.as_deref()),
+            (
+                "effective_io_concurrency",
+                a.effective_io_concurrency.as_deref(),
+            ),
+        ],
+    )?;
+    let size = a.size.unwrap_or(4 << 30);
+    options::in_range("size", size, 1, u64::MAX)?;
+    let dir = a
+        .dir
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("dbaio-scan"));
+    let stop = Interrupt::catch().map_err(|e| format!("could not catch signals: {e}"))?;
+    scan_bench::prepare(&dir, size, &stop.flag())?;
+    let r = scan_bench::run(&scan_bench::ScanOptions {
+        dir,
+        size,
+        clients,
+        pattern: a.pattern,
+        advice: a.advice,
+        settings,
+        stop: stop.flag(),
+    })?;
+    if !r.cold {
+        eprintln!("dbaio bench: could not drop every data file's pages: this run is not cold");
+    } else if !r.dropped_all_caches {
+        eprintln!("dbaio bench: not root: dropped the data files' pages only (not all caches)");
+    }
+    if a.json {
+        println!("{}", serde_json::to_string(&r).expect("plain data"));
+    } else {
+        println!("{}", scan_bench::line(&r));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn bench_cmd(a: BenchArgs) -> Outcome {
     match a.workload.as_str() {
         "io" => {}
         "pool-hit" | "stream-hit" => return pool_hit_cmd(&a),
+        "scan" => return scan_cmd(&a),
         other => {
             return Err(format!(
-                "invalid value for option \"--workload\": \"{other}\"\nHINT:  Available values: io, pool-hit, stream-hit."
+                "invalid value for option \"--workload\": \"{other}\"\nHINT:  Available values: io, pool-hit, stream-hit, scan."
             )
             .into());
         }

@@ -2,7 +2,7 @@
 //! Tables, JSON, Prometheus text, and the live `--watch` screen (ratatui). See `docs/aios.md`.
 
 use dbaio::introspect::request;
-use dbaio::{AioRow, IssuerStatsRow, WaitRow};
+use dbaio::{AdviceBudgetRow, AdviceRow, AioRow, IssuerStatsRow, WaitRow};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyModifiers};
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Modifier, Style};
@@ -27,6 +27,48 @@ pub struct All {
     pub waits: Vec<WaitRow>,
     /// Per-issuer statistics.
     pub stats: Vec<IssuerStatsRow>,
+    /// Each device's readahead-advice budget.
+    #[serde(default)]
+    pub advice_budget: Vec<AdviceBudgetRow>,
+}
+
+/// The advice budgets in one line (`advice budget 254:0 37/1024 (peak 512)`), or "".
+fn budget_line(rows: &[AdviceBudgetRow]) -> String {
+    let parts: Vec<String> = rows
+        .iter()
+        .map(|b| format!("{} {}/{} (peak {})", b.device, b.in_use, b.limit, b.peak))
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("advice budget {}", parts.join(", "))
+    }
+}
+
+/// The five advice counters, as `name=value` words.
+fn advice_words(a: &AdviceRow) -> String {
+    format!(
+        "issued={} suppressed_sequential={} refused_by_budget={} useful={} wasted={}",
+        a.issued, a.suppressed_sequential, a.refused_by_budget, a.useful, a.wasted
+    )
+}
+
+const ADVICE_OUTCOMES: [&str; 5] = [
+    "issued",
+    "suppressed_sequential",
+    "refused_by_budget",
+    "useful",
+    "wasted",
+];
+
+fn advice_values(a: &AdviceRow) -> [u64; 5] {
+    [
+        a.issued,
+        a.suppressed_sequential,
+        a.refused_by_budget,
+        a.useful,
+        a.wasted,
+    ]
 }
 
 /// Says what is wrong with `socket` when connecting to it failed with `e`: missing, not a
@@ -259,6 +301,42 @@ pub fn prometheus(all: &All) -> String {
     }
     let _ = writeln!(
         o,
+        "# HELP dbaio_advice_blocks_total Readahead advice per issuer, by outcome.\n# TYPE dbaio_advice_blocks_total counter"
+    );
+    for s in &all.stats {
+        for (outcome, v) in ADVICE_OUTCOMES.iter().zip(advice_values(&s.advice)) {
+            let _ = writeln!(
+                o,
+                "dbaio_advice_blocks_total{{issuer=\"{}\",slot=\"{}\",outcome=\"{outcome}\"}} {v}",
+                esc(&s.issuer),
+                s.slot
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        "# HELP dbaio_advice_budget_blocks Blocks advised and not yet read, per device.\n# TYPE dbaio_advice_budget_blocks gauge"
+    );
+    for b in &all.advice_budget {
+        let _ = writeln!(
+            o,
+            "dbaio_advice_budget_blocks{{device=\"{}\"}} {}",
+            b.device, b.in_use
+        );
+    }
+    let _ = writeln!(
+        o,
+        "# HELP dbaio_advice_budget_limit_blocks The advice budget per device (io_advice_budget).\n# TYPE dbaio_advice_budget_limit_blocks gauge"
+    );
+    for b in &all.advice_budget {
+        let _ = writeln!(
+            o,
+            "dbaio_advice_budget_limit_blocks{{device=\"{}\"}} {}",
+            b.device, b.limit
+        );
+    }
+    let _ = writeln!(
+        o,
         "# HELP dbaio_ios_in_flight Handles not idle per issuer.\n# TYPE dbaio_ios_in_flight gauge"
     );
     let mut in_flight: HashMap<&str, usize> = HashMap::new();
@@ -323,6 +401,35 @@ pub fn stats_table(all: &All) -> String {
             );
         }
     }
+    let mut total = AdviceRow::default();
+    let mut advising = Vec::new();
+    for s in &all.stats {
+        if s.advice != AdviceRow::default() {
+            advising.push(format!(
+                "{:<16} {:>4} advice (blocks): {}",
+                s.issuer,
+                s.slot,
+                advice_words(&s.advice)
+            ));
+        }
+        total += s.advice;
+    }
+    if !advising.is_empty() || !all.advice_budget.is_empty() {
+        for line in advising {
+            let _ = writeln!(o, "{line}");
+        }
+        let _ = writeln!(
+            o,
+            "{:<16} {:>4} advice (blocks): {}",
+            "total",
+            "",
+            advice_words(&total)
+        );
+        let line = budget_line(&all.advice_budget);
+        if !line.is_empty() {
+            let _ = writeln!(o, "{line}");
+        }
+    }
     o
 }
 
@@ -358,6 +465,10 @@ pub fn watch_plain(socket: &Path, every: Duration, count: Option<u64>) -> Result
             all.waits.len(),
             busy
         );
+        let line = budget_line(&all.advice_budget);
+        if !line.is_empty() {
+            println!("{line}");
+        }
         print!("{}", aios_table(&mut all.aios));
         n += 1;
         if count.is_some_and(|c| n >= c) {
@@ -458,12 +569,15 @@ fn watch_loop(
                 ])
             })
             .collect();
+        let budget = budget_line(&all.advice_budget);
         let title = format!(
-            " dbaio aios — pid {} — io_method {} — up {:.0} s — {} I/Os not idle — q quits ",
+            " dbaio aios — pid {} — io_method {} — up {:.0} s — {} I/Os not idle{}{} — q quits ",
             all.pid,
             all.io_method,
             all.uptime_s,
-            all.aios.len()
+            all.aios.len(),
+            if budget.is_empty() { "" } else { " — " },
+            budget
         );
         let bold = Style::default().add_modifier(Modifier::BOLD);
         terminal

@@ -121,6 +121,8 @@ impl File {
             Ordering::Relaxed,
         );
         s.segment_base.store(opts.segment_base, Ordering::Relaxed);
+        s.device
+            .store(crate::handle::files::device_of(fd), Ordering::Relaxed);
         s.refs.store(1, Ordering::Relaxed);
         s.fd.store(fd, Ordering::Release);
         aio.method.file_opened(slot, fd);

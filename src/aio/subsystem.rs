@@ -11,8 +11,8 @@ use crate::handle::settings::{IoMethodKind, Settings};
 use crate::handle::shared::Shared;
 use crate::handle::slot::{HandleState, WaitRef};
 use crate::introspect::socket::Introspection;
-use crate::introspect::stats::{IssuerStatsRow, StatsTable};
-use crate::introspect::view::{AioRow, WaitRow};
+use crate::introspect::stats::{AdviceRow, IssuerStatsRow, StatsTable};
+use crate::introspect::view::{AdviceBudgetRow, AioRow, WaitRow};
 use crate::method::IoMethod;
 use std::path::Path;
 use std::sync::Arc;
@@ -180,6 +180,21 @@ impl Aio {
     /// I/Os per executor.
     pub fn stats(&self) -> Vec<IssuerStatsRow> {
         self.inner.stats.rows(&self.inner.shared)
+    }
+
+    /// Each device's readahead-advice budget: blocks advised and not yet read, all issuers
+    /// together, against `io_advice_budget`.
+    pub fn advice_budget(&self) -> Vec<AdviceBudgetRow> {
+        crate::introspect::view::advice_budget(&self.inner.shared)
+    }
+
+    /// Readahead advice of every issuer together (the sum of [`Aio::stats`]' rows).
+    pub fn advice_totals(&self) -> AdviceRow {
+        let mut t = AdviceRow::default();
+        for r in self.stats() {
+            t += r.advice;
+        }
+        t
     }
 
     /// Zeroes every issuer's statistics.

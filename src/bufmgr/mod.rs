@@ -8,6 +8,8 @@
 //! - `read.rs` — reading blocks: one block ([`Issuer::read_block`](crate::Issuer)), or a
 //!   run of consecutive blocks as one vectored read.
 //! - `stream.rs` — read streams: look-ahead distance, combining, buffers in order.
+//! - `advice.rs` — a stream's readahead advice: sequential rule, device budget, adaptive
+//!   distance.
 //! - `relation.rs` — a relation's segment files, by relation-wide block number.
 //! - `verification.rs` — page verification at completion: the trait, the modes, PostgreSQL's
 //!   messages.
@@ -17,6 +19,7 @@
 //! kind (`buffer-readv`) and an attachment (told of issuers and closed files). Nothing below
 //! names it. See `docs/design.md`, "The buffer manager".
 
+pub(crate) mod advice;
 pub(crate) mod hit_pin;
 pub(crate) mod pool;
 pub(crate) mod read;

@@ -350,6 +350,17 @@ impl BufferPool {
         &self.hints[h as usize & (self.hints.len() - 1)]
     }
 
+    /// Whether `tag` looks valid in the pool now: a glance at the hint table, no lock, no
+    /// pin (it may miss a resident block; then the caller does what it would for a miss).
+    pub(crate) fn looks_resident(&self, tag: Tag) -> bool {
+        let b = self.hint_slot(tag).load(Ordering::Relaxed);
+        if b == NO_BUFFER {
+            return false;
+        }
+        let d = &self.descs[b as usize];
+        d.tag.load(Ordering::Relaxed) == tag.pack() && d.state.load(Ordering::Acquire) & VALID != 0
+    }
+
     /// Remembers that `tag` is in buffer `b`, for `try_hit`.
     #[inline]
     pub(crate) fn remember(&self, tag: Tag, b: u32) {

@@ -13,6 +13,7 @@
 //! (`effective_io_concurrency`, or `maintenance_io_concurrency`). See `docs/design.md`,
 //! "Read streams".
 
+use super::advice::{Advice, StreamAdvice};
 use super::pool::{BufferPool, SHARED_PIN, Tag};
 use super::ring::BufferRing;
 use crate::aio::io::InFlight;
@@ -24,6 +25,9 @@ use crate::handle::error::{AioError, IoError};
 use crate::handle::result::Status;
 use std::collections::VecDeque;
 
+/// Handles a stream with advice leaves free for it (fewer when the issuer has few).
+const ADVICE_HANDLES: u32 = 4;
+
 /// How a stream is set up.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ReadStreamOptions {
@@ -33,12 +37,13 @@ pub struct ReadStreamOptions {
     /// start at the full distance instead of ramping up from 1.
     pub full: bool,
     /// The blocks come mostly in ascending order (a scan): start at a distance of one full
-    /// read (`io_combine_limit`) instead of 1, so the first reads are already combined. (The
-    /// stream never issues readahead advice, so PostgreSQL's meaning, "no advice", holds
-    /// either way.)
+    /// read (`io_combine_limit`) instead of 1, so the first reads are already combined.
+    /// (Advice needs no hint: consecutive blocks are never advised.)
     pub sequential: bool,
     /// Override the number of reads in flight (0: from the settings).
     pub max_ios: u32,
+    /// Readahead advice for buffered files (default: throttled; see [`Advice`]).
+    pub advice: Advice,
     /// Recycle a small ring of buffers instead of taking victims from the whole pool
     /// (PostgreSQL's `BAS_BULKREAD` strategy, which its sequential scans of big tables use):
     /// a scan bigger than the pool then leaves the pool's other pages cached. The ring holds
@@ -171,6 +176,7 @@ pub struct ReadStream<'a, I: Iterator<Item = u32>> {
     error: Option<StreamError>,
     scratch: Vec<u32>,
     ring: Option<BufferRing>,
+    advice: Option<StreamAdvice>,
     stats: ReadStreamStats,
 }
 
@@ -192,11 +198,18 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
         } else {
             s.effective_io_concurrency
         };
+        let advice = StreamAdvice::new(issuer, rel, opts.advice, configured, combine_limit);
         // 0 means synchronous reads, one at a time (still combined). Each read in flight
-        // holds one of the issuer's handles; keep one free for other work.
+        // holds one of the issuer's handles; keep one free for other work, and a few for
+        // advice (a fire-and-forget op holds its handle until it is done).
+        let spare = 1 + if advice.is_some() {
+            ADVICE_HANDLES.min(shared.per_issuer.saturating_sub(1) / 2)
+        } else {
+            0
+        };
         let max_ios = configured
             .max(1)
-            .min(shared.per_issuer.saturating_sub(1).max(1));
+            .min(shared.per_issuer.saturating_sub(spare).max(1));
         // PostgreSQL's GetPinLimit: each issuer slot's fair share of the pool, so that every
         // issuer can stream at once without running the pool out of unpinned buffers.
         let pool = issuer
@@ -232,6 +245,7 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
             scratch: Vec::with_capacity(combine_limit as usize),
             // Its own pins plus room for the buffers to age before they come round again.
             ring: opts.ring.then(|| BufferRing::new(max_pinned + 32)),
+            advice,
             stats: ReadStreamStats {
                 read_sizes: vec![0; combine_limit as usize + 1],
                 max_distance: readahead,
@@ -243,6 +257,11 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
     /// The current readahead distance, in blocks.
     pub fn distance(&self) -> u32 {
         self.readahead
+    }
+
+    /// The current readahead-advice distance in blocks (0: this stream gives no advice).
+    pub fn advice_distance(&self) -> u32 {
+        self.advice.as_ref().map_or(0, StreamAdvice::distance)
     }
 
     /// Reads in flight now.
@@ -387,7 +406,7 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
                 }
                 continue;
             }
-            let Some(block) = self.unget.take().or_else(|| self.blocks.next()) else {
+            let Some(block) = self.next_block() else {
                 self.ended = true;
                 break;
             };
@@ -413,8 +432,23 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
         {
             self.start_pending();
         }
+        if let Some(a) = self.advice.as_mut() {
+            a.advise(self.issuer, self.rel, &mut self.blocks);
+        }
         if batch {
             self.issuer.end_batch();
+        }
+    }
+
+    /// The next block the caller named: one put back, else one pulled ahead for advice,
+    /// else the caller's iterator.
+    fn next_block(&mut self) -> Option<u32> {
+        if let Some(b) = self.unget.take() {
+            return Some(b);
+        }
+        match self.advice.as_mut() {
+            Some(a) => a.next_block(self.issuer, self.rel, &mut self.blocks),
+            None => self.blocks.next(),
         }
     }
 
@@ -518,6 +552,9 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
         // become valid (or error) in the completing thread.
         self.ios.clear();
         self.ios_in_flight = 0;
+        if let Some(a) = self.advice.as_mut() {
+            a.release(self.issuer);
+        }
         self.pending_n = 0;
         self.unget = None;
     }

@@ -9,9 +9,20 @@ use parking_lot::{Mutex, RwLock};
 use std::os::fd::RawFd;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 
 pub(crate) const NO_FILE: u32 = u32::MAX;
+
+/// The device (`st_dev`) of open file `fd`; 0 if `fstat` fails.
+pub(crate) fn device_of(fd: RawFd) -> u64 {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `st` is a writable buffer the size of `struct stat`; fstat only writes it.
+    if unsafe { libc::fstat(fd, st.as_mut_ptr()) } != 0 {
+        return 0;
+    }
+    // SAFETY: fstat succeeded, so it filled `st`.
+    unsafe { st.assume_init() }.st_dev
+}
 
 pub(crate) struct FileSlot {
     pub fd: AtomicI32,
@@ -24,6 +35,8 @@ pub(crate) struct FileSlot {
     pub blocking_buffered_writes: AtomicBool,
     /// The relation-wide number of the file's block 0 (a segment's first block; 0 otherwise).
     pub segment_base: AtomicU32,
+    /// The device the file is on (`st_dev`), for the readahead-advice budget.
+    pub device: AtomicU64,
     pub path: RwLock<Option<Arc<Path>>>,
     /// Serializes read-modify-write slice writes on an O_DIRECT file (`aio/slice.rs`).
     pub rmw: Mutex<()>,
@@ -43,6 +56,7 @@ impl FileTable {
                 direct: AtomicBool::new(false),
                 blocking_buffered_writes: AtomicBool::new(false),
                 segment_base: AtomicU32::new(0),
+                device: AtomicU64::new(0),
                 path: RwLock::new(None),
                 rmw: Mutex::new(()),
             })

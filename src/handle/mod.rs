@@ -12,6 +12,7 @@
 //! drive a completion (a closure) rather than naming a method. See `docs/design.md`, "The
 //! handle layer".
 
+pub(crate) mod advice_budget;
 pub(crate) mod atomics;
 pub(crate) mod callback;
 pub(crate) mod describe;

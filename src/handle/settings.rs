@@ -169,6 +169,10 @@ pub struct Settings {
     /// `introspection_socket`: path of the owner-only unix socket serving the aios view
     /// (empty: none).
     pub introspection_socket: Option<PathBuf>,
+    /// `io_advice_budget` in blocks: how many blocks read streams may have advised
+    /// (`posix_fadvise(WILLNEED)`) and not yet read, per device, all issuers together
+    /// (-1: auto, 4 × the larger of the two I/O concurrencies, 64 .. 8192; 0: no advice).
+    pub io_advice_budget: i64,
 }
 
 impl Default for Settings {
@@ -193,6 +197,7 @@ impl Default for Settings {
             max_issuers: 64,
             max_files: 1024,
             introspection_socket: None,
+            io_advice_budget: -1,
         }
     }
 }
@@ -231,6 +236,7 @@ pub const PARAMETERS: &[&str] = &[
     "max_issuers",
     "max_files",
     "introspection_socket",
+    "io_advice_budget",
 ];
 
 fn parse_enum<T: Copy>(name: &str, value: &str, values: &[(&str, T)]) -> Result<T, SettingsError> {
@@ -416,6 +422,10 @@ impl Settings {
                 self.buffer_pool_size = v as u64;
             }
             "direct_io" => self.direct_io = parse_bool("direct_io", value)?,
+            "io_advice_budget" => {
+                self.io_advice_budget =
+                    parse_int("io_advice_budget", value, Unit::Blocks, bs, -1, 1 << 20)?
+            }
             "buffer_pool_prefault" => {
                 self.buffer_pool_prefault = parse_bool("buffer_pool_prefault", value)?
             }
@@ -600,6 +610,17 @@ impl Settings {
         }
     }
 
+    /// The advice budget per device in blocks, `io_advice_budget` with -1 resolved.
+    pub fn advice_budget_blocks(&self) -> u32 {
+        match self.io_advice_budget {
+            -1 => (4 * self
+                .effective_io_concurrency
+                .max(self.maintenance_io_concurrency))
+            .clamp(64, 8192),
+            v => v.clamp(0, 1 << 20) as u32,
+        }
+    }
+
     /// `min(io_combine_limit, io_max_combine_limit)`, as PostgreSQL applies it.
     pub fn effective_io_combine_limit(&self) -> u32 {
         self.io_combine_limit.min(self.io_max_combine_limit)
@@ -619,7 +640,7 @@ impl Settings {
              block_size = {}\nbuffer_pool_size = {}\ndirect_io = {}\nbuffer_pool_prefault = {}\nhuge_pages = {}\n\
              transparent_huge_pages = {}\nio_uring_fallback = {}\n\
              io_uring_registered_files = {}\nio_worker_queue_size = {}\nmax_issuers = {}\nmax_files = {}\n\
-             introspection_socket = '{}'\n",
+             introspection_socket = '{}'\nio_advice_budget = {}\n",
             self.io_method,
             self.io_workers,
             self.io_max_concurrency,
@@ -645,7 +666,8 @@ impl Settings {
             self.introspection_socket
                 .as_ref()
                 .map(|p| p.display().to_string())
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            self.io_advice_budget
         )
     }
 }

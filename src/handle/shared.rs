@@ -105,6 +105,8 @@ pub(crate) struct Shared {
     pub files: FileTable,
     pub callbacks: CallbackRegistry,
     pub faults: FaultInjector,
+    /// Readahead advice in flight, per device (see `advice_budget.rs`).
+    pub advice: super::advice_budget::AdviceBudget,
     attached: Option<Attached>,
     pub epoch: Instant,
     /// `epoch` on the monotonic clock, in nanoseconds (for [`Shared::now_ns`]).
@@ -133,6 +135,7 @@ impl Shared {
         attachment: Option<Arc<A>>,
     ) -> Result<Shared, AioError> {
         let per_issuer = settings.effective_io_max_concurrency();
+        let advice_budget = settings.advice_budget_blocks();
         let n_handles = per_issuer
             .checked_mul(settings.max_issuers)
             .expect("handle count fits in u32");
@@ -176,6 +179,7 @@ impl Shared {
             max_iov,
             callbacks,
             faults: FaultInjector::default(),
+            advice: super::advice_budget::AdviceBudget::new(advice_budget),
             attached,
             epoch: Instant::now(),
             epoch_ns: monotonic_ns(),

@@ -39,6 +39,11 @@ impl Source {
         view::waits(&self.shared)
     }
 
+    /// Every device's advice budget.
+    pub(crate) fn advice_budget(&self) -> Vec<view::AdviceBudgetRow> {
+        view::advice_budget(&self.shared)
+    }
+
     /// Per-issuer statistics.
     pub(crate) fn stat_rows(&self) -> Vec<IssuerStatsRow> {
         self.stats.rows(&self.shared)

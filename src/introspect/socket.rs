@@ -40,6 +40,7 @@ struct All {
     aios: Vec<crate::AioRow>,
     waits: Vec<crate::WaitRow>,
     stats: Vec<crate::IssuerStatsRow>,
+    advice_budget: Vec<crate::AdviceBudgetRow>,
 }
 
 fn error_json(msg: &str) -> Vec<u8> {
@@ -233,7 +234,10 @@ fn answer(cmd: &str, src: &Source) -> Vec<u8> {
     let json = match cmd {
         "aios" => serde_json::to_vec(&serde_json::json!({ "aios": src.aios() })),
         "waits" => serde_json::to_vec(&serde_json::json!({ "waits": src.waits() })),
-        "stats" => serde_json::to_vec(&serde_json::json!({ "stats": src.stat_rows() })),
+        "stats" => serde_json::to_vec(&serde_json::json!({
+            "stats": src.stat_rows(),
+            "advice_budget": src.advice_budget(),
+        })),
         "reset_stats" => {
             src.stats.reset(src.shared.now_ns());
             serde_json::to_vec(&serde_json::json!({ "reset_stats": true }))
@@ -245,6 +249,7 @@ fn answer(cmd: &str, src: &Source) -> Vec<u8> {
             aios: src.aios(),
             waits: src.waits(),
             stats: src.stat_rows(),
+            advice_budget: src.advice_budget(),
         }),
         other => {
             let shown: String = other.chars().take(40).collect();

@@ -126,10 +126,28 @@ struct OpCounters {
     hist: Histogram,
 }
 
+/// What happened to the readahead advice of an issuer's read streams (`bufmgr/advice.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AdviceEvent {
+    /// Blocks advised (`posix_fadvise(WILLNEED)` sent).
+    Issued = 0,
+    /// Blocks not advised because they continue a sequential run (kernel readahead's job).
+    SuppressedSequential = 1,
+    /// Blocks not advised because the device's budget was spent.
+    RefusedByBudget = 2,
+    /// Advised blocks found in the page cache when read.
+    Useful = 3,
+    /// Advised blocks not in the page cache when read (too late, or evicted).
+    Wasted = 4,
+}
+
+const ADVICE_EVENTS: usize = 5;
+
 /// One issuer slot's counters, written by its issuer only.
 struct IssuerStats {
     ops: Vec<OpCounters>,
     executors: Vec<AtomicU64>,
+    advice: [AtomicU64; ADVICE_EVENTS],
 }
 
 /// What a reader copied of one op (or the baseline a reset left).
@@ -157,6 +175,7 @@ impl IssuerStats {
                 })
                 .collect(),
             executors: (0..EXECUTORS).map(|_| AtomicU64::new(0)).collect(),
+            advice: Default::default(),
         }
     }
 
@@ -188,12 +207,12 @@ impl IssuerStats {
             }
             c.hist.clear();
         }
-        for e in &self.executors {
+        for e in self.executors.iter().chain(&self.advice) {
             e.store(0, Ordering::Relaxed);
         }
     }
 
-    fn copy(&self) -> (Vec<OpCopy>, Vec<u64>) {
+    fn copy(&self) -> Copied {
         let ops = self
             .ops
             .iter()
@@ -211,15 +230,26 @@ impl IssuerStats {
             .iter()
             .map(|e| e.load(Ordering::Relaxed))
             .collect();
-        (ops, ex)
+        Copied {
+            ops,
+            executors: ex,
+            advice: self.advice.each_ref().map(|a| a.load(Ordering::Relaxed)),
+        }
     }
+}
+
+/// What a reader copied of one slot's counters.
+#[derive(Default)]
+struct Copied {
+    ops: Vec<OpCopy>,
+    executors: Vec<u64>,
+    advice: [u64; ADVICE_EVENTS],
 }
 
 /// A reset's baseline for one slot: what the counters held then, and when.
 #[derive(Default)]
 struct Baseline {
-    ops: Vec<OpCopy>,
-    executors: Vec<u64>,
+    counters: Copied,
     at_ns: u64,
 }
 
@@ -261,6 +291,13 @@ impl StatsTable {
     }
 
     /// Records one completed I/O of issuer slot `slot`. Only that issuer calls it.
+    /// Counts `n` advice events of kind `e` for the issuer in `slot` (its own thread only).
+    pub(crate) fn record_advice(&self, slot: u32, e: AdviceEvent, n: u64) {
+        if let Some(live) = self.slots[slot as usize].live.get() {
+            bump(&live.advice[e as usize], n);
+        }
+    }
+
     pub(crate) fn record(
         &self,
         slot: u32,
@@ -284,9 +321,9 @@ impl StatsTable {
                 continue;
             };
             let info = &shared.issuers[slot];
-            let (ops, executors) = live.copy();
+            let copied = live.copy();
             let base = st.baseline.lock();
-            rows.push(row(slot as u32, info, &ops, &executors, &base, now));
+            rows.push(row(slot as u32, info, &copied, &base, now));
         }
         rows
     }
@@ -295,10 +332,8 @@ impl StatsTable {
     pub(crate) fn reset(&self, now_ns: u64) {
         for st in self.slots.iter() {
             if let Some(live) = st.live.get() {
-                let (ops, executors) = live.copy();
                 *st.baseline.lock() = Baseline {
-                    ops,
-                    executors,
+                    counters: live.copy(),
                     at_ns: now_ns,
                 };
             }
@@ -310,18 +345,20 @@ impl StatsTable {
 fn row(
     slot: u32,
     info: &crate::handle::shared::IssuerSlot,
-    ops: &[OpCopy],
-    executors: &[u64],
+    copied: &Copied,
     base: &Baseline,
     now_ns: u64,
 ) -> IssuerStatsRow {
+    let (ops, executors) = (&copied.ops, &copied.executors);
+    let advice =
+        |e: AdviceEvent| copied.advice[e as usize].saturating_sub(base.counters.advice[e as usize]);
     let empty = OpCopy::default();
     let ops = OPS
         .iter()
         .zip(ops)
         .enumerate()
         .filter_map(|(i, (op, c))| {
-            let b = base.ops.get(i).unwrap_or(&empty);
+            let b = base.counters.ops.get(i).unwrap_or(&empty);
             let count = c.count.saturating_sub(b.count);
             if count == 0 {
                 return None;
@@ -357,7 +394,7 @@ fn row(
         .map(|(i, &n)| {
             (
                 i,
-                n.saturating_sub(base.executors.get(i).copied().unwrap_or(0)),
+                n.saturating_sub(base.counters.executors.get(i).copied().unwrap_or(0)),
             )
         })
         .filter(|&(_, n)| n > 0)
@@ -378,6 +415,13 @@ fn row(
         since_s: now_ns.saturating_sub(base.at_ns) as f64 / 1e9,
         ops,
         executors,
+        advice: AdviceRow {
+            issued: advice(AdviceEvent::Issued),
+            suppressed_sequential: advice(AdviceEvent::SuppressedSequential),
+            refused_by_budget: advice(AdviceEvent::RefusedByBudget),
+            useful: advice(AdviceEvent::Useful),
+            wasted: advice(AdviceEvent::Wasted),
+        },
     }
 }
 
@@ -457,6 +501,32 @@ pub struct ExecutorRow {
     pub ios: u64,
 }
 
+/// What became of one issuer's readahead advice, in blocks (see `docs/design.md`,
+/// "Readahead advice").
+#[derive(Clone, Copy, Debug, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct AdviceRow {
+    /// Blocks advised.
+    pub issued: u64,
+    /// Blocks not advised: they continued a sequential run (kernel readahead serves those).
+    pub suppressed_sequential: u64,
+    /// Blocks not advised: the device's advice budget was spent.
+    pub refused_by_budget: u64,
+    /// Advised blocks found in the page cache when read.
+    pub useful: u64,
+    /// Advised blocks not in the page cache when read (advised too late, or evicted).
+    pub wasted: u64,
+}
+
+impl std::ops::AddAssign for AdviceRow {
+    fn add_assign(&mut self, o: AdviceRow) {
+        self.issued += o.issued;
+        self.suppressed_sequential += o.suppressed_sequential;
+        self.refused_by_budget += o.refused_by_budget;
+        self.useful += o.useful;
+        self.wasted += o.wasted;
+    }
+}
+
 /// One issuer's stats.
 #[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
 pub struct IssuerStatsRow {
@@ -472,4 +542,7 @@ pub struct IssuerStatsRow {
     pub ops: Vec<OpStatsRow>,
     /// Per-executor counts.
     pub executors: Vec<ExecutorRow>,
+    /// What became of its read streams' readahead advice.
+    #[serde(default)]
+    pub advice: AdviceRow,
 }

@@ -62,6 +62,34 @@ pub struct AioRow {
     pub age_us: u64,
 }
 
+/// One device's readahead-advice budget (see `Settings::io_advice_budget`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct AdviceBudgetRow {
+    /// The device, `major:minor`.
+    pub device: String,
+    /// Blocks advised and not yet read, all issuers together.
+    pub in_use: u32,
+    /// The most in use at once since start.
+    pub peak: u32,
+    /// The cap (`io_advice_budget`).
+    pub limit: u32,
+}
+
+/// Every device's advice budget seen so far.
+pub(crate) fn advice_budget(shared: &Shared) -> Vec<AdviceBudgetRow> {
+    shared
+        .advice
+        .rows()
+        .into_iter()
+        .map(|r| AdviceBudgetRow {
+            device: format!("{}:{}", libc::major(r.dev), libc::minor(r.dev)),
+            in_use: r.in_use,
+            peak: r.peak,
+            limit: r.limit,
+        })
+        .collect()
+}
+
 /// What one issuer is waiting for.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct WaitRow {

@@ -6,6 +6,7 @@
 mod support;
 
 mod acquire_all_busy;
+mod advice;
 mod any_thread;
 mod batch_mode;
 mod buffer_pool;

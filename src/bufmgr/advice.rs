@@ -1,0 +1,355 @@
+//! Readahead advice for a read stream: `posix_fadvise(WILLNEED)` on blocks the stream will
+//! read, ahead of its own reads, for buffered files. With `io_method = sync` it is the only
+//! read-ahead a stream of random blocks gets (each read runs on the caller); with the other
+//! methods it starts the device on blocks beyond the reads in flight.
+//!
+//! The advice distance (blocks pulled from the caller's iterator ahead of the stream's
+//! look-ahead) is separate from the I/O look-ahead distance. Three rules keep advice from
+//! costing more than it gives (PostgreSQL 18 has only the first; a flood of advice from many
+//! clients is what its review found slower than none):
+//!
+//! 1. **No advice for sequential runs**: past the fourth block of a run of consecutive
+//!    blocks, the kernel's own readahead has the run (counted as suppressed).
+//! 2. **One budget per device** for all issuers (`handle/advice_budget.rs`): a block is
+//!    advised only if the device's budget has room, and gives its share back when the stream
+//!    reads it or drops it unread. Without room (or without a free handle) the block is read
+//!    without advice; the stream never waits.
+//! 3. **Adaptive distance**: one advised block in [`PROBE_EVERY`] is probed when its turn to
+//!    be read comes (`preadv2(RWF_NOWAIT)` of one byte: is it in the page cache?). After
+//!    each window of probes the distance (from 16) doubles, up to `effective_io_concurrency`
+//!    blocks, while the budget has room; it halves when the budget refused blocks in the
+//!    window, or when most probes missed even at the longest distance (advice evicted
+//!    before it is read).
+//!
+//! Advice goes through the `fadvise` op, so it runs inline under `sync`, on a worker under
+//! `worker` and as `IORING_OP_FADVISE` under io_uring; the I/O is dropped at once (fire and
+//! forget). Nothing here allocates after the stream is built. See `docs/design.md`,
+//! "Readahead advice".
+
+use crate::aio::issuer::Issuer;
+use crate::bufmgr::pool::Tag;
+use crate::bufmgr::relation::Relation;
+use crate::introspect::stats::AdviceEvent;
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+
+/// Whether and how a read stream advises the kernel of the blocks it will read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Advice {
+    /// Advice for buffered files under the device budget, adaptive, none for sequential runs.
+    #[default]
+    Throttled,
+    /// Every upcoming block advised at the full distance: no budget, no sequential rule, no
+    /// adaptation (the behaviour the throttle exists to beat; for benchmarks).
+    Unthrottled,
+    /// No advice.
+    Off,
+}
+
+/// One advised block in this many is probed for whether the advice paid.
+pub(crate) const PROBE_EVERY: u32 = 4;
+/// Probes per adaptation decision.
+const WINDOW: u32 = 8;
+/// The distance a stream starts at (bounded by its maximum).
+const START_DISTANCE: u32 = 16;
+/// A run of consecutive blocks longer than this is sequential: the kernel's readahead has
+/// seen it, and its further blocks are not advised. (The first blocks of a run are: two or
+/// three adjacent blocks among random ones are too short for the kernel to notice.)
+const SEQUENTIAL_RUN: u32 = 4;
+const NOT_ADVISED: u32 = u32::MAX;
+
+struct Ahead {
+    block: u32,
+    /// The budget entry (device) its advice was charged to, or `NOT_ADVISED`.
+    charged: u32,
+}
+
+/// A read stream's advice state.
+pub(crate) struct StreamAdvice {
+    unthrottled: bool,
+    distance: u32,
+    max_distance: u32,
+    ahead: VecDeque<Ahead>,
+    /// The caller's iterator is exhausted.
+    source_done: bool,
+    /// The last block pulled from the caller, and the length of the run of consecutive
+    /// blocks it ends (for the sequential rule).
+    prev: Option<u32>,
+    run: u32,
+    /// Budget entry of each segment file (`NOT_ADVISED`: its device has none).
+    devices: Vec<u32>,
+    /// A run of advised blocks not yet sent: (segment, first block in it, count).
+    pending: Option<(usize, u32, u32)>,
+    combine_limit: u32,
+    advised_count: u32,
+    /// Counted into the issuer's statistics at the end of each `advise`.
+    issued_now: u64,
+    refused_now: u64,
+    probed: u32,
+    cached: u32,
+    refused: u32,
+}
+
+impl StreamAdvice {
+    /// Advice for a stream over `rel`, or `None` if it would give none: advice off, a budget
+    /// of 0 (throttled), no look-ahead (`max_distance` 0), or an O_DIRECT file.
+    pub(crate) fn new(
+        issuer: &Issuer,
+        rel: &Relation,
+        mode: Advice,
+        max_distance: u32,
+        combine_limit: u32,
+    ) -> Option<StreamAdvice> {
+        let shared = &issuer.aio.shared;
+        let first = rel.locate(0).map(|(f, _)| f)?;
+        if mode == Advice::Off
+            || max_distance == 0
+            || first.is_direct()
+            || (mode == Advice::Throttled && shared.advice.limit() == 0)
+        {
+            return None;
+        }
+        let devices = rel
+            .segments()
+            .iter()
+            .map(|f| {
+                let dev = shared.files.slots[f.slot as usize]
+                    .device
+                    .load(Ordering::Relaxed);
+                shared.advice.device(dev).unwrap_or(NOT_ADVISED)
+            })
+            .collect();
+        let unthrottled = mode == Advice::Unthrottled;
+        Some(StreamAdvice {
+            unthrottled,
+            distance: if unthrottled {
+                max_distance
+            } else {
+                START_DISTANCE.min(max_distance)
+            },
+            max_distance,
+            ahead: VecDeque::with_capacity(max_distance as usize),
+            source_done: false,
+            prev: None,
+            run: 0,
+            devices,
+            pending: None,
+            combine_limit: combine_limit.max(1),
+            advised_count: 0,
+            issued_now: 0,
+            refused_now: 0,
+            probed: 0,
+            cached: 0,
+            refused: 0,
+        })
+    }
+
+    /// The current advice distance, in blocks.
+    pub(crate) fn distance(&self) -> u32 {
+        self.distance
+    }
+
+    /// The next block for the stream: the oldest pulled ahead, else the caller's next.
+    /// Gives back the block's share of the budget, probing it first when its turn came.
+    pub(crate) fn next_block(
+        &mut self,
+        issuer: &Issuer,
+        rel: &Relation,
+        source: &mut impl Iterator<Item = u32>,
+    ) -> Option<u32> {
+        let Some(a) = self.ahead.pop_front() else {
+            if self.source_done {
+                return None;
+            }
+            let b = source.next();
+            self.source_done = b.is_none();
+            self.prev = b.or(self.prev);
+            return b;
+        };
+        // (No run of advice is ever unsent here: `advise` sends its run before it returns.)
+        if a.charged != NOT_ADVISED {
+            if !self.unthrottled {
+                issuer.aio.shared.advice.give_back(a.charged, 1);
+            }
+            self.advised_count = self.advised_count.wrapping_add(1);
+            if self.advised_count % PROBE_EVERY == 0 {
+                self.probe(issuer, rel, a.block);
+            }
+        }
+        Some(a.block)
+    }
+
+    /// Pulls blocks from the caller's iterator until `distance` are ahead, advising those
+    /// the rules allow.
+    pub(crate) fn advise(
+        &mut self,
+        issuer: &Issuer,
+        rel: &Relation,
+        source: &mut impl Iterator<Item = u32>,
+    ) {
+        let shared = &issuer.aio.shared;
+        let stats = &issuer.aio.stats;
+        let mut sequential = 0u64;
+        while !self.source_done && (self.ahead.len() as u32) < self.distance {
+            let Some(block) = source.next() else {
+                self.source_done = true;
+                break;
+            };
+            let follows = self.prev.is_some_and(|p| p.checked_add(1) == Some(block));
+            self.prev = Some(block);
+            self.run = if follows {
+                self.run.saturating_add(1)
+            } else {
+                1
+            };
+            let mut charged = NOT_ADVISED;
+            let seg = (block / rel.segment_blocks()) as usize;
+            let resident = || {
+                let f = &rel.segments()[seg];
+                issuer.pool().is_some_and(|p| {
+                    p.looks_resident(Tag {
+                        file: f.slot,
+                        block: block % rel.segment_blocks(),
+                    })
+                })
+            };
+            if seg >= self.devices.len() || resident() {
+                // Past the relation's end (the stream reports it when it gets there), or in
+                // the buffer pool already: nothing to advise.
+            } else if self.run > SEQUENTIAL_RUN && !self.unthrottled {
+                sequential += 1;
+            } else {
+                let dev = self.devices[seg];
+                if self.unthrottled || (dev != NOT_ADVISED && shared.advice.try_take(dev, 1)) {
+                    self.queue_advice(issuer, rel, seg, block);
+                    charged = if self.unthrottled { 0 } else { dev };
+                } else {
+                    self.refused_now += 1;
+                    self.refused += 1;
+                }
+            }
+            self.ahead.push_back(Ahead { block, charged });
+        }
+        self.flush(issuer, rel);
+        let slot = issuer.slot();
+        let (issued, refused) = (
+            std::mem::take(&mut self.issued_now),
+            std::mem::take(&mut self.refused_now),
+        );
+        if issued > 0 {
+            stats.record_advice(slot, AdviceEvent::Issued, issued);
+        }
+        if sequential > 0 {
+            stats.record_advice(slot, AdviceEvent::SuppressedSequential, sequential);
+        }
+        if refused > 0 {
+            stats.record_advice(slot, AdviceEvent::RefusedByBudget, refused);
+        }
+    }
+
+    /// Adds `block` (in segment `seg`; charged, and about to be pushed onto `ahead`) to the
+    /// run of advice to send, sending the run before it if `block` does not extend it.
+    fn queue_advice(&mut self, issuer: &Issuer, rel: &Relation, seg: usize, block: u32) {
+        let b = block % rel.segment_blocks();
+        if let Some((s, start, n)) = self.pending.as_mut() {
+            if *s == seg && *start + *n == b && *n < self.combine_limit {
+                *n += 1;
+                return;
+            }
+            self.flush(issuer, rel);
+        }
+        self.pending = Some((seg, b, 1));
+    }
+
+    /// Sends the pending run of advice, whose blocks are the newest entries of `ahead`. With
+    /// no handle free (even after reclaiming finished ones) the run is not sent: its blocks
+    /// count as refused and give their budget back now.
+    fn flush(&mut self, issuer: &Issuer, rel: &Relation) {
+        let Some((seg, start, n)) = self.pending.take() else {
+            return;
+        };
+        let bs = u64::from(issuer.aio.shared.settings.block_size);
+        let handle = match issuer.try_acquire() {
+            Ok(Some(h)) => Some(h),
+            // Earlier advice, done, holds the handles until reclaimed.
+            Ok(None) => {
+                issuer.reclaim_finished();
+                issuer.try_acquire().ok().flatten()
+            }
+            Err(_) => None,
+        };
+        match handle {
+            Some(h) => {
+                let f = &rel.segments()[seg];
+                // Fire and forget: a failed advice is logged, never waited for.
+                drop(h.fadvise_willneed(f, u64::from(start) * bs, u64::from(n) * bs));
+                self.issued_now += u64::from(n);
+            }
+            None => {
+                for a in self.ahead.iter_mut().rev().take(n as usize) {
+                    if a.charged != NOT_ADVISED && !self.unthrottled {
+                        issuer.aio.shared.advice.give_back(a.charged, 1);
+                    }
+                    a.charged = NOT_ADVISED;
+                }
+                self.refused_now += u64::from(n);
+                self.refused += n;
+            }
+        }
+    }
+
+    /// Is advised block `block` in the page cache now that it is about to be read?
+    fn probe(&mut self, issuer: &Issuer, rel: &Relation, block: u32) {
+        let Some((f, b)) = rel.locate(block) else {
+            return;
+        };
+        let bs = i64::from(issuer.aio.shared.settings.block_size);
+        let mut byte = [0u8; 1];
+        let iov = libc::iovec {
+            iov_base: byte.as_mut_ptr().cast(),
+            iov_len: 1,
+        };
+        // SAFETY: one iovec naming a live one-byte stack buffer; the fd is open while the
+        // relation (borrowed) holds the file.
+        let n = unsafe { libc::preadv2(f.raw_fd(), &iov, 1, i64::from(b) * bs, libc::RWF_NOWAIT) };
+        let cached = n > 0;
+        let event = if cached {
+            AdviceEvent::Useful
+        } else {
+            AdviceEvent::Wasted
+        };
+        issuer.aio.stats.record_advice(issuer.slot(), event, 1);
+        if self.unthrottled {
+            return;
+        }
+        self.probed += 1;
+        self.cached += u32::from(cached);
+        if self.probed < WINDOW {
+            return;
+        }
+        if self.refused > 0 {
+            // The device's budget is spent (everyone's advice): ask for less.
+            self.distance = (self.distance / 2).max(1);
+        } else if self.cached * 2 < self.probed && self.distance == self.max_distance {
+            // Mostly not cached even at the longest distance: the advice is evicted before
+            // it is read, or cannot keep up; send less of it.
+            self.distance = (self.distance / 2).max(1);
+        } else {
+            // Advice pays, or arrives late: send it further ahead while the budget allows.
+            self.distance = (self.distance * 2).min(self.max_distance);
+        }
+        self.probed = 0;
+        self.cached = 0;
+        self.refused = 0;
+    }
+
+    /// Gives back the budget of every block advised and not read (the stream is dropped).
+    pub(crate) fn release(&mut self, issuer: &Issuer) {
+        for a in self.ahead.drain(..) {
+            if a.charged != NOT_ADVISED && !self.unthrottled {
+                issuer.aio.shared.advice.give_back(a.charged, 1);
+            }
+        }
+        self.pending = None;
+    }
+}

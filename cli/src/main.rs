@@ -470,6 +470,10 @@ fn scan_cmd(a: &BenchArgs) -> Outcome {
             ),
         ],
     )?;
+    let settings = dbaio::Settings {
+        introspection_socket: a.socket.clone().or(settings.introspection_socket),
+        ..settings
+    };
     let size = a.size.unwrap_or(4 << 30);
     options::in_range("size", size, 1, u64::MAX)?;
     let dir = a

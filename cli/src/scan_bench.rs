@@ -7,8 +7,10 @@
 //! `i + N`, … one after the other, so every client count reads the same bytes. Patterns:
 //! `seq` reads every block in order (parallel sequential scans); `sorted-random` reads one
 //! block in eight, chosen by a seeded hash, in ascending order (a bitmap heap scan). Before a
-//! run each file's pages are dropped from the page cache (`POSIX_FADV_DONTNEED`, and all
-//! caches when root), so every run is cold; the report says when that was not possible.
+//! run the device is let go idle (no I/O in flight for 200 ms: advice a previous run sent
+//! may still be reading) and each file's pages are dropped from the page cache
+//! (`POSIX_FADV_DONTNEED`, and all caches when root), so every run is cold and starts on a
+//! quiet device; the report says when dropping was not possible.
 
 use crate::interrupt::INTERRUPTED;
 use dbaio::{
@@ -170,8 +172,48 @@ fn write_file(p: &Path, len: u64, seed: u32, stop: &AtomicBool) -> Result<(), St
         .map_err(|e| format!("could not sync \"{}\": {e}", p.display()))
 }
 
-/// Drops the files' pages from the page cache; (every file done, all caches dropped).
+/// The block device holding `path`: its `stat` file under `/sys/dev/block`.
+fn device_stat(path: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path).ok()?.dev();
+    let p = PathBuf::from(format!(
+        "/sys/dev/block/{}:{}/stat",
+        libc::major(dev),
+        libc::minor(dev)
+    ));
+    p.exists().then_some(p)
+}
+
+/// Waits (at most 60 s) until the device has had no I/O in flight for 200 ms: readahead a
+/// previous run started (advice sent ahead, still being read when that run ended) must not
+/// land in this run's time or cache.
+fn wait_idle(stat: Option<&Path>) {
+    let Some(stat) = stat else {
+        return;
+    };
+    let in_flight = || {
+        std::fs::read_to_string(stat)
+            .ok()
+            .and_then(|s| s.split_whitespace().nth(8)?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let deadline = Instant::now() + std::time::Duration::from_secs(60);
+    let mut quiet_since = Instant::now();
+    while Instant::now() < deadline {
+        if in_flight() > 0 {
+            quiet_since = Instant::now();
+        } else if quiet_since.elapsed() >= std::time::Duration::from_millis(200) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Drops the files' pages from the page cache, once the device is idle; (every file done,
+/// all caches dropped).
 fn make_cold(dir: &Path) -> (bool, bool) {
+    let stat = device_stat(dir);
+    wait_idle(stat.as_deref());
     let mut cold = true;
     for i in 0..FILES {
         match std::fs::File::open(file_path(dir, i)) {
@@ -187,6 +229,7 @@ fn make_cold(dir: &Path) -> (bool, bool) {
     // SAFETY: sync has no preconditions.
     unsafe { libc::sync() };
     let all = std::fs::write("/proc/sys/vm/drop_caches", "3\n").is_ok();
+    wait_idle(stat.as_deref());
     (cold, all)
 }
 

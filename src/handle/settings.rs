@@ -171,7 +171,8 @@ pub struct Settings {
     pub introspection_socket: Option<PathBuf>,
     /// `io_advice_budget` in blocks: how many blocks read streams may have advised
     /// (`posix_fadvise(WILLNEED)`) and not yet read, per device, all issuers together
-    /// (-1: auto, 4 × the larger of the two I/O concurrencies, 64 .. 8192; 0: no advice).
+    /// (-1: auto, 16 streams at the full advice distance: 16 × the larger of the two I/O
+    /// concurrencies, 256 .. 16384; 0: no advice).
     pub io_advice_budget: i64,
 }
 
@@ -613,10 +614,11 @@ impl Settings {
     /// The advice budget per device in blocks, `io_advice_budget` with -1 resolved.
     pub fn advice_budget_blocks(&self) -> u32 {
         match self.io_advice_budget {
-            -1 => (4 * self
-                .effective_io_concurrency
-                .max(self.maintenance_io_concurrency))
-            .clamp(64, 8192),
+            -1 => (16
+                * self
+                    .effective_io_concurrency
+                    .max(self.maintenance_io_concurrency))
+            .clamp(256, 16384),
             v => v.clamp(0, 1 << 20) as u32,
         }
     }

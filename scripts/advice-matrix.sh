@@ -2,8 +2,8 @@
 # Readahead advice, measured: `dbaio bench --workload scan` for both patterns x 1, 4, 16 clients
 # x advice off / unthrottled / throttled x io_method sync and worker, cold (run as root so that
 # every run drops all caches), effective_io_concurrency 256; medians of --rounds (default 3),
-# the three advice modes alternating in a rotating order, a discarded run after each
-# unthrottled one (see below). Prints the table of
+# the three advice modes alternating in a rotating order, each run after the same discarded
+# run (see below). Prints the table of
 # docs/benchmarks.md ("Readahead advice") and keeps every run's JSON in --out.
 #
 #   scripts/advice-matrix.sh [--rounds 3] [--out target/advice-matrix.jsonl] [--dbaio PATH]
@@ -24,16 +24,15 @@ for ((r = 0; r < rounds; r++)); do
       for method in sync worker; do
         for ((k = 0; k < 3; k++)); do
           advice=${modes[$(((k + r) % 3))]}
+          # Every measured run follows the same discarded run (a 16-client sequential scan
+          # without advice): on this VM a run is slowed by what ran before it (after an
+          # unthrottled scan, an `off` scan measured 6.2 s against 2.7 s after another `off`
+          # scan; waiting 10 s did not help, one run did), so each mode gets the same start.
+          "$dbaio" bench --workload scan --io-method sync --clients 16 --pattern seq \
+            --advice off --json >/dev/null 2>&1
           "$dbaio" bench --workload scan --io-method "$method" --clients "$clients" \
             --pattern "$pattern" --advice "$advice" --effective-io-concurrency 256 --json \
             2>/dev/null >> "$out"
-          if [[ $advice == unthrottled ]]; then
-            # A discarded run after each unthrottled one: on this VM the run after an
-            # unthrottled scan is slow whatever it is (off measured 6.2 s there against 2.7 s
-            # after another off run; waiting 10 s does not help, one run does).
-            "$dbaio" bench --workload scan --io-method sync --clients 16 --pattern seq \
-              --advice off --json >/dev/null 2>&1
-          fi
           tail -n 1 "$out" | python3 -c 'import json,sys; j=json.load(sys.stdin); print("round", sys.argv[1], j["io_method"], j["pattern"], j["clients"], "clients", j["advice"], "%.2f s" % j["seconds"], file=sys.stderr)' "$r"
         done
       done

@@ -37,6 +37,7 @@
 //! | `handle/describe.rs` | an I/O's failure in words (op, file, offset, errno) |
 //! | `handle/callback.rs` | callback kinds and what they see |
 //! | `handle/fault.rs` | fault injection at completion |
+//! | `handle/advice_budget.rs` | the readahead-advice budget: one lock-free counter per device |
 //! | `handle/shmem.rs` | anonymous mappings: the shared region, pool memory, prefaulting |
 //! | `handle/wait_event.rs` | what an issuer is blocked on |
 //! | **`method/`** | **the method trait; `sync.rs`, `worker.rs`, `io_uring.rs`** |
@@ -60,6 +61,7 @@
 //! | `bufmgr/ring.rs` | buffer access strategy rings |
 //! | `bufmgr/read.rs` | [`Issuer::read_block`]; a run of blocks as one readv |
 //! | `bufmgr/stream.rs` | [`ReadStream`]: look-ahead distance, combining, buffers in order |
+//! | `bufmgr/advice.rs` | a stream's readahead [`Advice`]: sequential rule, device budget, adaptive distance |
 //! | `bufmgr/relation.rs` | [`Relation`]: a relation's segment files |
 //! | `bufmgr/verification.rs` | page verification at completion: trait, modes, messages |
 //! | **`start.rs`** | **[`Aio::start`], [`AioBuilder`]: puts the layers together** |

@@ -35,11 +35,7 @@ fn scan(dir: &Path, extra: &[&str]) -> Output {
 }
 
 fn report(o: &Output) -> serde_json::Value {
-    assert!(
-        o.status.success(),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
@@ -48,7 +44,14 @@ fn the_scan_reads_its_own_files_and_reports_advice() {
     let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let r = report(&scan(
         d.path(),
-        &["--clients", "2", "--pattern", "sorted-random", "--advice", "throttled"],
+        &[
+            "--clients",
+            "2",
+            "--pattern",
+            "sorted-random",
+            "--advice",
+            "throttled",
+        ],
     ));
     assert_eq!(r["workload"], "scan");
     assert_eq!(r["clients"], 2);
@@ -70,10 +73,16 @@ fn the_scan_reads_its_own_files_and_reports_advice() {
         &["--pattern", "sorted-random", "--advice", "off"],
     ));
     assert_eq!(off["advice_blocks"]["issued"], 0, "{off}");
-    assert_eq!(off["blocks"], r["blocks"], "the same blocks, whoever reads them");
+    assert_eq!(
+        off["blocks"], r["blocks"],
+        "the same blocks, whoever reads them"
+    );
     let seq = report(&scan(d.path(), &["--pattern", "seq", "--clients", "4"]));
     assert!(
-        seq["advice_blocks"]["suppressed_sequential"].as_u64().unwrap() > 0,
+        seq["advice_blocks"]["suppressed_sequential"]
+            .as_u64()
+            .unwrap()
+            > 0,
         "{seq}"
     );
     assert_eq!(seq["blocks"], 16 * (32 << 20) / 16 / 8192);
@@ -127,8 +136,14 @@ fn stat_shows_advice_counters_and_budgets() {
         p.contains("dbaio_advice_blocks_total{issuer=\"scan-0\",slot=\"0\",outcome=\"refused_by_budget\"} 3"),
         "{p}"
     );
-    assert!(p.contains("dbaio_advice_budget_blocks{device=\"254:0\"} 12"), "{p}");
-    assert!(p.contains("dbaio_advice_budget_limit_blocks{device=\"254:0\"} 1024"), "{p}");
+    assert!(
+        p.contains("dbaio_advice_budget_blocks{device=\"254:0\"} 12"),
+        "{p}"
+    );
+    assert!(
+        p.contains("dbaio_advice_budget_limit_blocks{device=\"254:0\"} 1024"),
+        "{p}"
+    );
     // An older embedder's reply (no advice fields) still reads.
     let old: dbaio_cli::screens::All = serde_json::from_value(serde_json::json!({
         "pid": 1, "io_method": "sync", "uptime_s": 2.0, "aios": [], "waits": [],

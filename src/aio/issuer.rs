@@ -138,6 +138,12 @@ impl Issuer {
         Ok(Some(Handle::new(self, li)))
     }
 
+    /// Counts `n` readahead-advice events of kind `e` in this issuer's statistics (for the
+    /// buffer manager's read streams, which do not reach into the statistics themselves).
+    pub(crate) fn count_advice(&self, e: crate::handle::advice_budget::AdviceEvent, n: u64) {
+        self.aio.stats.record_advice(self.slot, e, n);
+    }
+
     /// Reclaims every finished handle whose result nobody waits for; returns how many.
     pub fn reclaim_finished(&self) -> usize {
         let mut l = self.local.borrow_mut();

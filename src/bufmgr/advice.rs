@@ -30,9 +30,9 @@
 
 use crate::aio::issuer::Issuer;
 use crate::bufmgr::pool::Tag;
-use crate::handle::op::HandleFlags;
 use crate::bufmgr::relation::Relation;
-use crate::introspect::stats::AdviceEvent;
+use crate::handle::advice_budget::AdviceEvent;
+use crate::handle::op::HandleFlags;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
@@ -188,7 +188,6 @@ impl StreamAdvice {
         source: &mut impl Iterator<Item = u32>,
     ) {
         let shared = &issuer.aio.shared;
-        let stats = &issuer.aio.stats;
         let mut sequential = 0u64;
         while !self.source_done && (self.ahead.len() as u32) < self.distance {
             let Some(block) = source.next() else {
@@ -231,19 +230,18 @@ impl StreamAdvice {
             self.ahead.push_back(Ahead { block, charged });
         }
         self.flush(issuer, rel);
-        let slot = issuer.slot();
         let (issued, refused) = (
             std::mem::take(&mut self.issued_now),
             std::mem::take(&mut self.refused_now),
         );
         if issued > 0 {
-            stats.record_advice(slot, AdviceEvent::Issued, issued);
+            issuer.count_advice(AdviceEvent::Issued, issued);
         }
         if sequential > 0 {
-            stats.record_advice(slot, AdviceEvent::SuppressedSequential, sequential);
+            issuer.count_advice(AdviceEvent::SuppressedSequential, sequential);
         }
         if refused > 0 {
-            stats.record_advice(slot, AdviceEvent::RefusedByBudget, refused);
+            issuer.count_advice(AdviceEvent::RefusedByBudget, refused);
         }
     }
 
@@ -321,7 +319,7 @@ impl StreamAdvice {
         } else {
             AdviceEvent::Wasted
         };
-        issuer.aio.stats.record_advice(issuer.slot(), event, 1);
+        issuer.count_advice(event, 1);
         if self.unthrottled {
             return;
         }

@@ -11,6 +11,24 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+/// What happened to the readahead advice of an issuer's read streams (`bufmgr/advice.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AdviceEvent {
+    /// Blocks advised (`posix_fadvise(WILLNEED)` sent).
+    Issued = 0,
+    /// Blocks not advised because they continue a sequential run (kernel readahead's job).
+    SuppressedSequential = 1,
+    /// Blocks not advised because the device's budget was spent.
+    RefusedByBudget = 2,
+    /// Advised blocks found in the page cache when read.
+    Useful = 3,
+    /// Advised blocks not in the page cache when read (too late, or evicted).
+    Wasted = 4,
+}
+
+/// How many kinds of [`AdviceEvent`] there are.
+pub(crate) const ADVICE_EVENTS: usize = 5;
+
 /// Devices the table tracks.
 pub(crate) const MAX_DEVICES: usize = 32;
 

@@ -9,6 +9,7 @@
 //! 1 µs to 2^30 µs; `hdrhistogram` has no variant that a writer can record into while readers
 //! copy it without a lock. See `docs/aios.md`, "Stats".
 
+use crate::handle::advice_budget::{ADVICE_EVENTS, AdviceEvent};
 use crate::handle::op::Op;
 use crate::handle::shared::Shared;
 use crate::handle::slot::Executor;
@@ -125,23 +126,6 @@ struct OpCounters {
     time_ns: AtomicU64,
     hist: Histogram,
 }
-
-/// What happened to the readahead advice of an issuer's read streams (`bufmgr/advice.rs`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum AdviceEvent {
-    /// Blocks advised (`posix_fadvise(WILLNEED)` sent).
-    Issued = 0,
-    /// Blocks not advised because they continue a sequential run (kernel readahead's job).
-    SuppressedSequential = 1,
-    /// Blocks not advised because the device's budget was spent.
-    RefusedByBudget = 2,
-    /// Advised blocks found in the page cache when read.
-    Useful = 3,
-    /// Advised blocks not in the page cache when read (too late, or evicted).
-    Wasted = 4,
-}
-
-const ADVICE_EVENTS: usize = 5;
 
 /// One issuer slot's counters, written by its issuer only.
 struct IssuerStats {

@@ -345,11 +345,30 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
 /// The block device's weighted time in queue so far, in milliseconds (field 11 of
 /// `/sys/dev/block/MAJ:MIN/stat`, the device holding `path`); None if there is none.
 fn device_queue_ms(path: &Path) -> Option<u64> {
+    stat_field(&device_stat(path)?, 10)
+}
+
+/// The kernel's statistics file of the block device holding `path`
+/// (`/sys/dev/block/MAJ:MIN/stat`); None when there is none (tmpfs, an overlay).
+pub fn device_stat(path: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::MetadataExt;
     let dev = std::fs::metadata(path).ok()?.dev();
-    let (major, minor) = (libc::major(dev), libc::minor(dev));
-    let stat = std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/stat")).ok()?;
-    stat.split_whitespace().nth(10)?.parse().ok()
+    let p = PathBuf::from(format!(
+        "/sys/dev/block/{}:{}/stat",
+        libc::major(dev),
+        libc::minor(dev)
+    ));
+    p.exists().then_some(p)
+}
+
+/// Field `n` (0-based) of a block device's statistics file.
+pub fn stat_field(stat: &Path, n: usize) -> Option<u64> {
+    std::fs::read_to_string(stat)
+        .ok()?
+        .split_whitespace()
+        .nth(n)?
+        .parse()
+        .ok()
 }
 
 /// Formats reports as the comparison table.

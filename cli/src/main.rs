@@ -310,10 +310,7 @@ fn aios_cmd(a: AiosArgs) -> Outcome {
 fn stat_cmd(a: StatArgs) -> Outcome {
     let all = screens::fetch_all(&a.socket)?;
     if a.json {
-        let mut advice_total = dbaio::AdviceRow::default();
-        for s in &all.stats {
-            advice_total += s.advice;
-        }
+        let advice_total = screens::advice_total(&all);
         let v = serde_json::json!({
             "pid": all.pid,
             "io_method": all.io_method,

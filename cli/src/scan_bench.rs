@@ -12,6 +12,7 @@
 //! (`POSIX_FADV_DONTNEED`, and all caches when root), so every run is cold and starts on a
 //! quiet device; the report says when dropping was not possible.
 
+use crate::bench::{device_stat, stat_field};
 use crate::interrupt::INTERRUPTED;
 use dbaio::{
     Advice, AdviceRow, Aio, OpenOptions, ReadStream, ReadStreamOptions, Relation, Settings,
@@ -172,18 +173,6 @@ fn write_file(p: &Path, len: u64, seed: u32, stop: &AtomicBool) -> Result<(), St
         .map_err(|e| format!("could not sync \"{}\": {e}", p.display()))
 }
 
-/// The block device holding `path`: its `stat` file under `/sys/dev/block`.
-fn device_stat(path: &Path) -> Option<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
-    let dev = std::fs::metadata(path).ok()?.dev();
-    let p = PathBuf::from(format!(
-        "/sys/dev/block/{}:{}/stat",
-        libc::major(dev),
-        libc::minor(dev)
-    ));
-    p.exists().then_some(p)
-}
-
 /// Waits (at most 60 s) until the device has had no I/O in flight for 200 ms: readahead a
 /// previous run started (advice sent ahead, still being read when that run ended) must not
 /// land in this run's time or cache.
@@ -191,12 +180,8 @@ fn wait_idle(stat: Option<&Path>) {
     let Some(stat) = stat else {
         return;
     };
-    let in_flight = || {
-        std::fs::read_to_string(stat)
-            .ok()
-            .and_then(|s| s.split_whitespace().nth(8)?.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
+    // Field 9: I/Os in flight.
+    let in_flight = || stat_field(stat, 8).unwrap_or(0);
     let deadline = Instant::now() + std::time::Duration::from_secs(60);
     let mut quiet_since = Instant::now();
     while Instant::now() < deadline {

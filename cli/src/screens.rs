@@ -45,12 +45,26 @@ fn budget_line(rows: &[AdviceBudgetRow]) -> String {
     }
 }
 
+/// One number of a device's advice budget.
+type BudgetField = fn(&AdviceBudgetRow) -> u32;
+
 /// The five advice counters, as `name=value` words.
 fn advice_words(a: &AdviceRow) -> String {
-    format!(
-        "issued={} suppressed_sequential={} refused_by_budget={} useful={} wasted={}",
-        a.issued, a.suppressed_sequential, a.refused_by_budget, a.useful, a.wasted
-    )
+    let words: Vec<String> = ADVICE_OUTCOMES
+        .iter()
+        .zip(advice_values(a))
+        .map(|(name, v)| format!("{name}={v}"))
+        .collect();
+    words.join(" ")
+}
+
+/// Every issuer's advice counters together.
+pub fn advice_total(all: &All) -> AdviceRow {
+    let mut total = AdviceRow::default();
+    for s in &all.stats {
+        total += s.advice;
+    }
+    total
 }
 
 const ADVICE_OUTCOMES: [&str; 5] = [
@@ -313,27 +327,23 @@ pub fn prometheus(all: &All) -> String {
             );
         }
     }
-    let _ = writeln!(
-        o,
-        "# HELP dbaio_advice_budget_blocks Blocks advised and not yet read, per device.\n# TYPE dbaio_advice_budget_blocks gauge"
-    );
-    for b in &all.advice_budget {
-        let _ = writeln!(
-            o,
-            "dbaio_advice_budget_blocks{{device=\"{}\"}} {}",
-            b.device, b.in_use
-        );
-    }
-    let _ = writeln!(
-        o,
-        "# HELP dbaio_advice_budget_limit_blocks The advice budget per device (io_advice_budget).\n# TYPE dbaio_advice_budget_limit_blocks gauge"
-    );
-    for b in &all.advice_budget {
-        let _ = writeln!(
-            o,
-            "dbaio_advice_budget_limit_blocks{{device=\"{}\"}} {}",
-            b.device, b.limit
-        );
+    let gauges: [(&str, &str, BudgetField); 2] = [
+        (
+            "dbaio_advice_budget_blocks",
+            "Blocks advised and not yet read, per device.",
+            |b| b.in_use,
+        ),
+        (
+            "dbaio_advice_budget_limit_blocks",
+            "The advice budget per device (io_advice_budget).",
+            |b| b.limit,
+        ),
+    ];
+    for (name, help, value) in gauges {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for b in &all.advice_budget {
+            let _ = writeln!(o, "{name}{{device=\"{}\"}} {}", b.device, value(b));
+        }
     }
     let _ = writeln!(
         o,
@@ -401,19 +411,20 @@ pub fn stats_table(all: &All) -> String {
             );
         }
     }
-    let mut total = AdviceRow::default();
-    let mut advising = Vec::new();
-    for s in &all.stats {
-        if s.advice != AdviceRow::default() {
-            advising.push(format!(
+    let advising: Vec<String> = all
+        .stats
+        .iter()
+        .filter(|s| s.advice != AdviceRow::default())
+        .map(|s| {
+            format!(
                 "{:<16} {:>4} advice (blocks): {}",
                 s.issuer,
                 s.slot,
                 advice_words(&s.advice)
-            ));
-        }
-        total += s.advice;
-    }
+            )
+        })
+        .collect();
+    let total = advice_total(all);
     if !advising.is_empty() || !all.advice_budget.is_empty() {
         for line in advising {
             let _ = writeln!(o, "{line}");

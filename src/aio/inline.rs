@@ -77,8 +77,9 @@ impl Issuer {
         // The iovec itself stays here: only this thread executes the I/O (the count is for
         // the view).
         s.iov_count.store(1, r);
-        let mut since = shared.now_ns();
-        s.staged_ns.store(since, r);
+        let staged = shared.now_ns();
+        let mut since = staged;
+        s.staged_ns.store(staged, r);
         s.set_state(HandleState::Idle, HandleState::Submitted);
 
         let info = self.info();
@@ -138,7 +139,7 @@ impl Issuer {
             self.slot,
             op,
             result.result.max(0) as u64,
-            completed.saturating_sub(s.staged_ns.load(r)),
+            completed.saturating_sub(staged),
             result.status != Status::Error,
             Executor::Issuer,
         );

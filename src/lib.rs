@@ -109,7 +109,7 @@ pub use handle::settings::{HugePages, IoMethodKind, IoUringFallback, Settings, S
 pub use handle::slot::{Executor, HandleState, MAX_CALLBACKS, WaitRef};
 pub use handle::wait_event::WaitEvent;
 pub use introspect::stats::{AdviceRow, ExecutorRow, IssuerStatsRow, LatencyRow, OpStatsRow};
-pub use introspect::view::{AdviceBudgetRow, AioRow, WaitRow};
+pub use introspect::view::{AdviceBudgetRow, AioRow, WaitRow, WorkerPoolRow, WorkerRow};
 pub use method::io_uring_available;
 pub use start::AioBuilder;
 

@@ -1,7 +1,7 @@
 //! Settings are validated when the subsystem starts, not only when parsed (issue 15, item 3):
 //! `Settings` built in code with a value outside its range, or a buffer pool too small for
 //! its issuers, make `Aio::start` return PostgreSQL's error — never an assert or a panic.
-//! Before: `io_workers = 0` panicked in the worker pool ("a worker pool needs at least one
+//! Before: `io_workers = 0` (now: a self-sizing pool) panicked in the worker pool ("a worker pool needs at least one
 //! worker"), `io_worker_queue_size = 0` likewise, and a pool smaller than `max_issuers` started.
 
 use dbaio::{Aio, AioError, IoMethodKind, Settings};
@@ -23,10 +23,10 @@ fn bad_settings_built_in_code_are_refused_at_start() {
     };
     assert_eq!(
         start_err(Settings {
-            io_workers: 0,
+            io_workers: 33,
             ..base.clone()
         }),
-        "0 is outside the valid range for parameter \"io_workers\" (1 .. 32)"
+        "33 is outside the valid range for parameter \"io_workers\" (0 .. 32)"
     );
     assert_eq!(
         start_err(Settings {

@@ -35,6 +35,21 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 fn steady_state(m: IoMethodKind) {
+    steady_state_with(m, |s| s.io_workers = 3);
+}
+
+/// The self-sizing worker pool: once it has grown to its maximum, I/O allocates nothing (a
+/// worker start allocates; it happens only while the pool grows).
+fn steady_state_once_the_pool_has_grown() {
+    steady_state_with(IoMethodKind::Worker, |s| {
+        s.io_workers = 0;
+        s.io_min_workers = 1;
+        s.io_max_workers = 4;
+        s.io_worker_launch_interval = 0;
+    });
+}
+
+fn steady_state_with(m: IoMethodKind, tweak: impl FnOnce(&mut Settings)) {
     if m == IoMethodKind::IoUring {
         if let Err(why) = dbaio::io_uring_available() {
             eprintln!("SKIPPED zero_alloc on io_uring: {why}");
@@ -42,11 +57,15 @@ fn steady_state(m: IoMethodKind) {
         }
     }
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let s = Settings {
+    // A fixed pool by default: a self-sizing one allocates when it starts a worker thread
+    // (at most once per io_worker_launch_interval while I/Os wait for a worker), which is not
+    // per I/O; `steady_state_once_the_pool_has_grown` covers that case.
+    let mut s = Settings {
         io_method: m,
         max_issuers: 4,
         ..Settings::default()
     };
+    tweak(&mut s);
     let aio = Aio::start(s).unwrap();
     let me = aio.register_issuer("alloc").unwrap();
     let f = aio
@@ -54,7 +73,7 @@ fn steady_state(m: IoMethodKind) {
         .unwrap();
     let mut bufs: Vec<IoBuf> = (0..16).map(|_| IoBuf::new(4096)).collect();
     let mut ios = Vec::with_capacity(16);
-    let round = |bufs: &mut Vec<IoBuf>, ios: &mut Vec<_>, write: bool| {
+    let burst = |bufs: &mut Vec<IoBuf>, ios: &mut Vec<_>, write: bool| {
         me.begin_batch().unwrap();
         for i in 0..16u64 {
             let h = me.acquire().unwrap();
@@ -71,6 +90,9 @@ fn steady_state(m: IoMethodKind) {
             c.check().unwrap();
             bufs.push(c.into_buf());
         }
+    };
+    let round = |bufs: &mut Vec<IoBuf>, ios: &mut Vec<_>, write: bool| {
+        burst(bufs, ios, write);
         me.wait(me.acquire().unwrap().fdatasync(&f))
             .check()
             .unwrap();
@@ -82,6 +104,32 @@ fn steady_state(m: IoMethodKind) {
     for _ in 0..20 {
         round(&mut bufs, &mut ios, true);
         round(&mut bufs, &mut ios, false);
+    }
+    if let Some(pool) = aio.worker_pool().filter(|p| p.min < p.max) {
+        // Bursts of 16 find too few idle workers: the pool grows to its maximum. (Not `round`:
+        // its single fsync finds a worker idle, and a sizing window with a satisfied wake does
+        // not grow the pool.)
+        let mut rounds = 0;
+        while aio.worker_pool().unwrap().workers.len() < pool.max as usize {
+            burst(&mut bufs, &mut ios, false);
+            rounds += 1;
+            assert!(rounds < 100_000, "the pool never grew to {}", pool.max);
+        }
+        // A new thread allocates as it starts (before it records its thread id): let the last
+        // one settle, then let every worker have taken I/O.
+        while aio
+            .worker_pool()
+            .unwrap()
+            .workers
+            .iter()
+            .any(|w| w.tid == 0)
+        {
+            std::thread::yield_now();
+        }
+        for _ in 0..20 {
+            round(&mut bufs, &mut ios, true);
+            round(&mut bufs, &mut ios, false);
+        }
     }
     let before = ALLOCS.load(Ordering::SeqCst);
     for _ in 0..200 {
@@ -102,6 +150,7 @@ fn buffer_pool_steady_state(m: IoMethodKind, dir: &tempfile::TempDir) {
     let s = Settings {
         io_method: m,
         max_issuers: 4,
+        io_workers: 3,
         buffer_pool_size: 256,
         ..Settings::default()
     };
@@ -151,4 +200,5 @@ fn zero_allocations_per_io_every_method() {
             buffer_pool_steady_state(m, &dir);
         }
     }
+    steady_state_once_the_pool_has_grown();
 }

@@ -1,7 +1,7 @@
 //! Turning flags into settings and checked numbers, with PostgreSQL's words. Flags that are
 //! settings (`--io-method`, `--io-workers`, `-c name=value`) go through
 //! [`dbaio::Settings::set`], the same path as a settings file, so `--io-workers 0` and
-//! `-c io_workers=0` get the same error; flags of the command alone are range-checked here
+//! `-c io_workers=33` get the same error; flags of the command alone are range-checked here
 //! the same way (`0 is outside the valid range for option "--iodepth" (1 .. 1024)`).
 
 use dbaio::Settings;
@@ -90,15 +90,15 @@ mod tests {
             seconds("runtime", "0.5").unwrap(),
             Duration::from_millis(500)
         );
-        let e = settings(&["io_workers=0".into()], &[]).unwrap_err();
+        let e = settings(&["io_workers=33".into()], &[]).unwrap_err();
         assert_eq!(
             e,
-            "0 is outside the valid range for parameter \"io_workers\" (1 .. 32)"
+            "33 is outside the valid range for parameter \"io_workers\" (0 .. 32)"
         );
-        let e = settings(&[], &[("io_workers", Some("0"))]).unwrap_err();
+        let e = settings(&[], &[("io_workers", Some("-1"))]).unwrap_err();
         assert_eq!(
             e,
-            "0 is outside the valid range for parameter \"io_workers\" (1 .. 32)"
+            "-1 is outside the valid range for parameter \"io_workers\" (0 .. 32)"
         );
         let e = settings(&["io_method=sync".into()], &[("io_method", Some("worker"))]).unwrap_err();
         assert!(e.starts_with("conflicting values for io_method"), "{e}");

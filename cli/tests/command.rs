@@ -291,14 +291,14 @@ fn bad_input_is_refused_not_panicked_on() {
         ),
         (&["bench", "--filename", p, "--runtime", "0"], "--runtime"),
         (
-            &["bench", "--filename", p, "--io-workers", "0"],
+            &["bench", "--filename", p, "--io-workers", "33"],
             "io_workers",
         ),
         (
             &["bench", "--filename", p, "--io-workers", "100000"],
             "io_workers",
         ),
-        (&["verify", "-D", pg, "--io-workers", "0"], "io_workers"),
+        (&["verify", "-D", pg, "--io-workers", "33"], "io_workers"),
         (
             &["bench", "--workload", "pool-hit", "--issuers", "100000"],
             "--issuers",

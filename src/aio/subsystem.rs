@@ -12,7 +12,7 @@ use crate::handle::shared::Shared;
 use crate::handle::slot::{HandleState, WaitRef};
 use crate::introspect::socket::Introspection;
 use crate::introspect::stats::{AdviceRow, IssuerStatsRow, StatsTable};
-use crate::introspect::view::{AdviceBudgetRow, AioRow, WaitRow};
+use crate::introspect::view::{AdviceBudgetRow, AioRow, WaitRow, WorkerPoolRow};
 use crate::method::IoMethod;
 use std::path::Path;
 use std::sync::Arc;
@@ -186,6 +186,12 @@ impl Aio {
     /// together, against `io_advice_budget`.
     pub fn advice_budget(&self) -> Vec<AdviceBudgetRow> {
         crate::introspect::view::advice_budget(&self.inner.shared)
+    }
+
+    /// The worker method's pool: its sizing, what it grew and shrank, and every running
+    /// worker (thread id, busy or idle, I/Os done). None unless the method is `worker`.
+    pub fn worker_pool(&self) -> Option<WorkerPoolRow> {
+        crate::introspect::view::worker_pool(&self.inner.shared)
     }
 
     /// Readahead advice of every issuer together (the sum of [`Aio::stats`]' rows).

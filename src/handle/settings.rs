@@ -126,8 +126,21 @@ impl std::error::Error for SettingsError {}
 pub struct Settings {
     /// `io_method` (default `worker`).
     pub io_method: IoMethodKind,
-    /// `io_workers`: worker threads for the worker method (1..32, default 3).
+    /// `io_workers`: a fixed number of worker threads for the worker method (1..32), or 0
+    /// (the default) for a pool that sizes itself between `io_min_workers` and
+    /// `io_max_workers`.
     pub io_workers: u32,
+    /// `io_min_workers`: workers a self-sizing pool always runs (1..32, default 1).
+    pub io_min_workers: u32,
+    /// `io_max_workers`: the most workers a self-sizing pool runs (1..32, default 16). A
+    /// minimum above it is lowered to it.
+    pub io_max_workers: u32,
+    /// `io_worker_idle_timeout` in milliseconds: a worker above the minimum that has had
+    /// nothing to do for this long leaves (default 60s).
+    pub io_worker_idle_timeout: u32,
+    /// `io_worker_launch_interval` in milliseconds: the shortest time between two worker
+    /// starts while requests wait for a worker (default 10ms).
+    pub io_worker_launch_interval: u32,
     /// `io_max_concurrency`: handles per issuer; -1 derives it from `buffer_pool_size`
     /// and `max_issuers` like PostgreSQL (clamped to 1..64).
     pub io_max_concurrency: i32,
@@ -180,7 +193,11 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             io_method: IoMethodKind::Worker,
-            io_workers: 3,
+            io_workers: 0,
+            io_min_workers: 1,
+            io_max_workers: 16,
+            io_worker_idle_timeout: 60_000,
+            io_worker_launch_interval: 10,
             io_max_concurrency: -1,
             effective_io_concurrency: 16,
             maintenance_io_concurrency: 16,
@@ -214,12 +231,17 @@ enum Unit {
     None,
     Bytes,
     Blocks,
+    Millis,
 }
 
 /// Every parameter name, for "unrecognized" hints and docs.
 pub const PARAMETERS: &[&str] = &[
     "io_method",
     "io_workers",
+    "io_min_workers",
+    "io_max_workers",
+    "io_worker_idle_timeout",
+    "io_worker_launch_interval",
     "io_max_concurrency",
     "effective_io_concurrency",
     "maintenance_io_concurrency",
@@ -286,6 +308,33 @@ fn parse_int(
     let (num, suffix) = v.split_at(split);
     let n: i64 = num.parse().map_err(|_| invalid())?;
     let suffix = suffix.trim();
+    if unit == Unit::Millis {
+        let (num, den): (i64, i64) = match suffix {
+            "" => (1, 1),
+            "us" => (1, 1000),
+            "ms" => (1, 1),
+            "s" => (1000, 1),
+            "min" => (60_000, 1),
+            "h" => (3_600_000, 1),
+            "d" => (86_400_000, 1),
+            _ => return Err(invalid().hint(
+                "Valid units for this parameter are \"us\", \"ms\", \"s\", \"min\", \"h\", and \"d\".",
+            )),
+        };
+        let ms = n.checked_mul(num).ok_or_else(invalid)?;
+        // PostgreSQL rounds to the nearest whole unit.
+        let ms = if den > 1 {
+            (ms + den / 2).div_euclid(den)
+        } else {
+            ms
+        };
+        if ms < min || ms > max {
+            return Err(SettingsError::new(format!(
+                "{ms} ms is outside the valid range for parameter \"{name}\" ({min} ms .. {max} ms)"
+            )));
+        }
+        return Ok(ms);
+    }
     let base = if suffix.is_empty() {
         n
     } else {
@@ -330,6 +379,7 @@ fn unit_word(unit: Unit) -> &'static str {
     match unit {
         Unit::Bytes => "B",
         Unit::Blocks => "blocks",
+        Unit::Millis => "ms",
         Unit::None => "",
     }
 }
@@ -349,7 +399,35 @@ impl Settings {
         match name.trim().to_ascii_lowercase().as_str() {
             "io_method" => self.io_method = value.parse()?,
             "io_workers" => {
-                self.io_workers = parse_int("io_workers", value, Unit::None, bs, 1, 32)? as u32
+                self.io_workers = parse_int("io_workers", value, Unit::None, bs, 0, 32)? as u32
+            }
+            "io_min_workers" => {
+                self.io_min_workers =
+                    parse_int("io_min_workers", value, Unit::None, bs, 1, 32)? as u32
+            }
+            "io_max_workers" => {
+                self.io_max_workers =
+                    parse_int("io_max_workers", value, Unit::None, bs, 1, 32)? as u32
+            }
+            "io_worker_idle_timeout" => {
+                self.io_worker_idle_timeout = parse_int(
+                    "io_worker_idle_timeout",
+                    value,
+                    Unit::Millis,
+                    bs,
+                    1,
+                    i64::from(i32::MAX),
+                )? as u32
+            }
+            "io_worker_launch_interval" => {
+                self.io_worker_launch_interval = parse_int(
+                    "io_worker_launch_interval",
+                    value,
+                    Unit::Millis,
+                    bs,
+                    0,
+                    i64::from(i32::MAX),
+                )? as u32
             }
             "io_max_concurrency" => {
                 let v = parse_int(
@@ -559,10 +637,10 @@ impl Settings {
     /// it, so a bad value is a PostgreSQL-style error there, never a panic later.
     ///
     /// ```
-    /// let s = dbaio::Settings { io_workers: 0, ..Default::default() };
+    /// let s = dbaio::Settings { io_workers: 33, ..Default::default() };
     /// assert_eq!(
     ///     s.validate().unwrap_err().to_string(),
-    ///     "0 is outside the valid range for parameter \"io_workers\" (1 .. 32)"
+    ///     "33 is outside the valid range for parameter \"io_workers\" (0 .. 32)"
     /// );
     /// ```
     pub fn validate(&self) -> Result<(), SettingsError> {
@@ -623,6 +701,25 @@ impl Settings {
         }
     }
 
+    /// The worker pool's sizing: `io_workers` fixed when set (1..32), otherwise
+    /// `io_min_workers .. io_max_workers` (a minimum above the maximum is lowered to it),
+    /// growing no faster than `io_worker_launch_interval`, shrinking after
+    /// `io_worker_idle_timeout`.
+    pub(crate) fn worker_pool_size(&self) -> dbaio_workers::PoolSize {
+        if self.io_workers > 0 {
+            return dbaio_workers::PoolSize::fixed(self.io_workers);
+        }
+        let max = self.io_max_workers.max(1);
+        dbaio_workers::PoolSize {
+            min: self.io_min_workers.clamp(1, max),
+            max,
+            idle_timeout: std::time::Duration::from_millis(self.io_worker_idle_timeout.into()),
+            launch_interval: std::time::Duration::from_millis(
+                self.io_worker_launch_interval.into(),
+            ),
+        }
+    }
+
     /// `min(io_combine_limit, io_max_combine_limit)`, as PostgreSQL applies it.
     pub fn effective_io_combine_limit(&self) -> u32 {
         self.io_combine_limit.min(self.io_max_combine_limit)
@@ -637,7 +734,8 @@ impl Settings {
         };
         let onoff = |b: bool| if b { "on" } else { "off" };
         format!(
-            "io_method = {}\nio_workers = {}\nio_max_concurrency = {}\neffective_io_concurrency = {}\n\
+            "io_method = {}\nio_workers = {}\nio_min_workers = {}\nio_max_workers = {}\n\
+             io_worker_idle_timeout = {}ms\nio_worker_launch_interval = {}ms\nio_max_concurrency = {}\neffective_io_concurrency = {}\n\
              maintenance_io_concurrency = {}\nio_combine_limit = {}\nio_max_combine_limit = {}\n\
              block_size = {}\nbuffer_pool_size = {}\ndirect_io = {}\nbuffer_pool_prefault = {}\nhuge_pages = {}\n\
              transparent_huge_pages = {}\nio_uring_fallback = {}\n\
@@ -645,6 +743,10 @@ impl Settings {
              introspection_socket = '{}'\nio_advice_budget = {}\n",
             self.io_method,
             self.io_workers,
+            self.io_min_workers,
+            self.io_max_workers,
+            self.io_worker_idle_timeout,
+            self.io_worker_launch_interval,
             self.io_max_concurrency,
             self.effective_io_concurrency,
             self.maintenance_io_concurrency,
@@ -708,7 +810,7 @@ mod tests {
         let e = s.set("io_workers", "33").unwrap_err();
         assert_eq!(
             e.message,
-            "33 is outside the valid range for parameter \"io_workers\" (1 .. 32)"
+            "33 is outside the valid range for parameter \"io_workers\" (0 .. 32)"
         );
         let e = s.set("io_max_concurrency", "0").unwrap_err();
         assert_eq!(
@@ -823,5 +925,53 @@ mod tests {
         let mut s = Settings::default();
         s.set("max_issuers", "4096").unwrap();
         assert_eq!(s.effective_io_max_concurrency(), 4);
+    }
+
+    #[test]
+    fn worker_pool_settings_parse_with_time_units_and_combine() {
+        let mut s = Settings::default();
+        // Default: sized by load, PostgreSQL 19's names.
+        let p = s.worker_pool_size();
+        assert_eq!((p.min, p.max), (1, 16));
+        assert_eq!(p.idle_timeout, std::time::Duration::from_secs(60));
+        assert_eq!(p.launch_interval, std::time::Duration::from_millis(10));
+        s.set("io_worker_idle_timeout", "5min").unwrap();
+        assert_eq!(s.io_worker_idle_timeout, 300_000);
+        s.set("io_worker_idle_timeout", "1500").unwrap();
+        assert_eq!(s.io_worker_idle_timeout, 1500);
+        s.set("io_worker_launch_interval", "2s").unwrap();
+        assert_eq!(s.io_worker_launch_interval, 2000);
+        s.set("io_worker_launch_interval", "1499us").unwrap();
+        assert_eq!(s.io_worker_launch_interval, 1, "rounded to the nearest ms");
+        let e = s.set("io_worker_idle_timeout", "0").unwrap_err();
+        assert_eq!(
+            e.message,
+            "0 ms is outside the valid range for parameter \"io_worker_idle_timeout\" (1 ms .. 2147483647 ms)"
+        );
+        let e = s
+            .set("io_worker_launch_interval", "3 fortnights")
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid value for parameter \"io_worker_launch_interval\": \"3 fortnights\"\n\
+             HINT:  Valid units for this parameter are \"us\", \"ms\", \"s\", \"min\", \"h\", and \"d\"."
+        );
+        let e = s.set("io_max_workers", "33").unwrap_err();
+        assert_eq!(
+            e.message,
+            "33 is outside the valid range for parameter \"io_max_workers\" (1 .. 32)"
+        );
+        // A minimum above the maximum is lowered to it, as PostgreSQL's pool never passes
+        // io_max_workers.
+        s.set("io_min_workers", "8").unwrap();
+        s.set("io_max_workers", "4").unwrap();
+        let p = s.worker_pool_size();
+        assert_eq!((p.min, p.max), (4, 4));
+        // io_workers fixes the size, whatever the range says.
+        s.set("io_workers", "3").unwrap();
+        assert_eq!(s.worker_pool_size(), dbaio_workers::PoolSize::fixed(3));
+        // Written out and read back.
+        let back = Settings::parse(&s.to_text(), None).unwrap();
+        assert_eq!(back, s);
     }
 }

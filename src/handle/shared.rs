@@ -107,6 +107,8 @@ pub(crate) struct Shared {
     pub faults: FaultInjector,
     /// Readahead advice in flight, per device (see `advice_budget.rs`).
     pub advice: super::advice_budget::AdviceBudget,
+    /// The worker method's pool, for the view (set once by the worker method).
+    pub worker_pool: std::sync::OnceLock<dbaio_workers::PoolObserver>,
     attached: Option<Attached>,
     pub epoch: Instant,
     /// `epoch` on the monotonic clock, in nanoseconds (for [`Shared::now_ns`]).
@@ -180,6 +182,7 @@ impl Shared {
             callbacks,
             faults: FaultInjector::default(),
             advice: super::advice_budget::AdviceBudget::new(advice_budget),
+            worker_pool: std::sync::OnceLock::new(),
             attached,
             epoch: Instant::now(),
             epoch_ns: monotonic_ns(),

@@ -44,6 +44,11 @@ impl Source {
         view::advice_budget(&self.shared)
     }
 
+    /// The worker pool, under the worker method.
+    pub(crate) fn worker_pool(&self) -> Option<view::WorkerPoolRow> {
+        view::worker_pool(&self.shared)
+    }
+
     /// Per-issuer statistics.
     pub(crate) fn stat_rows(&self) -> Vec<IssuerStatsRow> {
         self.stats.rows(&self.shared)

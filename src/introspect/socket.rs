@@ -41,6 +41,7 @@ struct All {
     waits: Vec<crate::WaitRow>,
     stats: Vec<crate::IssuerStatsRow>,
     advice_budget: Vec<crate::AdviceBudgetRow>,
+    worker_pool: Option<crate::WorkerPoolRow>,
 }
 
 fn error_json(msg: &str) -> Vec<u8> {
@@ -237,6 +238,7 @@ fn answer(cmd: &str, src: &Source) -> Vec<u8> {
         "stats" => serde_json::to_vec(&serde_json::json!({
             "stats": src.stat_rows(),
             "advice_budget": src.advice_budget(),
+            "worker_pool": src.worker_pool(),
         })),
         "reset_stats" => {
             src.stats.reset(src.shared.now_ns());
@@ -250,6 +252,7 @@ fn answer(cmd: &str, src: &Source) -> Vec<u8> {
             waits: src.waits(),
             stats: src.stat_rows(),
             advice_budget: src.advice_budget(),
+            worker_pool: src.worker_pool(),
         }),
         other => {
             let shown: String = other.chars().take(40).collect();

@@ -90,6 +90,61 @@ pub(crate) fn advice_budget(shared: &Shared) -> Vec<AdviceBudgetRow> {
         .collect()
 }
 
+/// The worker method's pool: its sizing and every running worker.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct WorkerPoolRow {
+    /// Workers it always runs (`io_min_workers`, or `io_workers` when fixed).
+    pub min: u32,
+    /// The most it runs (`io_max_workers`, or `io_workers` when fixed).
+    pub max: u32,
+    /// I/Os queued, not yet picked up by a worker.
+    pub queued: usize,
+    /// Workers started because I/Os waited for one, since start.
+    pub grown: u32,
+    /// Workers that left after `io_worker_idle_timeout`, since start.
+    pub retired: u32,
+    /// Workers replaced after a panic, since start.
+    pub replaced: u32,
+    /// Every running worker, lowest number first.
+    pub workers: Vec<WorkerRow>,
+}
+
+/// One worker of the pool.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct WorkerRow {
+    /// Its number: the `executor` column shows `worker N` for the I/Os it runs.
+    pub worker: u32,
+    /// Its thread id.
+    pub tid: i32,
+    /// `busy` (executing an I/O) or `idle`.
+    pub state: String,
+    /// I/Os it executed since it started.
+    pub ios_done: u64,
+}
+
+/// The worker pool now; None unless the method is `worker`.
+pub(crate) fn worker_pool(shared: &Shared) -> Option<WorkerPoolRow> {
+    let snap = shared.worker_pool.get()?.snapshot()?;
+    Some(WorkerPoolRow {
+        min: snap.size.min,
+        max: snap.size.max,
+        queued: snap.queued,
+        grown: snap.grown,
+        retired: snap.retired,
+        replaced: snap.replaced,
+        workers: snap
+            .workers
+            .into_iter()
+            .map(|w| WorkerRow {
+                worker: w.id,
+                tid: w.tid,
+                state: if w.busy { "busy" } else { "idle" }.to_string(),
+                ios_done: w.done,
+            })
+            .collect(),
+    })
+}
+
 /// What one issuer is waiting for.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct WaitRow {

@@ -1,4 +1,5 @@
-//! The `worker` method: I/Os go to `io_workers` threads through a bounded queue. Workers run
+//! The `worker` method: I/Os go to a pool of worker threads (fixed by `io_workers`, or sized
+//! by load between `io_min_workers` and `io_max_workers`) through a bounded queue. Workers run
 //! the shared callbacks, so completion never needs the issuer. When the queue is full the
 //! issuer runs the overflow itself, after queueing the rest. See `docs/design.md`, "Methods".
 
@@ -56,12 +57,15 @@ impl WorkerMethod {
         shared: &Arc<Shared>,
     ) -> Result<WorkerMethod, AioError> {
         let pool = WorkerPool::start(
-            settings.io_workers,
+            settings.worker_pool_size(),
             settings.io_worker_queue_size as usize,
             "dbaio-io-worker",
             Arc::new(Sink(Arc::clone(shared))),
         )
         .map_err(AioError::Start)?;
+        // The view reads the pool through the shared table (introspection does not reach into
+        // the methods); a weak reference, so the pool still stops when the method is dropped.
+        let _ = shared.worker_pool.set(pool.observer());
         Ok(WorkerMethod { pool })
     }
 }

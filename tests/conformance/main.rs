@@ -45,3 +45,4 @@ mod view_under_load;
 mod wait_any_dropped;
 mod wait_from_other_thread;
 mod waiter_runs_queued;
+mod worker_pool;

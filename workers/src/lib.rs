@@ -8,12 +8,15 @@
 //! File map:
 //! - `request.rs` — [`Request`], [`OpCode`] and [`perform`], the blocking executor that the
 //!   `sync` method, the worker threads and io_uring's retry path all share.
-//! - `pool.rs` — [`WorkerPool`]: a bounded queue, idle workers woken on submit, drain on stop.
+//! - `pool.rs` — [`WorkerPool`]: a bounded queue, the lowest idle worker woken on submit, sized
+//!   between a minimum and a maximum by demand ([`PoolSize`]), drain on stop.
 //! - `futex.rs` — the futex wait/wake used for wakeups (works in shared mappings too).
 
 pub mod futex;
 mod pool;
 mod request;
 
-pub use pool::{CompletionSink, WorkerPool};
+pub use pool::{
+    CompletionSink, MAX_WORKERS, PoolObserver, PoolSize, PoolSnapshot, WorkerPool, WorkerRow,
+};
 pub use request::{OpCode, Request, perform};

@@ -1,10 +1,20 @@
-//! The worker pool: `n` threads pulling [`Request`]s from one bounded queue.
+//! The worker pool: threads pulling [`Request`]s from one bounded queue, as many as the load
+//! needs between a minimum and a maximum ([`PoolSize`]).
 //!
-//! Wakeups follow an event-count protocol so that a busy pool costs no system calls: a worker
-//! that finds the queue empty announces itself in `sleepers`, re-checks the queue, and only then
-//! sleeps on the `epoch` futex; a submitter that sees sleepers bumps `epoch` and wakes as many
-//! as it queued requests. The SeqCst fences on both sides make the lost-wakeup race impossible
-//! (each side sees the other's write: Dekker's pattern).
+//! **Wakeups.** Every worker has its own futex word and one bit in the `idle` mask. A worker
+//! that finds the queue empty sets its bit, re-checks the queue, and only then sleeps on its
+//! word; a submitter, after queueing, claims the lowest set bits (one per request queued,
+//! `fetch_and` decides who owns a bit), bumps those workers' words and wakes them. The SeqCst
+//! operations on both sides make the lost-wakeup race impossible (each side sees the other's
+//! write: Dekker's pattern). A busy pool costs a submitter one load of `idle`, no system call.
+//! Waking the *lowest* idle worker concentrates work on low-numbered workers, so the ones above
+//! them stay idle when they are not needed, and can leave.
+//!
+//! **Sizing.** When a submitter queues requests and finds fewer idle workers than requests,
+//! the queue is backing up: it starts one more worker, unless the pool is at its maximum or the
+//! last start was less than the launch interval ago. A worker that sleeps for the idle timeout
+//! without being woken leaves, unless the pool is at its minimum. A fixed pool is one whose
+//! minimum and maximum are equal.
 //!
 //! A worker that panics while executing a request (or while posting its completion) reports
 //! the request to the sink as panicked, so it is never left hanging, starts a replacement
@@ -17,9 +27,13 @@ use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicU32, AtomicU64, Ordering, fence};
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The most workers one pool can have (one bit each in the idle mask).
+pub const MAX_WORKERS: u32 = 64;
 
 /// Receives completions. Called on the worker thread that executed the request.
 pub trait CompletionSink: Send + Sync + 'static {
@@ -39,58 +53,194 @@ pub trait CompletionSink: Send + Sync + 'static {
     fn panicked(&self, worker: u32, user_data: u64);
 }
 
+/// How many workers a pool runs, and how fast that changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolSize {
+    /// Workers that always run (started with the pool, never leave for idleness).
+    pub min: u32,
+    /// The most workers that run at once.
+    pub max: u32,
+    /// A worker above the minimum that has had nothing to do for this long leaves.
+    pub idle_timeout: Duration,
+    /// The shortest time between two worker starts while the queue backs up.
+    pub launch_interval: Duration,
+}
+
+impl PoolSize {
+    /// Exactly `n` workers, always.
+    pub fn fixed(n: u32) -> PoolSize {
+        PoolSize {
+            min: n,
+            max: n,
+            idle_timeout: Duration::MAX,
+            launch_interval: Duration::ZERO,
+        }
+    }
+
+    fn is_fixed(&self) -> bool {
+        self.min == self.max
+    }
+}
+
+/// One running worker, as [`WorkerPool::snapshot`] shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkerRow {
+    /// The worker's number (what the sink is told).
+    pub id: u32,
+    /// Its thread id (`gettid`), 0 until the thread has started.
+    pub tid: i32,
+    /// Executing a request now.
+    pub busy: bool,
+    /// Requests it executed (since this thread started in the slot).
+    pub done: u64,
+}
+
+/// The whole pool at one moment, as [`WorkerPool::snapshot`] and [`PoolObserver`] give it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolSnapshot {
+    /// The sizing the pool runs with.
+    pub size: PoolSize,
+    /// Requests queued, not yet picked up.
+    pub queued: usize,
+    /// Workers started because requests waited for one, so far.
+    pub grown: u32,
+    /// Workers that left after the idle timeout, so far.
+    pub retired: u32,
+    /// Workers replaced after a panic, so far.
+    pub replaced: u32,
+    /// Every running worker.
+    pub workers: Vec<WorkerRow>,
+}
+
+/// Reads a pool's [`PoolSnapshot`] without keeping the pool alive (for a view that lives in
+/// a structure the pool's own sink points at).
+#[derive(Clone)]
+pub struct PoolObserver(Weak<Shared>);
+
+impl PoolObserver {
+    /// The pool now, or None once it has been dropped.
+    pub fn snapshot(&self) -> Option<PoolSnapshot> {
+        self.0.upgrade().map(|s| snapshot(&s))
+    }
+}
+
+const ABSENT: u8 = 0;
+const STARTING: u8 = 1;
+const IDLE: u8 = 2;
+const BUSY: u8 = 3;
+
+/// One worker's place: its futex word and what the view shows of it.
+struct Slot {
+    /// Bumped by whoever claims this worker's idle bit, then woken.
+    word: AtomicU32,
+    state: AtomicU8,
+    tid: AtomicI32,
+    done: AtomicU64,
+}
+
 struct Shared {
     queue: ArrayQueue<Request>,
-    sleepers: CachePadded<AtomicU32>,
-    epoch: CachePadded<AtomicU32>,
+    /// Bit `i` set: worker `i` is idle (asleep or about to be) and may be claimed.
+    idle: CachePadded<AtomicU64>,
+    /// Workers started and not yet left.
+    running: CachePadded<AtomicU32>,
+    slots: Box<[CachePadded<Slot>]>,
+    size: PoolSize,
+    /// Start of the present sizing window, in ns since `born`. The pool grows at
+    /// the end of a window of at least the launch interval in which every wake found too few
+    /// idle workers.
+    window_start: AtomicU64,
+    /// A wake in this window found an idle worker for every request it queued: the queue did
+    /// not back up all along, so the window does not grow the pool.
+    calm: AtomicBool,
+    /// Workers claimed by a wake and not yet back at the queue (they will each take a
+    /// request). May dip below 0 for a moment (a worker can notice its claim before the
+    /// claimer counts it); read as at least 0.
+    on_the_way: AtomicI32,
+
+    born: Instant,
     stop: AtomicBool,
     sink: Arc<dyn CompletionSink>,
     name: String,
-    /// Every thread started, replacements included, to join on drop.
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Each slot's thread, to join before the slot is reused and on drop. Starting a worker
+    /// holds this lock: starts are rare and never race for a slot.
+    threads: Mutex<Vec<Option<JoinHandle<()>>>>,
     /// Workers replaced after a panic.
     replaced: AtomicU32,
+    /// Workers started because the queue backed up.
+    grown: AtomicU32,
+    /// Workers that left after the idle timeout.
+    retired: AtomicU32,
 }
 
 /// A pool of I/O worker threads. Dropping it drains the queue and joins the threads.
 pub struct WorkerPool {
     shared: Arc<Shared>,
-    workers: u32,
 }
 
 impl WorkerPool {
-    /// Starts `workers` threads named `{name}-{i}` with a queue of `queue_size` requests.
+    /// Starts `size.min` threads named `{name}-{i}` with a queue of `queue_size` requests; more
+    /// start, up to `size.max`, when requests wait for a worker.
     pub fn start(
-        workers: u32,
+        size: PoolSize,
         queue_size: usize,
         name: &str,
         sink: Arc<dyn CompletionSink>,
     ) -> io::Result<Self> {
-        assert!(workers > 0, "a worker pool needs at least one worker");
-        assert!(
-            queue_size > 0,
-            "a worker pool needs a queue of at least one entry"
-        );
+        if size.min == 0 || size.min > size.max || size.max > MAX_WORKERS || queue_size == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "a worker pool needs 1 <= min <= max <= {MAX_WORKERS} workers and a queue \
+                     (asked: {} .. {} workers, {queue_size} entries)",
+                    size.min, size.max
+                ),
+            ));
+        }
+        let slots = (0..size.max)
+            .map(|_| {
+                CachePadded::new(Slot {
+                    word: AtomicU32::new(0),
+                    state: AtomicU8::new(ABSENT),
+                    tid: AtomicI32::new(0),
+                    done: AtomicU64::new(0),
+                })
+            })
+            .collect();
         let shared = Arc::new(Shared {
             queue: ArrayQueue::new(queue_size),
-            sleepers: CachePadded::new(AtomicU32::new(0)),
-            epoch: CachePadded::new(AtomicU32::new(0)),
+            idle: CachePadded::new(AtomicU64::new(0)),
+            running: CachePadded::new(AtomicU32::new(0)),
+            slots,
+            size,
+            window_start: AtomicU64::new(0),
+            calm: AtomicBool::new(false),
+            on_the_way: AtomicI32::new(0),
+
+            born: Instant::now(),
             stop: AtomicBool::new(false),
             sink,
             name: name.to_string(),
-            threads: Mutex::new(Vec::with_capacity(workers as usize)),
+            threads: Mutex::new((0..size.max).map(|_| None).collect()),
             replaced: AtomicU32::new(0),
+            grown: AtomicU32::new(0),
+            retired: AtomicU32::new(0),
         });
-        let pool = WorkerPool { shared, workers };
-        for i in 0..workers {
-            spawn_worker(&pool.shared, i)?;
+        let pool = WorkerPool { shared };
+        for _ in 0..size.min {
+            launch(&pool.shared)?;
         }
         Ok(pool)
     }
 
-    /// Number of worker threads.
+    /// Workers running now.
     pub fn workers(&self) -> u32 {
-        self.workers
+        self.shared.running.load(Ordering::Relaxed)
+    }
+
+    /// The sizing the pool was started with.
+    pub fn size(&self) -> PoolSize {
+        self.shared.size
     }
 
     /// Workers replaced after a panic, so far.
@@ -98,9 +248,31 @@ impl WorkerPool {
         self.shared.replaced.load(Ordering::Relaxed)
     }
 
+    /// Workers started because requests waited for one, so far.
+    pub fn grown(&self) -> u32 {
+        self.shared.grown.load(Ordering::Relaxed)
+    }
+
+    /// Workers that left after the idle timeout, so far.
+    pub fn retired(&self) -> u32 {
+        self.shared.retired.load(Ordering::Relaxed)
+    }
+
     /// Requests queued and not yet picked up by a worker.
     pub fn queued(&self) -> usize {
         self.shared.queue.len()
+    }
+
+    /// Every running worker (number, thread id, busy or idle, requests done) and the pool's
+    /// counters.
+    pub fn snapshot(&self) -> PoolSnapshot {
+        snapshot(&self.shared)
+    }
+
+    /// A handle that reads [`WorkerPool::snapshot`] while the pool lives, without keeping it
+    /// alive.
+    pub fn observer(&self) -> PoolObserver {
+        PoolObserver(Arc::downgrade(&self.shared))
     }
 
     /// Queues `req`, or hands it back when the queue is full (the caller then runs it itself).
@@ -115,25 +287,63 @@ impl WorkerPool {
         self.shared.queue.push(req)
     }
 
-    /// Wakes up to `queued` sleeping workers after requests were queued.
+    /// Wakes idle workers, lowest-numbered first, after `queued` requests were queued: one per
+    /// request beyond the workers already on their way (woken earlier, not yet back at the
+    /// queue: each will take one), at most `queued`. Starts one more worker if too few were
+    /// idle (see the module's "Sizing").
     pub fn wake(&self, queued: u32) {
+        if queued == 0 {
+            return;
+        }
+        let s = &*self.shared;
         fence(Ordering::SeqCst);
-        let sleepers = self.shared.sleepers.load(Ordering::SeqCst);
-        if sleepers > 0 && queued > 0 {
-            self.shared.epoch.fetch_add(1, Ordering::SeqCst);
-            futex::wake(&self.shared.epoch, queued.min(sleepers));
+        let on_the_way = s.on_the_way.load(Ordering::SeqCst).max(0) as u32;
+        let want = queued.saturating_sub(on_the_way);
+        let woken = wake_idle(s, want);
+        if woken < want {
+            maybe_grow(&self.shared);
+        } else if !s.calm.load(Ordering::Relaxed) {
+            s.calm.store(true, Ordering::Relaxed);
         }
     }
 }
 
+/// Claims and wakes up to `want` idle workers, lowest-numbered first; returns how many.
+fn wake_idle(s: &Shared, want: u32) -> u32 {
+    let mut woken = 0;
+    while woken < want {
+        let mask = s.idle.load(Ordering::SeqCst);
+        if mask == 0 {
+            break;
+        }
+        let bit = mask & mask.wrapping_neg();
+        if s.idle.fetch_and(!bit, Ordering::SeqCst) & bit != 0 {
+            s.on_the_way.fetch_add(1, Ordering::SeqCst);
+            let slot = &s.slots[bit.trailing_zeros() as usize];
+            slot.word.fetch_add(1, Ordering::SeqCst);
+            futex::wake(&slot.word, 1);
+            woken += 1;
+        }
+    }
+    woken
+}
+
 impl Drop for WorkerPool {
     fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        self.shared.epoch.fetch_add(1, Ordering::SeqCst);
-        futex::wake(&self.shared.epoch, u32::MAX);
-        // A worker may start a replacement while we join: take the list until it stays empty.
+        let s = &*self.shared;
+        s.stop.store(true, Ordering::SeqCst);
+        for slot in s.slots.iter() {
+            slot.word.fetch_add(1, Ordering::SeqCst);
+            futex::wake(&slot.word, u32::MAX);
+        }
+        // A panicking worker may start a replacement while we join: repeat until none is left.
         loop {
-            let threads = std::mem::take(&mut *self.shared.threads.lock());
+            let threads: Vec<JoinHandle<()>> = s
+                .threads
+                .lock()
+                .iter_mut()
+                .filter_map(Option::take)
+                .collect();
             if threads.is_empty() {
                 break;
             }
@@ -144,73 +354,406 @@ impl Drop for WorkerPool {
     }
 }
 
-/// Starts worker thread `id`.
-fn spawn_worker(shared: &Arc<Shared>, id: u32) -> io::Result<()> {
-    let s = Arc::clone(shared);
-    let t = std::thread::Builder::new()
-        .name(format!("{}-{id}", shared.name))
-        .spawn(move || worker_main(&s, id))?;
-    shared.threads.lock().push(t);
-    Ok(())
+fn snapshot(s: &Shared) -> PoolSnapshot {
+    let mut workers = Vec::new();
+    for (id, slot) in s.slots.iter().enumerate() {
+        let state = slot.state.load(Ordering::Relaxed);
+        if state == ABSENT {
+            continue;
+        }
+        workers.push(WorkerRow {
+            id: id as u32,
+            tid: slot.tid.load(Ordering::Relaxed),
+            busy: state == BUSY,
+            done: slot.done.load(Ordering::Relaxed),
+        });
+    }
+    PoolSnapshot {
+        size: s.size,
+        queued: s.queue.len(),
+        grown: s.grown.load(Ordering::Relaxed),
+        retired: s.retired.load(Ordering::Relaxed),
+        replaced: s.replaced.load(Ordering::Relaxed),
+        workers,
+    }
 }
 
-/// Executes `req` and posts its completion. False if the worker panicked doing so (the
-/// request has then been reported as panicked).
-fn run(shared: &Shared, id: u32, mut req: Request) -> bool {
+/// Called when a wake found too few idle workers. At the end of a sizing window (at least the
+/// launch interval long) in which no wake was satisfied, starts one more worker, unless the
+/// pool is at its maximum. A queue that backs up now and then (a worker still on its way back
+/// to idle when the next request comes) does not grow the pool; one that stays backed up
+/// grows it by one worker per interval.
+fn maybe_grow(shared: &Arc<Shared>) {
+    let s = &**shared;
+    if s.size.is_fixed() || s.running.load(Ordering::Relaxed) >= s.size.max || s.queue.is_empty() {
+        return;
+    }
+    let now = (s.born.elapsed().as_nanos() as u64).max(1);
+    let start = s.window_start.load(Ordering::Relaxed);
+    let interval = s.size.launch_interval.as_nanos() as u64;
+    if now.saturating_sub(start) < interval {
+        return;
+    }
+    // One submitter closes the window; the others go on.
+    if s.window_start
+        .compare_exchange(start, now, Ordering::Relaxed, Ordering::Relaxed)
+        .is_err()
+    {
+        return;
+    }
+    if s.calm.swap(false, Ordering::Relaxed) {
+        return; // the window saw a satisfied wake
+    }
+    match launch(shared) {
+        Ok(true) => {
+            s.grown.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(false) => {}
+        // The pool runs at its present size; requests still complete.
+        Err(e) => eprintln!("dbaio-workers: could not start another worker: {e}"),
+    }
+}
+
+/// Starts a worker in the lowest free slot; false if the pool is at its maximum.
+fn launch(shared: &Arc<Shared>) -> io::Result<bool> {
+    let mut threads = shared.threads.lock();
+    if shared.running.load(Ordering::SeqCst) >= shared.size.max {
+        return Ok(false);
+    }
+    let Some(id) = shared
+        .slots
+        .iter()
+        .position(|s| s.state.load(Ordering::SeqCst) == ABSENT)
+    else {
+        return Ok(false);
+    };
+    // The slot's previous thread has left (it marked the slot absent on its way out).
+    if let Some(old) = threads[id].take() {
+        let _ = old.join();
+    }
+    let slot = &shared.slots[id];
+    slot.state.store(STARTING, Ordering::SeqCst);
+    slot.done.store(0, Ordering::Relaxed);
+    slot.tid.store(0, Ordering::Relaxed);
+    shared.running.fetch_add(1, Ordering::SeqCst);
+    match spawn_worker(shared, id as u32) {
+        Ok(t) => {
+            threads[id] = Some(t);
+            Ok(true)
+        }
+        Err(e) => {
+            shared.running.fetch_sub(1, Ordering::SeqCst);
+            slot.state.store(ABSENT, Ordering::SeqCst);
+            Err(e)
+        }
+    }
+}
+
+fn spawn_worker(shared: &Arc<Shared>, id: u32) -> io::Result<JoinHandle<()>> {
+    let s = Arc::clone(shared);
+    std::thread::Builder::new()
+        .name(format!("{}-{id}", shared.name))
+        .spawn(move || worker_main(&s, id))
+}
+
+/// How a popped request went.
+enum Ran {
+    Executed,
+    /// The sink dropped it (someone else ran it).
+    Skipped,
+    /// The worker panicked; the request has been reported as panicked.
+    Panicked,
+}
+
+fn run(shared: &Shared, id: u32, mut req: Request) -> Ran {
     let user_data = req.user_data;
     let done = catch_unwind(AssertUnwindSafe(|| {
         if !shared.sink.prepare(id, &mut req) {
-            return;
+            return false;
         }
         // SAFETY: `try_submit`'s contract keeps the request's memory valid until `complete`
         // below has run.
         let result = unsafe { perform(&req) };
         shared.sink.complete(id, req.user_data, result);
+        true
     }));
-    if done.is_err() {
-        // The sink decides whether the request still needs failing (it may have completed).
-        let _ = catch_unwind(AssertUnwindSafe(|| shared.sink.panicked(id, user_data)));
-        return false;
+    match done {
+        Ok(true) => Ran::Executed,
+        Ok(false) => Ran::Skipped,
+        Err(_) => {
+            // The sink decides whether the request still needs failing (it may have completed).
+            let _ = catch_unwind(AssertUnwindSafe(|| shared.sink.panicked(id, user_data)));
+            Ran::Panicked
+        }
     }
-    true
 }
 
 fn worker_main(shared: &Arc<Shared>, id: u32) {
+    let slot = &shared.slots[id as usize];
+    // SAFETY: gettid has no preconditions and cannot fail.
+    slot.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
+    let bit = 1u64 << id;
+    let timeout = (!shared.size.is_fixed()).then_some(shared.size.idle_timeout);
     loop {
         if let Some(req) = shared.queue.pop() {
-            if !run(shared, id, req) {
-                return replace(shared, id);
+            slot.state.store(BUSY, Ordering::Relaxed);
+            // More waiting than workers on their way to it: pass the wake on (the submitter
+            // woke only as many as no one was on the way for).
+            if !shared.queue.is_empty() && shared.idle.load(Ordering::Relaxed) != 0 {
+                let left = shared.queue.len() as i64;
+                let on_the_way = i64::from(shared.on_the_way.load(Ordering::SeqCst).max(0));
+                if left > on_the_way {
+                    wake_idle(shared, 1);
+                }
+            }
+            match run(shared, id, req) {
+                Ran::Executed => {
+                    slot.done.fetch_add(1, Ordering::Relaxed);
+                }
+                Ran::Skipped => {}
+                Ran::Panicked => return replace(shared, id),
             }
             continue;
         }
-        let seen = shared.epoch.load(Ordering::SeqCst);
-        shared.sleepers.fetch_add(1, Ordering::SeqCst);
+        slot.state.store(IDLE, Ordering::Relaxed);
+        let seen = slot.word.load(Ordering::SeqCst);
+        shared.idle.fetch_or(bit, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        if let Some(req) = shared.queue.pop() {
-            shared.sleepers.fetch_sub(1, Ordering::SeqCst);
-            if !run(shared, id, req) {
-                return replace(shared, id);
+        let stopping = shared.stop.load(Ordering::SeqCst);
+        if !shared.queue.is_empty() || stopping {
+            // Not going to sleep: take the bit back (if a submitter claimed it first, its
+            // wake finds this worker awake; harmless).
+            if shared.idle.fetch_and(!bit, Ordering::SeqCst) & bit == 0 {
+                shared.on_the_way.fetch_sub(1, Ordering::SeqCst);
+            }
+            if stopping && shared.queue.is_empty() {
+                slot.state.store(ABSENT, Ordering::SeqCst);
+                return;
             }
             continue;
+        }
+        let slept_from = timeout.map(|_| Instant::now());
+        futex::wait(&slot.word, seen, timeout);
+        // Each idle spell ends here or above, once: claimed if a submitter cleared the bit.
+        if shared.idle.fetch_and(!bit, Ordering::SeqCst) & bit == 0 {
+            shared.on_the_way.fetch_sub(1, Ordering::SeqCst);
+            continue; // back at the queue, as the claimer expects
         }
         if shared.stop.load(Ordering::SeqCst) {
-            shared.sleepers.fetch_sub(1, Ordering::SeqCst);
+            continue; // drain what is left, then leave
+        }
+        let idle_long = slept_from.is_some_and(|t| t.elapsed() >= shared.size.idle_timeout);
+        if idle_long && retire(shared, id) {
             return;
         }
-        futex::wait(&shared.epoch, seen, None);
-        shared.sleepers.fetch_sub(1, Ordering::SeqCst);
     }
+}
+
+/// Leaves the pool after the idle timeout, unless that would take it below its minimum.
+fn retire(shared: &Shared, id: u32) -> bool {
+    let mut running = shared.running.load(Ordering::SeqCst);
+    loop {
+        if running <= shared.size.min {
+            return false;
+        }
+        match shared.running.compare_exchange(
+            running,
+            running - 1,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        ) {
+            Ok(_) => break,
+            Err(now) => running = now,
+        }
+    }
+    shared.retired.fetch_add(1, Ordering::Relaxed);
+    shared.slots[id as usize]
+        .state
+        .store(ABSENT, Ordering::SeqCst);
+    true
 }
 
 /// A panicked worker's last act: start a thread to take its place (unless the pool stops).
 fn replace(shared: &Arc<Shared>, id: u32) {
     shared.replaced.fetch_add(1, Ordering::Relaxed);
     if shared.stop.load(Ordering::SeqCst) {
+        shared.slots[id as usize]
+            .state
+            .store(ABSENT, Ordering::SeqCst);
         return;
     }
-    if let Err(e) = spawn_worker(shared, id) {
-        // The pool runs one worker short; requests still complete (the others take them, or
-        // the issuer runs what does not fit).
-        eprintln!("dbaio-workers: could not replace worker {id}: {e}");
+    // The slot stays taken and `running` unchanged: the replacement is this worker again.
+    shared.slots[id as usize]
+        .state
+        .store(STARTING, Ordering::SeqCst);
+    match spawn_worker(shared, id) {
+        Ok(t) => {
+            // This thread's own handle sits in the slot; keep both so that drop joins both.
+            let mut threads = shared.threads.lock();
+            let old = threads[id as usize].replace(t);
+            drop(threads);
+            if let Some(old) = old {
+                // This very thread: cannot join itself; detach it (it returns right after).
+                drop(old);
+            }
+        }
+        Err(e) => {
+            // The pool runs one worker short; requests still complete (the others take them,
+            // or the issuer runs what does not fit).
+            shared.running.fetch_sub(1, Ordering::SeqCst);
+            shared.slots[id as usize]
+                .state
+                .store(ABSENT, Ordering::SeqCst);
+            eprintln!("dbaio-workers: could not replace worker {id}: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// Each request takes `delay` (slept in `prepare`), then fails fast (fadvise on fd -1).
+    struct SlowSink {
+        delay: Duration,
+        done: AtomicUsize,
+    }
+
+    impl CompletionSink for SlowSink {
+        fn prepare(&self, _worker: u32, _req: &mut Request) -> bool {
+            std::thread::sleep(self.delay);
+            true
+        }
+        fn complete(&self, _worker: u32, _user_data: u64, _result: i32) {
+            self.done.fetch_add(1, Ordering::SeqCst);
+        }
+        fn panicked(&self, _worker: u32, _user_data: u64) {}
+    }
+
+    fn request(user_data: u64) -> Request {
+        Request {
+            op: crate::OpCode::FadviseWillneed,
+            fd: -1,
+            offset: 0,
+            len: 0,
+            iov: std::ptr::null(),
+            iovcnt: 0,
+            path: std::ptr::null(),
+            user_data,
+        }
+    }
+
+    fn pool(size: PoolSize, delay_ms: u64) -> (WorkerPool, Arc<SlowSink>) {
+        let sink = Arc::new(SlowSink {
+            delay: Duration::from_millis(delay_ms),
+            done: AtomicUsize::new(0),
+        });
+        let p = WorkerPool::start(size, 1024, "test-worker", sink.clone()).unwrap();
+        (p, sink)
+    }
+
+    /// Submits `n` requests one by one (a backlog when they are slow) and waits for them,
+    /// returning the most workers seen running.
+    fn run_backlog(p: &WorkerPool, sink: &SlowSink, n: usize) -> u32 {
+        let before = sink.done.load(Ordering::SeqCst);
+        let mut most = p.workers();
+        for i in 0..n {
+            // SAFETY: the request names no memory (fd -1, no iovecs, no path).
+            unsafe { p.try_submit(request(i as u64)) }.unwrap();
+            p.wake(1);
+            most = most.max(p.workers());
+        }
+        while sink.done.load(Ordering::SeqCst) < before + n {
+            most = most.max(p.workers());
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        most
+    }
+
+    fn sizing(min: u32, max: u32, idle_ms: u64, launch_ms: u64) -> PoolSize {
+        PoolSize {
+            min,
+            max,
+            idle_timeout: Duration::from_millis(idle_ms),
+            launch_interval: Duration::from_millis(launch_ms),
+        }
+    }
+
+    #[test]
+    fn pool_grows_when_requests_wait_and_never_past_its_maximum() {
+        let (p, sink) = pool(sizing(1, 4, 60_000, 0), 5);
+        assert_eq!(p.workers(), 1);
+        let most = run_backlog(&p, &sink, 40);
+        assert!(most <= 4, "ran {most} workers with a maximum of 4");
+        assert_eq!(
+            p.workers(),
+            4,
+            "a backlog of 40 slow requests grows 1 worker to 4"
+        );
+        assert_eq!(p.snapshot().grown, 3);
+        assert_eq!(p.snapshot().workers.len(), 4);
+    }
+
+    #[test]
+    fn idle_workers_leave_after_the_timeout_but_never_below_the_minimum() {
+        let (p, sink) = pool(sizing(2, 6, 50, 0), 5);
+        run_backlog(&p, &sink, 40);
+        let grown = p.snapshot().grown;
+        assert!(grown > 0, "the backlog grew the pool");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while p.workers() > 2 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(p.workers(), 2, "idle workers left, down to the minimum");
+        std::thread::sleep(Duration::from_millis(200));
+        let s = p.snapshot();
+        assert_eq!(s.workers.len(), 2, "never below the minimum: {s:?}");
+        assert_eq!(s.retired, grown);
+        // The pool still works and grows again, reusing the freed slots.
+        run_backlog(&p, &sink, 40);
+        assert!(p.snapshot().workers.iter().all(|w| w.id < 6));
+    }
+
+    #[test]
+    fn the_launch_interval_limits_how_fast_the_pool_grows() {
+        let (p, sink) = pool(sizing(1, 8, 60_000, 3_600_000), 2);
+        run_backlog(&p, &sink, 40);
+        assert_eq!(
+            p.snapshot().grown,
+            0,
+            "a backlog must last an hour-long window first"
+        );
+        assert_eq!(p.workers(), 1);
+    }
+
+    #[test]
+    fn a_fixed_pool_keeps_its_size() {
+        let (p, sink) = pool(PoolSize::fixed(3), 2);
+        let most = run_backlog(&p, &sink, 30);
+        assert_eq!(most, 3);
+        let s = p.snapshot();
+        assert_eq!((s.workers.len(), s.grown, s.retired), (3, 0, 0));
+        let done: u64 = s.workers.iter().map(|w| w.done).sum();
+        assert_eq!(
+            done, 30,
+            "every request counted once, by the worker that ran it"
+        );
+        assert!(s.workers.iter().all(|w| w.tid > 0));
+    }
+
+    #[test]
+    fn bad_sizes_are_errors_not_panics() {
+        let sink = Arc::new(SlowSink {
+            delay: Duration::ZERO,
+            done: AtomicUsize::new(0),
+        });
+        for size in [PoolSize::fixed(0), sizing(3, 2, 1, 1), PoolSize::fixed(65)] {
+            let e = WorkerPool::start(size, 16, "t", sink.clone())
+                .err()
+                .unwrap();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        }
+        assert!(WorkerPool::start(PoolSize::fixed(1), 0, "t", sink).is_err());
     }
 }

@@ -1,0 +1,85 @@
+//! The worker pool sizes itself (issue 12): I/Os that find every worker busy start another,
+//! up to `io_max_workers`; workers idle for `io_worker_idle_timeout` leave, down to
+//! `io_min_workers`; the view shows each worker (thread id, busy or idle, I/Os done), in
+//! `Aio::worker_pool` and on the socket. Other methods have no pool and say so (None).
+
+use crate::support::*;
+use dbaio::{FaultAction, FaultRule, IoBuf, IoMethodKind, OpenOptions};
+
+fn scenario(m: IoMethodKind) {
+    let d = dir();
+    let path = data_file(&d, "f", 65536);
+    let socket = d.path().join("aios.sock");
+    let aio = start_with(m, |s| {
+        s.io_min_workers = 1;
+        s.io_max_workers = 3;
+        s.io_worker_launch_interval = 0;
+        s.io_worker_idle_timeout = 100;
+        s.introspection_socket = Some(socket.clone());
+    });
+    let _release = ReleaseHeldOnDrop(aio.clone());
+    if m != IoMethodKind::Worker {
+        assert_eq!(aio.worker_pool(), None);
+        return;
+    }
+    let pool = aio.worker_pool().unwrap();
+    assert_eq!((pool.min, pool.max, pool.workers.len()), (1, 3, 1));
+    let me = aio.register_issuer("grows").unwrap();
+    let f = aio.open(&path, &OpenOptions::read()).unwrap();
+    // Each of the first three reads holds its worker mid-completion, and a fourth follows:
+    // requests keep finding every worker busy, so the pool grows to its maximum (one worker
+    // per sizing window; the launch interval is 0 here). A wake that found an idle worker
+    // makes its window calm, so the first busy wake may not grow it: four reads are enough
+    // either way.
+    aio.inject_fault(
+        FaultRule::new(FaultAction::Hold)
+            .offsets(0..3 * 4096)
+            .times(3),
+    );
+    let held: Vec<_> = (0..3u64)
+        .map(|k| me.acquire().unwrap().read(&f, k * 4096, IoBuf::new(4096)))
+        .collect();
+    let extra = me.acquire().unwrap().read(&f, 8 * 4096, IoBuf::new(4096));
+    eventually(10, "three reads held by three workers", || {
+        aio.aios()
+            .iter()
+            .filter(|r| r.state == "COMPLETED_IO")
+            .count()
+            == 3
+    });
+    let pool = aio.worker_pool().unwrap();
+    assert_eq!(pool.workers.len(), 3, "{pool:?}");
+    assert_eq!(pool.grown, 2);
+    assert!(pool.workers.iter().all(|w| w.state == "busy" && w.tid > 0));
+    // At the maximum: the fourth read waits in the queue (its waiter runs it), no fourth
+    // worker.
+    assert_pattern(&me.wait(extra).into_buf(), 8 * 4096);
+    assert_eq!(aio.worker_pool().unwrap().workers.len(), 3);
+    // The socket shows the same pool.
+    let v = dbaio::introspect::request(&socket, "all").unwrap();
+    assert_eq!(v["worker_pool"]["workers"].as_array().unwrap().len(), 3);
+    aio.release_held();
+    for (k, io) in held.into_iter().enumerate() {
+        assert_pattern(&me.wait(io).into_buf(), k as u64 * 4096);
+    }
+    let done: u64 = aio
+        .worker_pool()
+        .unwrap()
+        .workers
+        .iter()
+        .map(|w| w.ios_done)
+        .sum();
+    assert_eq!(done, 3, "the three held reads, once each");
+    // Idle for 100 ms: back to the minimum, never below.
+    eventually(10, "idle workers leaving", || {
+        aio.worker_pool().unwrap().workers.len() == 1
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let pool = aio.worker_pool().unwrap();
+    assert_eq!((pool.workers.len(), pool.retired), (1, 2), "{pool:?}");
+    // And it still does I/O.
+    let io = me.acquire().unwrap().read(&f, 4096, IoBuf::new(4096));
+    assert_pattern(&me.wait(io).into_buf(), 4096);
+}
+
+crate::for_every_method!(scenario);

@@ -126,6 +126,15 @@ pub struct BenchReport {
     pub bw_bytes_per_sec: f64,
     /// Latency from start to completion.
     pub lat_us: Latency,
+    /// CPU time of the whole process (issuer, workers, rings' helpers in this process) over
+    /// the run, user + system, from `getrusage(RUSAGE_SELF)`; kernel threads (io_uring's
+    /// io-wq) are not in it.
+    pub cpu_seconds: f64,
+    /// `cpu_seconds` per I/O, in microseconds.
+    pub cpu_us_per_io: f64,
+    /// Worker threads running at the end of the run (worker method only; a self-sizing pool
+    /// shows how far it grew).
+    pub workers: Option<u32>,
     /// Failed I/Os (and short ones).
     pub errors: u64,
     /// The first failure, in words (None: none failed).
@@ -230,6 +239,7 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
         b.set_prefix(format!("{method:>8}"));
         b
     });
+    let cpu_before = process_cpu_seconds();
     let start = Instant::now();
     let deadline = start + opts.runtime;
     let mut last_tick = start;
@@ -306,6 +316,8 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
     }
     issuer.end_batch();
     let seconds = start.elapsed().as_secs_f64();
+    let cpu_seconds = process_cpu_seconds() - cpu_before;
+    let workers = aio.worker_pool().map(|p| p.workers.len() as u32);
     let avg_device_queue = queue_ms_before
         .zip(device_queue_ms(&opts.filename))
         .map(|(a, b)| b.saturating_sub(a) as f64 / 1000.0 / seconds);
@@ -330,6 +342,9 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
         seconds,
         iops: ios as f64 / seconds,
         bw_bytes_per_sec: bytes as f64 / seconds,
+        cpu_seconds,
+        cpu_us_per_io: cpu_seconds * 1e6 / ios.max(1) as f64,
+        workers,
         lat_us: Latency {
             p50: us(0.5),
             p99: us(0.99),
@@ -371,10 +386,21 @@ pub fn stat_field(stat: &Path, n: usize) -> Option<u64> {
         .ok()
 }
 
+/// User + system CPU time this process has used, in seconds.
+fn process_cpu_seconds() -> f64 {
+    match nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF) {
+        Ok(u) => {
+            let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
+            t(u.user_time()) + t(u.system_time())
+        }
+        Err(_) => 0.0,
+    }
+}
+
 /// Formats reports as the comparison table.
 pub fn table(reports: &[BenchReport]) -> String {
     let mut s = format!(
-        "{:<9} {:<9} {:>6} {:>7} {:>9} {:>10} {:>9} {:>8} {:>8} {:>9} {:>9} {:>6}\n",
+        "{:<9} {:<9} {:>6} {:>7} {:>9} {:>10} {:>9} {:>8} {:>8} {:>9} {:>9} {:>9} {:>6}\n",
         "method",
         "rw",
         "bs",
@@ -386,11 +412,12 @@ pub fn table(reports: &[BenchReport]) -> String {
         "p99 us",
         "p99.9 us",
         "max us",
+        "CPU us/IO",
         "errors"
     );
     for r in reports {
         s += &format!(
-            "{:<9} {:<9} {:>6} {:>7} {:>9} {:>10.0} {:>9.1} {:>8.0} {:>8.0} {:>9.0} {:>9.0} {:>6}\n",
+            "{:<9} {:<9} {:>6} {:>7} {:>9} {:>10.0} {:>9.1} {:>8.0} {:>8.0} {:>9.0} {:>9.0} {:>9.1} {:>6}\n",
             r.io_method,
             r.rw.name(),
             r.bs,
@@ -403,6 +430,7 @@ pub fn table(reports: &[BenchReport]) -> String {
             r.lat_us.p99,
             r.lat_us.p999,
             r.lat_us.max,
+            r.cpu_us_per_io,
             r.errors
         );
     }

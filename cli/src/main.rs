@@ -133,7 +133,7 @@ struct VerifyArgs {
     /// io_method (default: io_uring if the kernel allows it, else worker).
     #[arg(long)]
     io_method: Option<String>,
-    /// Worker threads for the worker method (the io_workers setting).
+    /// Worker threads for the worker method (the io_workers setting; 0: sized by load).
     #[arg(long, default_value = "4")]
     io_workers: String,
     /// Reads (of up to 128 kB) in flight.
@@ -214,7 +214,7 @@ struct BenchArgs {
     /// io_method (sync, worker, io_uring); default: every method.
     #[arg(long)]
     io_method: Option<String>,
-    /// Worker threads for the worker method (the io_workers setting).
+    /// Worker threads for the worker method (the io_workers setting; 0: sized by load).
     #[arg(long)]
     io_workers: Option<String>,
     /// Any setting, as name=value (repeatable).
@@ -319,6 +319,7 @@ fn stat_cmd(a: StatArgs) -> Outcome {
             "stats": all.stats,
             "advice_total": advice_total,
             "advice_budget": all.advice_budget,
+            "worker_pool": all.worker_pool,
         });
         print_json(&v);
     } else if a.prometheus {

@@ -2,7 +2,7 @@
 //! Tables, JSON, Prometheus text, and the live `--watch` screen (ratatui). See `docs/aios.md`.
 
 use dbaio::introspect::request;
-use dbaio::{AdviceBudgetRow, AdviceRow, AioRow, IssuerStatsRow, WaitRow};
+use dbaio::{AdviceBudgetRow, AdviceRow, AioRow, IssuerStatsRow, WaitRow, WorkerPoolRow};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyModifiers};
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Modifier, Style};
@@ -30,6 +30,47 @@ pub struct All {
     /// Each device's readahead-advice budget.
     #[serde(default)]
     pub advice_budget: Vec<AdviceBudgetRow>,
+    /// The worker pool (worker method only).
+    #[serde(default)]
+    pub worker_pool: Option<WorkerPoolRow>,
+}
+
+/// The worker pool in one line (`workers 3 (2 .. 32, 1 busy, 0 queued; grown 1, retired 0)`),
+/// or "" when the method has none.
+pub fn pool_line(pool: &Option<WorkerPoolRow>) -> String {
+    let Some(p) = pool else {
+        return String::new();
+    };
+    let busy = p.workers.iter().filter(|w| w.state == "busy").count();
+    let range = if p.min == p.max {
+        "fixed".to_string()
+    } else {
+        format!("{} .. {}", p.min, p.max)
+    };
+    format!(
+        "workers {} ({range}, {busy} busy, {} queued; grown {}, retired {}, replaced {})",
+        p.workers.len(),
+        p.queued,
+        p.grown,
+        p.retired,
+        p.replaced
+    )
+}
+
+/// One line per worker: number, thread id, state, I/Os done.
+fn worker_lines(pool: &Option<WorkerPoolRow>) -> String {
+    let Some(p) = pool else {
+        return String::new();
+    };
+    let mut o = String::new();
+    for w in &p.workers {
+        let _ = writeln!(
+            o,
+            "  worker {:<3} tid {:<8} {:<5} {} I/Os",
+            w.worker, w.tid, w.state, w.ios_done
+        );
+    }
+    o
 }
 
 /// The advice budgets in one line (`advice budget 254:0 37/1024 (peak 512)`), or "".
@@ -345,6 +386,24 @@ pub fn prometheus(all: &All) -> String {
             let _ = writeln!(o, "{name}{{device=\"{}\"}} {}", b.device, value(b));
         }
     }
+    if let Some(p) = &all.worker_pool {
+        let _ = writeln!(
+            o,
+            "# HELP dbaio_io_workers Worker threads running.\n# TYPE dbaio_io_workers gauge\ndbaio_io_workers {}",
+            p.workers.len()
+        );
+        let _ = writeln!(
+            o,
+            "# HELP dbaio_worker_ios_total I/Os executed per worker.\n# TYPE dbaio_worker_ios_total counter"
+        );
+        for w in &p.workers {
+            let _ = writeln!(
+                o,
+                "dbaio_worker_ios_total{{worker=\"{}\",tid=\"{}\"}} {}",
+                w.worker, w.tid, w.ios_done
+            );
+        }
+    }
     let _ = writeln!(
         o,
         "# HELP dbaio_ios_in_flight Handles not idle per issuer.\n# TYPE dbaio_ios_in_flight gauge"
@@ -441,6 +500,11 @@ pub fn stats_table(all: &All) -> String {
             let _ = writeln!(o, "{line}");
         }
     }
+    let line = pool_line(&all.worker_pool);
+    if !line.is_empty() {
+        let _ = writeln!(o, "{line}");
+        o.push_str(&worker_lines(&all.worker_pool));
+    }
     o
 }
 
@@ -476,9 +540,10 @@ pub fn watch_plain(socket: &Path, every: Duration, count: Option<u64>) -> Result
             all.waits.len(),
             busy
         );
-        let line = budget_line(&all.advice_budget);
-        if !line.is_empty() {
-            println!("{line}");
+        for line in [budget_line(&all.advice_budget), pool_line(&all.worker_pool)] {
+            if !line.is_empty() {
+                println!("{line}");
+            }
         }
         print!("{}", aios_table(&mut all.aios));
         n += 1;
@@ -580,15 +645,17 @@ fn watch_loop(
                 ])
             })
             .collect();
-        let budget = budget_line(&all.advice_budget);
+        let extra: String = [budget_line(&all.advice_budget), pool_line(&all.worker_pool)]
+            .iter()
+            .filter(|l| !l.is_empty())
+            .map(|l| format!(" — {l}"))
+            .collect();
         let title = format!(
-            " dbaio aios — pid {} — io_method {} — up {:.0} s — {} I/Os not idle{}{} — q quits ",
+            " dbaio aios — pid {} — io_method {} — up {:.0} s — {} I/Os not idle{extra} — q quits ",
             all.pid,
             all.io_method,
             all.uptime_s,
             all.aios.len(),
-            if budget.is_empty() { "" } else { " — " },
-            budget
         );
         let bold = Style::default().add_modifier(Modifier::BOLD);
         terminal

@@ -17,7 +17,6 @@ fn scenario(m: IoMethodKind) {
         s.io_worker_idle_timeout = 100;
         s.introspection_socket = Some(socket.clone());
     });
-    let _release = ReleaseHeldOnDrop(aio.clone());
     if m != IoMethodKind::Worker {
         assert_eq!(aio.worker_pool(), None);
         return;
@@ -25,12 +24,14 @@ fn scenario(m: IoMethodKind) {
     let pool = aio.worker_pool().unwrap();
     assert_eq!((pool.min, pool.max, pool.workers.len()), (1, 3, 1));
     let me = aio.register_issuer("grows").unwrap();
+    // Dropped before `me` if an assertion fails: the issuer's drop waits for held reads.
+    let _release = ReleaseHeldOnDrop(aio.clone());
     let f = aio.open(&path, &OpenOptions::read()).unwrap();
-    // Each of the first three reads holds its worker mid-completion, and a fourth follows:
+    // Each of the first three reads holds its worker mid-completion, and more follow:
     // requests keep finding every worker busy, so the pool grows to its maximum (one worker
-    // per sizing window; the launch interval is 0 here). A wake that found an idle worker
-    // makes its window calm, so the first busy wake may not grow it: four reads are enough
-    // either way.
+    // per sizing window; the launch interval is 0 here). A wake that found an idle worker (or
+    // one on its way) makes its window calm, and the next busy wake closes that window
+    // without growing; so reads follow until three workers run, at most 16.
     aio.inject_fault(
         FaultRule::new(FaultAction::Hold)
             .offsets(0..3 * 4096)
@@ -39,7 +40,15 @@ fn scenario(m: IoMethodKind) {
     let held: Vec<_> = (0..3u64)
         .map(|k| me.acquire().unwrap().read(&f, k * 4096, IoBuf::new(4096)))
         .collect();
-    let extra = me.acquire().unwrap().read(&f, 8 * 4096, IoBuf::new(4096));
+    let mut extra = Vec::new();
+    while aio.worker_pool().unwrap().workers.len() < 3 {
+        assert!(extra.len() < 16, "{:?}", aio.worker_pool());
+        let k = 4 + extra.len() as u64;
+        extra.push((
+            k,
+            me.acquire().unwrap().read(&f, k * 4096, IoBuf::new(4096)),
+        ));
+    }
     eventually(10, "three reads held by three workers", || {
         aio.aios()
             .iter()
@@ -51,9 +60,11 @@ fn scenario(m: IoMethodKind) {
     assert_eq!(pool.workers.len(), 3, "{pool:?}");
     assert_eq!(pool.grown, 2);
     assert!(pool.workers.iter().all(|w| w.state == "busy" && w.tid > 0));
-    // At the maximum: the fourth read waits in the queue (its waiter runs it), no fourth
+    // At the maximum: the later reads wait in the queue (their waiter runs them), no fourth
     // worker.
-    assert_pattern(&me.wait(extra).into_buf(), 8 * 4096);
+    for (k, io) in extra {
+        assert_pattern(&me.wait(io).into_buf(), k * 4096);
+    }
     assert_eq!(aio.worker_pool().unwrap().workers.len(), 3);
     // The socket shows the same pool.
     let v = dbaio::introspect::request(&socket, "all").unwrap();

@@ -157,6 +157,9 @@ struct Shared {
     /// request). May dip below 0 for a moment (a worker can notice its claim before the
     /// claimer counts it); read as at least 0.
     on_the_way: AtomicI32,
+    /// Workers that finished a request and have not yet looked at the queue again (each will
+    /// take a request if one is there, without a wake). Counted like `on_the_way`.
+    returning: CachePadded<AtomicI32>,
 
     born: Instant,
     stop: AtomicBool,
@@ -216,6 +219,7 @@ impl WorkerPool {
             window_start: AtomicU64::new(0),
             calm: AtomicBool::new(false),
             on_the_way: AtomicI32::new(0),
+            returning: CachePadded::new(AtomicI32::new(0)),
 
             born: Instant::now(),
             stop: AtomicBool::new(false),
@@ -288,9 +292,9 @@ impl WorkerPool {
     }
 
     /// Wakes idle workers, lowest-numbered first, after `queued` requests were queued: one per
-    /// request beyond the workers already on their way (woken earlier, not yet back at the
-    /// queue: each will take one), at most `queued`. Starts one more worker if too few were
-    /// idle (see the module's "Sizing").
+    /// request beyond the workers already on their way (woken earlier, or just done with a
+    /// request, and not yet back at the queue: each will take one), at most `queued`. Starts
+    /// one more worker if too few were idle (see the module's "Sizing").
     pub fn wake(&self, queued: u32) {
         if queued == 0 {
             return;
@@ -298,7 +302,10 @@ impl WorkerPool {
         let s = &*self.shared;
         fence(Ordering::SeqCst);
         let on_the_way = s.on_the_way.load(Ordering::SeqCst).max(0) as u32;
-        let want = queued.saturating_sub(on_the_way);
+        let returning = s.returning.load(Ordering::SeqCst).max(0) as u32;
+        // The queue may hold earlier requests too; the workers coming take those first.
+        let backlog = s.queue.len() as u32;
+        let want = queued.min(backlog.saturating_sub(on_the_way + returning));
         let woken = wake_idle(s, want);
         if woken < want {
             maybe_grow(&self.shared);
@@ -494,14 +501,19 @@ fn worker_main(shared: &Arc<Shared>, id: u32) {
     slot.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
     let bit = 1u64 << id;
     let timeout = (!shared.size.is_fixed()).then_some(shared.size.idle_timeout);
+    // Whom this worker is counted by until its next look at the queue: `on_the_way` (a
+    // submitter claimed it) or `returning` (it finished a request).
+    let mut coming = Coming::No;
     loop {
         if let Some(req) = shared.queue.pop() {
+            coming.arrived(shared);
             slot.state.store(BUSY, Ordering::Relaxed);
             // More waiting than workers on their way to it: pass the wake on (the submitter
             // woke only as many as no one was on the way for).
             if !shared.queue.is_empty() && shared.idle.load(Ordering::Relaxed) != 0 {
                 let left = shared.queue.len() as i64;
-                let on_the_way = i64::from(shared.on_the_way.load(Ordering::SeqCst).max(0));
+                let on_the_way = i64::from(shared.on_the_way.load(Ordering::SeqCst).max(0))
+                    + i64::from(shared.returning.load(Ordering::SeqCst).max(0));
                 if left > on_the_way {
                     wake_idle(shared, 1);
                 }
@@ -513,30 +525,38 @@ fn worker_main(shared: &Arc<Shared>, id: u32) {
                 Ran::Skipped => {}
                 Ran::Panicked => return replace(shared, id),
             }
+            shared.returning.fetch_add(1, Ordering::SeqCst);
+            coming = Coming::Returning;
             continue;
         }
         slot.state.store(IDLE, Ordering::Relaxed);
         let seen = slot.word.load(Ordering::SeqCst);
+        // Visible as idle before no longer counted as returning: a submitter that queued a
+        // request sees one or the other, or this worker sees its request below.
         shared.idle.fetch_or(bit, Ordering::SeqCst);
+        coming.arrived(shared);
         fence(Ordering::SeqCst);
         let stopping = shared.stop.load(Ordering::SeqCst);
         if !shared.queue.is_empty() || stopping {
             // Not going to sleep: take the bit back (if a submitter claimed it first, its
             // wake finds this worker awake; harmless).
             if shared.idle.fetch_and(!bit, Ordering::SeqCst) & bit == 0 {
-                shared.on_the_way.fetch_sub(1, Ordering::SeqCst);
+                coming = Coming::Claimed;
             }
             if stopping && shared.queue.is_empty() {
+                coming.arrived(shared);
                 slot.state.store(ABSENT, Ordering::SeqCst);
                 return;
             }
             continue;
         }
+        // A pool at its minimum cannot shrink: sleep without a timer (and its wakeup).
+        let timeout = timeout.filter(|_| shared.running.load(Ordering::Relaxed) > shared.size.min);
         let slept_from = timeout.map(|_| Instant::now());
         futex::wait(&slot.word, seen, timeout);
         // Each idle spell ends here or above, once: claimed if a submitter cleared the bit.
         if shared.idle.fetch_and(!bit, Ordering::SeqCst) & bit == 0 {
-            shared.on_the_way.fetch_sub(1, Ordering::SeqCst);
+            coming = Coming::Claimed;
             continue; // back at the queue, as the claimer expects
         }
         if shared.stop.load(Ordering::SeqCst) {
@@ -545,6 +565,31 @@ fn worker_main(shared: &Arc<Shared>, id: u32) {
         let idle_long = slept_from.is_some_and(|t| t.elapsed() >= shared.size.idle_timeout);
         if idle_long && retire(shared, id) {
             return;
+        }
+    }
+}
+
+/// Which count has a worker as coming to the queue (to take a request without a wake).
+enum Coming {
+    No,
+    /// Claimed by a submitter's wake: counted in `on_the_way`.
+    Claimed,
+    /// Finished a request: counted in `returning`.
+    Returning,
+}
+
+impl Coming {
+    /// The worker has looked at the queue (and taken a request, or is visible as idle): it
+    /// leaves the count it was in.
+    fn arrived(&mut self, shared: &Shared) {
+        match std::mem::replace(self, Coming::No) {
+            Coming::No => {}
+            Coming::Claimed => {
+                shared.on_the_way.fetch_sub(1, Ordering::SeqCst);
+            }
+            Coming::Returning => {
+                shared.returning.fetch_sub(1, Ordering::SeqCst);
+            }
         }
     }
 }
@@ -755,5 +800,40 @@ mod tests {
             assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
         }
         assert!(WorkerPool::start(PoolSize::fixed(1), 0, "t", sink).is_err());
+    }
+
+    /// The wake protocol loses no request: many submitters each with one request in flight
+    /// (the depth-1 pattern in which a submission meets a worker still returning from the last
+    /// one), fast requests, a pool that grows and shrinks under them. A lost wake leaves a
+    /// request queued with every worker asleep, and this test hangs.
+    #[test]
+    fn no_request_waits_with_every_worker_asleep() {
+        let (p, sink) = pool(sizing(1, 3, 1, 0), 0);
+        let p = Arc::new(p);
+        let submitters: Vec<_> = (0..4)
+            .map(|t| {
+                let p = Arc::clone(&p);
+                let sink = Arc::clone(&sink);
+                std::thread::spawn(move || {
+                    for i in 0..5_000u64 {
+                        let target = sink.done.load(Ordering::SeqCst);
+                        // SAFETY: the request names no memory (fd -1, no iovecs, no path).
+                        unsafe { p.try_submit(request(t * 1_000_000 + i)) }.unwrap();
+                        p.wake(1);
+                        // Wait for some completion after ours was queued (ours or another's).
+                        while sink.done.load(Ordering::SeqCst) == target {
+                            std::hint::spin_loop();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for s in submitters {
+            s.join().unwrap();
+        }
+        while sink.done.load(Ordering::SeqCst) < 20_000 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(p.queued(), 0);
     }
 }

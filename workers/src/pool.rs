@@ -836,4 +836,62 @@ mod tests {
         }
         assert_eq!(p.queued(), 0);
     }
+
+    /// Panics in a pool that grows and shrinks: each panicking worker is replaced in its slot,
+    /// every other request completes, every panicked one is reported, the pool never passes
+    /// its maximum and still shrinks back to its minimum.
+    #[test]
+    fn a_self_sizing_pool_replaces_panicked_workers_and_still_shrinks() {
+        struct Panicky {
+            done: AtomicUsize,
+            panicked: AtomicUsize,
+        }
+        impl CompletionSink for Panicky {
+            fn prepare(&self, _worker: u32, req: &mut Request) -> bool {
+                std::thread::sleep(Duration::from_micros(200));
+                assert!(req.user_data % 7 != 3, "an executor bug");
+                true
+            }
+            fn complete(&self, _worker: u32, _user_data: u64, _result: i32) {
+                self.done.fetch_add(1, Ordering::SeqCst);
+            }
+            fn panicked(&self, _worker: u32, _user_data: u64) {
+                self.panicked.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let sink = Arc::new(Panicky {
+            done: AtomicUsize::new(0),
+            panicked: AtomicUsize::new(0),
+        });
+        let p = WorkerPool::start(sizing(1, 3, 20, 0), 1024, "test-worker", sink.clone()).unwrap();
+        let quiet = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let n = 700u64;
+        let mut most = 0;
+        for i in 0..n {
+            // SAFETY: the request names no memory (fd -1, no iovecs, no path).
+            unsafe { p.try_submit(request(i)) }.unwrap();
+            p.wake(1);
+            most = most.max(p.workers());
+        }
+        while sink.done.load(Ordering::SeqCst) + sink.panicked.load(Ordering::SeqCst) < n as usize {
+            most = most.max(p.workers());
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::panic::set_hook(quiet);
+        assert_eq!(sink.panicked.load(Ordering::SeqCst), 100);
+        assert_eq!(sink.done.load(Ordering::SeqCst), 600);
+        assert_eq!(p.replaced(), 100);
+        assert!(
+            most <= 3 && p.grown() >= 1,
+            "most {most}, grown {}",
+            p.grown()
+        );
+        let t = Instant::now();
+        while p.workers() > 1 {
+            assert!(t.elapsed() < Duration::from_secs(10), "{:?}", p.snapshot());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(p.snapshot().workers.len(), 1);
+    }
 }

@@ -659,6 +659,19 @@ impl Settings {
             .detail("Every issuer needs at least one buffer it can pin.")
             .hint("Raise buffer_pool_size, or lower max_issuers."));
         }
+        if self.io_workers == 0 && self.io_min_workers > self.io_max_workers {
+            return Err(SettingsError::new(format!(
+                "io_min_workers ({}) is greater than io_max_workers ({})",
+                self.io_min_workers, self.io_max_workers
+            ))
+            .detail(
+                "With io_workers = 0 the worker pool starts io_min_workers and never grows past \
+                 io_max_workers.",
+            )
+            .hint(
+                "Lower io_min_workers, raise io_max_workers, or set io_workers for a fixed pool.",
+            ));
+        }
         Ok(())
     }
 
@@ -702,7 +715,7 @@ impl Settings {
     }
 
     /// The worker pool's sizing: `io_workers` fixed when set (1..32), otherwise
-    /// `io_min_workers .. io_max_workers` (a minimum above the maximum is lowered to it),
+    /// `io_min_workers .. io_max_workers` (`validate` refuses a minimum above the maximum),
     /// growing no faster than `io_worker_launch_interval`, shrinking after
     /// `io_worker_idle_timeout`.
     pub(crate) fn worker_pool_size(&self) -> dbaio_workers::PoolSize {
@@ -925,6 +938,23 @@ mod tests {
         let mut s = Settings::default();
         s.set("max_issuers", "4096").unwrap();
         assert_eq!(s.effective_io_max_concurrency(), 4);
+    }
+
+    #[test]
+    fn a_pool_minimum_above_its_maximum_is_an_error_unless_the_size_is_fixed() {
+        let mut s = Settings::default();
+        s.set("io_min_workers", "20").unwrap();
+        let e = s.validate().unwrap_err().to_string();
+        assert!(
+            e.starts_with("io_min_workers (20) is greater than io_max_workers (16)"),
+            "{e}"
+        );
+        assert!(e.contains("HINT:  Lower io_min_workers"), "{e}");
+        s.set("io_workers", "4").unwrap();
+        s.validate().unwrap();
+        s.set("io_workers", "0").unwrap();
+        s.set("io_max_workers", "20").unwrap();
+        s.validate().unwrap();
     }
 
     #[test]

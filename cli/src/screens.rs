@@ -35,9 +35,9 @@ pub struct All {
     pub worker_pool: Option<WorkerPoolRow>,
 }
 
-/// The worker pool in one line (`workers 3 (2 .. 32, 1 busy, 0 queued; grown 1, retired 0)`),
-/// or "" when the method has none.
-pub fn pool_line(pool: &Option<WorkerPoolRow>) -> String {
+/// The worker pool in one line (`workers 3 (1 .. 16, 1 busy, 0 queued; grown 2, retired 0,
+/// replaced 0)`), or "" when the method has none.
+fn pool_line(pool: &Option<WorkerPoolRow>) -> String {
     let Some(p) = pool else {
         return String::new();
     };

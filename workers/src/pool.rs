@@ -10,11 +10,12 @@
 //! Waking the *lowest* idle worker concentrates work on low-numbered workers, so the ones above
 //! them stay idle when they are not needed, and can leave.
 //!
-//! **Sizing.** When a submitter queues requests and finds fewer idle workers than requests,
-//! the queue is backing up: it starts one more worker, unless the pool is at its maximum or the
-//! last start was less than the launch interval ago. A worker that sleeps for the idle timeout
-//! without being woken leaves, unless the pool is at its minimum. A fixed pool is one whose
-//! minimum and maximum are equal.
+//! **Sizing.** Time is cut into windows at least the launch interval long. A wake that finds
+//! an idle worker (or one already coming) for every request beyond those the coming workers
+//! will take makes its window calm; a wake that finds too few, at the end of a window that was
+//! not calm, starts one more worker, unless the pool is at its maximum. A worker that sleeps
+//! for the idle timeout without being woken leaves, unless the pool is at its minimum. A
+//! fixed pool is one whose minimum and maximum are equal.
 //!
 //! A worker that panics while executing a request (or while posting its completion) reports
 //! the request to the sink as panicked, so it is never left hanging, starts a replacement
@@ -242,11 +243,6 @@ impl WorkerPool {
         self.shared.running.load(Ordering::Relaxed)
     }
 
-    /// The sizing the pool was started with.
-    pub fn size(&self) -> PoolSize {
-        self.shared.size
-    }
-
     /// Workers replaced after a panic, so far.
     pub fn replaced(&self) -> u32 {
         self.shared.replaced.load(Ordering::Relaxed)
@@ -255,11 +251,6 @@ impl WorkerPool {
     /// Workers started because requests waited for one, so far.
     pub fn grown(&self) -> u32 {
         self.shared.grown.load(Ordering::Relaxed)
-    }
-
-    /// Workers that left after the idle timeout, so far.
-    pub fn retired(&self) -> u32 {
-        self.shared.retired.load(Ordering::Relaxed)
     }
 
     /// Requests queued and not yet picked up by a worker.

@@ -105,7 +105,9 @@ pub use handle::error::{AioError, IoError};
 pub use handle::fault::{FaultAction, FaultRule};
 pub use handle::op::{HandleFlags, Op};
 pub use handle::result::{IoResult, Status};
-pub use handle::settings::{HugePages, IoMethodKind, IoUringFallback, Settings, SettingsError};
+pub use handle::settings::{
+    HugePages, IoMethodKind, IoUringFallback, IoWorkerKind, Settings, SettingsError,
+};
 pub use handle::slot::{Executor, HandleState, MAX_CALLBACKS, WaitRef};
 pub use handle::wait_event::WaitEvent;
 pub use introspect::stats::{AdviceRow, ExecutorRow, IssuerStatsRow, LatencyRow, OpStatsRow};

@@ -53,6 +53,11 @@ impl AioBuilder {
     pub fn start(self) -> Result<Aio, AioError> {
         let settings = self.settings;
         settings.validate()?;
+        if settings.worker_processes() {
+            // Before the buffer pool: its pages, and every IoBuf made from now on, come
+            // from the shared arena that worker processes map.
+            dbaio_workers::arena::install().map_err(AioError::Start)?;
+        }
         let pool = Arc::new(BufferPool::new(&settings, self.verifier).map_err(|source| {
             AioError::BufferPool {
                 bytes: settings.pool_blocks() * u64::from(settings.block_size),

@@ -239,7 +239,7 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
         b.set_prefix(format!("{method:>8}"));
         b
     });
-    let cpu_before = process_cpu_seconds();
+    let cpu_before = process_cpu_seconds(&aio);
     let start = Instant::now();
     let deadline = start + opts.runtime;
     let mut last_tick = start;
@@ -316,7 +316,7 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
     }
     issuer.end_batch();
     let seconds = start.elapsed().as_secs_f64();
-    let cpu_seconds = process_cpu_seconds() - cpu_before;
+    let cpu_seconds = process_cpu_seconds(&aio) - cpu_before;
     let workers = aio.worker_pool().map(|p| p.workers.len() as u32);
     let avg_device_queue = queue_ms_before
         .zip(device_queue_ms(&opts.filename))
@@ -386,15 +386,38 @@ pub fn stat_field(stat: &Path, n: usize) -> Option<u64> {
         .ok()
 }
 
-/// User + system CPU time this process has used, in seconds.
-fn process_cpu_seconds() -> f64 {
-    match nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF) {
-        Ok(u) => {
-            let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
-            t(u.user_time()) + t(u.system_time())
-        }
-        Err(_) => 0.0,
+/// User + system CPU time this process has used, in seconds, with that of its worker
+/// processes: the running ones (from `/proc/<pid>/stat`) and those that have exited and been
+/// reaped (`RUSAGE_CHILDREN`).
+fn process_cpu_seconds(aio: &dbaio::Aio) -> f64 {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
+    let usage = |who| getrusage(who).map_or(0.0, |u| t(u.user_time()) + t(u.system_time()));
+    let mut total = usage(UsageWho::RUSAGE_SELF);
+    if let Some(pool) = aio.worker_pool().filter(|p| p.kind == "process") {
+        total += usage(UsageWho::RUSAGE_CHILDREN);
+        total += pool
+            .workers
+            .iter()
+            .map(|w| pid_cpu_seconds(w.tid))
+            .sum::<f64>();
     }
+    total
+}
+
+/// User + system CPU time of process `pid` so far (0 if it is gone).
+fn pid_cpu_seconds(pid: i32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    // SAFETY: sysconf only reads a configuration value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    (ticks(11) + ticks(12)) / hz
 }
 
 /// Formats reports as the comparison table.

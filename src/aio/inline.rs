@@ -87,6 +87,7 @@ impl Issuer {
         let req = dbaio_workers::Request {
             op: op.engine_code(),
             fd,
+            file: u32::MAX,
             offset,
             len: iov.iov_len as u64,
             iov: &iov,

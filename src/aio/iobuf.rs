@@ -18,6 +18,8 @@ pub struct IoBuf {
     /// Bytes allocated (the length it was made with); `len` may be set lower to reuse it.
     capacity: usize,
     align: usize,
+    /// Carved from the shared arena (in a block of `arena::block_size(capacity)` bytes).
+    arena: bool,
 }
 
 // SAFETY: IoBuf uniquely owns its allocation (like Box<[u8]>); moving it between threads moves
@@ -46,8 +48,23 @@ impl IoBuf {
         b
     }
 
-    /// `len` bytes aligned to `align`, zeroed or not (the caller then writes every byte).
+    /// `len` bytes aligned to `align`, zeroed or not (the caller then writes every byte):
+    /// from the shared arena once worker processes have started in this process (so that
+    /// they can reach it), otherwise, or when the arena is exhausted, from the heap.
     fn allocate(len: usize, align: usize, zeroed: bool) -> IoBuf {
+        if let Some(a) = dbaio_workers::arena::installed() {
+            if align <= dbaio_workers::arena::BLOCK_ALIGN {
+                if let Some((ptr, _)) = a.alloc(len, zeroed) {
+                    return IoBuf {
+                        ptr,
+                        len,
+                        capacity: len,
+                        align,
+                        arena: true,
+                    };
+                }
+            }
+        }
         let layout = Layout::from_size_align(len.max(1), align)
             .expect("IoBuf: alignment must be a power of two");
         // SAFETY: the layout has a non-zero size (len.max(1)).
@@ -64,6 +81,7 @@ impl IoBuf {
             len,
             capacity: len,
             align,
+            arena: false,
         }
     }
 
@@ -128,6 +146,14 @@ impl std::ops::DerefMut for IoBuf {
 
 impl Drop for IoBuf {
     fn drop(&mut self) {
+        if self.arena {
+            if let Some(a) = dbaio_workers::arena::installed() {
+                // SAFETY: the block came from this arena's `alloc` with this size, and this
+                // IoBuf, its only owner, is going away.
+                unsafe { a.free(self.ptr, dbaio_workers::arena::block_size(self.capacity)) };
+            }
+            return;
+        }
         let layout = Layout::from_size_align(self.capacity.max(1), self.align)
             .expect("layout was valid at allocation");
         // SAFETY: ptr was allocated in `with_alignment` with exactly this layout.

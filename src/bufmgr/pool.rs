@@ -134,8 +134,13 @@ impl BufferPool {
         let page_size = s.block_size as usize;
         let (issuers, huge, thp) = (s.max_issuers, s.huge_pages, s.transparent_huge_pages);
         let per_partition = (buffers as usize / PARTITIONS + 1) * 4;
-        // Private until worker processes exist (they will need the shared variant).
-        let pages = SharedRegion::new_pages(buffers as usize * page_size, true, huge, thp)?;
+        // Private while every executor is a thread; in the shared arena for worker processes.
+        let bytes = buffers as usize * page_size;
+        let pages = if s.worker_processes() {
+            SharedRegion::in_arena(bytes)?
+        } else {
+            SharedRegion::new_pages(bytes, true, huge, thp)?
+        };
         Ok(BufferPool {
             prefault: OnceLock::new(),
             prefault_pending: AtomicBool::new(false),

@@ -50,6 +50,14 @@ impl Shared {
         let detail = cb.map(|cb| cb.report(&result)).or_else(|| {
             if result.panicked() {
                 Some("the thread executing it panicked (see the log)".to_string())
+            } else if result.worker_lost() {
+                Some(format!(
+                    "worker process {} died while executing it, and so did the two before it",
+                    match crate::handle::slot::Executor::decode(s.executor.load(r)) {
+                        crate::handle::slot::Executor::Worker(w) => w.to_string(),
+                        _ => "?".to_string(),
+                    }
+                ))
             } else if result.submit_failed() {
                 let os = std::io::Error::from_raw_os_error(errno).to_string();
                 let os = os.split(" (os error").next().unwrap_or(&os).to_string();

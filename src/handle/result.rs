@@ -59,6 +59,10 @@ pub const ERROR_DATA_SUBMIT_FAILED: u32 = 1 << 22;
 /// reports it (`callback_id`), panicked.
 pub const ERROR_DATA_PANICKED: u32 = 0x7f_ffff;
 
+/// error_data of an ERROR result when every worker process that executed the I/O died before
+/// finishing it (it was tried three times; see `dbaio_workers::process`).
+pub const ERROR_DATA_WORKER_LOST: u32 = 0x7f_fffe;
+
 impl IoResult {
     /// Not completed.
     pub const UNKNOWN: IoResult = IoResult {
@@ -120,7 +124,7 @@ impl IoResult {
             return None;
         }
         Some(match self.error_data {
-            ERROR_DATA_PANICKED => 0,
+            ERROR_DATA_PANICKED | ERROR_DATA_WORKER_LOST => 0,
             d if d & ERROR_DATA_SUBMIT_FAILED != 0 => (d & 0xfff) as i32,
             d => d as i32,
         })
@@ -131,11 +135,17 @@ impl IoResult {
         self.status == Status::Error && self.error_data == ERROR_DATA_PANICKED
     }
 
+    /// True for a base ERROR whose worker processes all died executing it.
+    pub fn worker_lost(&self) -> bool {
+        self.status == Status::Error && self.error_data == ERROR_DATA_WORKER_LOST
+    }
+
     /// True for a base ERROR whose submission the kernel refused.
     pub fn submit_failed(&self) -> bool {
         self.status == Status::Error
             && self.callback_id == 0
             && self.error_data != ERROR_DATA_PANICKED
+            && self.error_data != ERROR_DATA_WORKER_LOST
             && self.error_data & ERROR_DATA_SUBMIT_FAILED != 0
     }
 

@@ -65,6 +65,16 @@ pub enum IoUringFallback {
     Sync,
 }
 
+/// What the worker method's workers are (`io_worker_kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoWorkerKind {
+    /// Threads of the embedding process (the default).
+    Thread,
+    /// Separate processes over shared memory: a crash in one cannot corrupt the embedder,
+    /// and a killed one is replaced with its I/Os executed again.
+    Process,
+}
+
 /// Whether the buffer pool's pages use huge pages (`huge_pages`, as PostgreSQL's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HugePages {
@@ -130,6 +140,13 @@ pub struct Settings {
     /// (the default) for a pool that sizes itself between `io_min_workers` and
     /// `io_max_workers`.
     pub io_workers: u32,
+    /// `io_worker_kind`: `thread` (default) or `process`.
+    pub io_worker_kind: IoWorkerKind,
+    /// `io_worker_program`: the program worker processes execute (default empty: the running
+    /// program, which becomes a worker before its `main` because it links dbaio). Set it when
+    /// the running program cannot be executed again as a worker (an interpreter that loads
+    /// dbaio as a plugin); the `dbaio` command serves.
+    pub io_worker_program: Option<PathBuf>,
     /// `io_min_workers`: workers a self-sizing pool always runs (1..32, default 1).
     pub io_min_workers: u32,
     /// `io_max_workers`: the most workers a self-sizing pool runs (1..32, default 16). A
@@ -194,6 +211,8 @@ impl Default for Settings {
         Settings {
             io_method: IoMethodKind::Worker,
             io_workers: 0,
+            io_worker_kind: IoWorkerKind::Thread,
+            io_worker_program: None,
             io_min_workers: 1,
             io_max_workers: 16,
             io_worker_idle_timeout: 60_000,
@@ -238,6 +257,8 @@ enum Unit {
 pub const PARAMETERS: &[&str] = &[
     "io_method",
     "io_workers",
+    "io_worker_kind",
+    "io_worker_program",
     "io_min_workers",
     "io_max_workers",
     "io_worker_idle_timeout",
@@ -528,6 +549,20 @@ impl Settings {
             "transparent_huge_pages" => {
                 self.transparent_huge_pages = parse_bool("transparent_huge_pages", value)?
             }
+            "io_worker_kind" => {
+                self.io_worker_kind = parse_enum(
+                    "io_worker_kind",
+                    value,
+                    &[
+                        ("thread", IoWorkerKind::Thread),
+                        ("process", IoWorkerKind::Process),
+                    ],
+                )?
+            }
+            "io_worker_program" => {
+                let v = value.trim();
+                self.io_worker_program = (!v.is_empty()).then(|| PathBuf::from(v));
+            }
             "io_uring_fallback" => {
                 self.io_uring_fallback = parse_enum(
                     "io_uring_fallback",
@@ -714,6 +749,12 @@ impl Settings {
         }
     }
 
+    /// True when I/O goes to worker processes (`io_method = worker`, `io_worker_kind =
+    /// process`): buffers and pages must then live in the shared arena.
+    pub fn worker_processes(&self) -> bool {
+        self.io_method == IoMethodKind::Worker && self.io_worker_kind == IoWorkerKind::Process
+    }
+
     /// The worker pool's sizing: `io_workers` fixed when set (1..32), otherwise
     /// `io_min_workers .. io_max_workers` (`validate` refuses a minimum above the maximum),
     /// growing no faster than `io_worker_launch_interval`, shrinking after
@@ -747,7 +788,7 @@ impl Settings {
         };
         let onoff = |b: bool| if b { "on" } else { "off" };
         format!(
-            "io_method = {}\nio_workers = {}\nio_min_workers = {}\nio_max_workers = {}\n\
+            "io_method = {}\nio_workers = {}\nio_worker_kind = {}\nio_worker_program = '{}'\nio_min_workers = {}\nio_max_workers = {}\n\
              io_worker_idle_timeout = {}ms\nio_worker_launch_interval = {}ms\nio_max_concurrency = {}\neffective_io_concurrency = {}\n\
              maintenance_io_concurrency = {}\nio_combine_limit = {}\nio_max_combine_limit = {}\n\
              block_size = {}\nbuffer_pool_size = {}\ndirect_io = {}\nbuffer_pool_prefault = {}\nhuge_pages = {}\n\
@@ -756,6 +797,14 @@ impl Settings {
              introspection_socket = '{}'\nio_advice_budget = {}\n",
             self.io_method,
             self.io_workers,
+            match self.io_worker_kind {
+                IoWorkerKind::Thread => "thread",
+                IoWorkerKind::Process => "process",
+            },
+            self.io_worker_program
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
             self.io_min_workers,
             self.io_max_workers,
             self.io_worker_idle_timeout,

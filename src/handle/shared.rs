@@ -9,7 +9,7 @@ use super::callback::{CallbackRegistry, IoContext};
 use super::error::AioError;
 use super::fault::{FaultInjector, FaultSite};
 use super::files::FileTable;
-use super::result::{ERROR_DATA_PANICKED, IoResult, Status};
+use super::result::{ERROR_DATA_PANICKED, ERROR_DATA_WORKER_LOST, IoResult, Status};
 use super::settings::Settings;
 use super::shmem::SharedRegion;
 use super::slot::{Executor, HandleSlot, HandleState, WaitRef};
@@ -224,6 +224,11 @@ impl Shared {
         }
     }
 
+    /// How many handles the table has.
+    pub(crate) fn handle_count(&self) -> u32 {
+        self.n_handles
+    }
+
     /// The handle slot `i`.
     pub(crate) fn slot(&self, i: u32) -> &HandleSlot {
         assert!(i < self.n_handles, "handle index {i} out of range");
@@ -289,6 +294,7 @@ impl Shared {
         Request {
             op: s.op().engine_code(),
             fd: s.fd.load(r),
+            file: s.file.load(r),
             offset: s.offset.load(r),
             len: s.length.load(r),
             iov: self.iovecs(i),
@@ -407,6 +413,19 @@ impl Shared {
             status: Status::Error,
             callback_id: 0,
             error_data: ERROR_DATA_PANICKED,
+            result: 0,
+        };
+        self.finish(i, -libc::EIO, executor, Some(base), None);
+    }
+
+    /// Fails handle `i` (SUBMITTED): every worker process that executed it died first (the
+    /// last was `executor`).
+    pub(crate) fn fail_worker_lost(&self, i: u32, executor: Executor) {
+        tracing::error!(io_id = i, %executor, "the worker processes executing an I/O died; failing the I/O");
+        let base = IoResult {
+            status: Status::Error,
+            callback_id: 0,
+            error_data: ERROR_DATA_WORKER_LOST,
             result: 0,
         };
         self.finish(i, -libc::EIO, executor, Some(base), None);

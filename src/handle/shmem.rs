@@ -18,6 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub(crate) struct SharedRegion {
     ptr: NonNull<u8>,
     len: usize,
+    /// A block of the shared arena (returned to it on drop), not a mapping of its own.
+    arena: bool,
 }
 
 // SAFETY: the region is plain memory; all concurrent access to it goes through atomics or is
@@ -49,7 +51,27 @@ impl SharedRegion {
         }
         let ptr = NonNull::new(p.cast::<u8>())
             .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
-        Ok(SharedRegion { ptr, len })
+        Ok(SharedRegion {
+            ptr,
+            len,
+            arena: false,
+        })
+    }
+
+    /// Page memory for the buffer pool in the shared arena, where worker processes reach it
+    /// (`io_worker_kind = process`; the arena must be installed). 4 KiB pages: the arena is one
+    /// memfd, and its hugetlb and THP behaviour are the shmem ones, not tuned here.
+    pub(crate) fn in_arena(len: usize) -> io::Result<SharedRegion> {
+        let arena = dbaio_workers::arena::installed()
+            .ok_or_else(|| io::Error::other("the shared arena is not installed"))?;
+        let (ptr, _) = arena
+            .alloc(len.max(1), true)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
+        Ok(SharedRegion {
+            ptr,
+            len: len.max(1),
+            arena: true,
+        })
     }
 
     /// Page memory for the buffer pool, 2 MiB aligned. `private`: a process-private anonymous
@@ -111,6 +133,14 @@ impl SharedRegion {
 
 impl Drop for SharedRegion {
     fn drop(&mut self) {
+        if self.arena {
+            if let Some(a) = dbaio_workers::arena::installed() {
+                // SAFETY: the block came from this arena's `alloc` for `len` bytes, and its
+                // owner is being dropped.
+                unsafe { a.free(self.ptr, dbaio_workers::arena::block_size(self.len)) };
+            }
+            return;
+        }
         // SAFETY: ptr/len came from a successful mmap and nothing refers to the region any
         // more (its owner, the Core, is being dropped).
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };

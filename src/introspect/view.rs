@@ -103,8 +103,15 @@ pub struct WorkerPoolRow {
     pub grown: u32,
     /// Workers that left after `io_worker_idle_timeout`, since start.
     pub retired: u32,
-    /// Workers replaced after a panic, since start.
+    /// Workers replaced after a panic (threads) or a death (processes), since start.
     pub replaced: u32,
+    /// `thread` or `process` (`io_worker_kind`).
+    pub kind: String,
+    /// I/Os run in the issuer instead of a worker process because the process could not
+    /// reach their memory (a buffer made before worker processes started), since start.
+    pub ran_locally: u64,
+    /// I/Os queued again because the worker process executing them died, since start.
+    pub requeued: u64,
     /// Every running worker, lowest number first.
     pub workers: Vec<WorkerRow>,
 }
@@ -114,7 +121,7 @@ pub struct WorkerPoolRow {
 pub struct WorkerRow {
     /// Its number: the `executor` column shows `worker N` for the I/Os it runs.
     pub worker: u32,
-    /// Its thread id.
+    /// Its thread id, or its process id for a worker process.
     pub tid: i32,
     /// `busy` (executing an I/O) or `idle`.
     pub state: String,
@@ -132,6 +139,9 @@ pub(crate) fn worker_pool(shared: &Shared) -> Option<WorkerPoolRow> {
         grown: snap.grown,
         retired: snap.retired,
         replaced: snap.replaced,
+        kind: if snap.processes { "process" } else { "thread" }.to_string(),
+        ran_locally: snap.local,
+        requeued: snap.requeued,
         workers: snap
             .workers
             .into_iter()

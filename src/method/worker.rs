@@ -1,15 +1,25 @@
-//! The `worker` method: I/Os go to a pool of worker threads (fixed by `io_workers`, or sized
-//! by load between `io_min_workers` and `io_max_workers`) through a bounded queue. Workers run
-//! the shared callbacks, so completion never needs the issuer. When the queue is full the
-//! issuer runs the overflow itself, after queueing the rest. See `docs/design.md`, "Methods".
+//! The `worker` method: I/Os go to a pool of workers (fixed by `io_workers`, or sized by load
+//! between `io_min_workers` and `io_max_workers`).
+//!
+//! With `io_worker_kind = thread` the workers are threads pulling from a bounded queue; they
+//! run the shared callbacks, so completion never needs the issuer. When the queue is full the
+//! issuer runs the overflow itself, after queueing the rest.
+//!
+//! With `io_worker_kind = process` they are processes (`dbaio_workers::process`): an I/O is
+//! copied into its request cell in the shared control segment (its buffers named by offsets
+//! in the shared arena), a process executes it, and the pool's completer thread completes it
+//! here, where the callbacks live. An I/O whose memory a process cannot reach (a buffer made
+//! before the arena existed, an `unlink` path) runs in the issuer, counted in the view.
+//! See `docs/design.md`, "Methods" and "Worker processes".
 
 use super::IoMethod;
 use crate::handle::error::AioError;
 use crate::handle::op::HandleFlags;
-use crate::handle::settings::{IoMethodKind, Settings};
+use crate::handle::settings::{IoMethodKind, IoWorkerKind, Settings};
 use crate::handle::shared::Completed;
 use crate::handle::shared::Shared;
 use crate::handle::slot::{Executor, HandleState};
+use dbaio_workers::process::{ProcessConfig, ProcessPool, ProcessSink};
 use dbaio_workers::{CompletionSink, WorkerPool};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -47,8 +57,36 @@ impl CompletionSink for Sink {
     }
 }
 
+/// Posts worker-process completions into the shared table (on the pool's completer thread).
+struct ProcSink(Arc<Shared>);
+
+impl ProcessSink for ProcSink {
+    fn complete(&self, worker: u32, i: u32, result: i32) {
+        let ex = Executor::Worker(worker);
+        if self.0.complete(i, result, ex) == Completed::Retry {
+            // EAGAIN/EINTR: executed again here, at once.
+            self.0.perform_synchronously(i, ex);
+        }
+    }
+
+    fn lost(&self, worker: u32, i: u32) {
+        self.0.fail_worker_lost(i, Executor::Worker(worker));
+    }
+
+    fn panicked(&self, worker: u32, i: u32) {
+        if self.0.slot(i).state() == HandleState::Submitted {
+            self.0.fail_panicked(i, Executor::Worker(worker));
+        }
+    }
+}
+
 pub(crate) struct WorkerMethod {
-    pool: WorkerPool,
+    engine: Engine,
+}
+
+enum Engine {
+    Threads(WorkerPool),
+    Processes(ProcessPool),
 }
 
 impl WorkerMethod {
@@ -56,17 +94,41 @@ impl WorkerMethod {
         settings: &Settings,
         shared: &Arc<Shared>,
     ) -> Result<WorkerMethod, AioError> {
-        let pool = WorkerPool::start(
-            settings.worker_pool_size(),
-            settings.io_worker_queue_size as usize,
-            "dbaio-io-worker",
-            Arc::new(Sink(Arc::clone(shared))),
-        )
-        .map_err(AioError::Start)?;
-        // The view reads the pool through the shared table (introspection does not reach into
-        // the methods); a weak reference, so the pool still stops when the method is dropped.
-        let _ = shared.worker_pool.set(pool.observer());
-        Ok(WorkerMethod { pool })
+        let engine = match settings.io_worker_kind {
+            IoWorkerKind::Thread => {
+                let pool = WorkerPool::start(
+                    settings.worker_pool_size(),
+                    settings.io_worker_queue_size as usize,
+                    "dbaio-io-worker",
+                    Arc::new(Sink(Arc::clone(shared))),
+                )
+                .map_err(AioError::Start)?;
+                // The view reads the pool through the shared table (introspection does not
+                // reach into the methods); a weak reference, so the pool still stops when the
+                // method is dropped.
+                let _ = shared.worker_pool.set(pool.observer());
+                Engine::Threads(pool)
+            }
+            IoWorkerKind::Process => {
+                let program = match &settings.io_worker_program {
+                    Some(p) => p.clone(),
+                    None => std::env::current_exe().map_err(AioError::Start)?,
+                };
+                let pool = ProcessPool::start(
+                    ProcessConfig {
+                        size: settings.worker_pool_size(),
+                        handles: shared.handle_count(),
+                        files: settings.max_files,
+                        program,
+                    },
+                    Arc::new(ProcSink(Arc::clone(shared))),
+                )
+                .map_err(AioError::Start)?;
+                let _ = shared.worker_pool.set(pool.observer().into());
+                Engine::Processes(pool)
+            }
+        };
+        Ok(WorkerMethod { engine })
     }
 }
 
@@ -83,13 +145,17 @@ impl IoMethod for WorkerMethod {
     }
 
     fn submit(&self, shared: &Shared, _issuer: u32, handles: &[u32]) {
+        let pool = match &self.engine {
+            Engine::Threads(pool) => pool,
+            Engine::Processes(procs) => return submit_to_processes(procs, shared, handles),
+        };
         let mut queued = 0u32;
         let mut overflow_from = None;
         for (k, &i) in handles.iter().enumerate() {
             if !shared.claim_submit(i) {
                 continue; // a waiter found it staged and ran it
             }
-            match self.queue(shared, i) {
+            match queue(pool, shared, i) {
                 true => queued += 1,
                 false => {
                     overflow_from = Some(k);
@@ -97,7 +163,7 @@ impl IoMethod for WorkerMethod {
                 }
             }
         }
-        self.pool.wake(queued);
+        pool.wake(queued);
         if let Some(k) = overflow_from {
             // handles[k] is claimed already; the later ones are not yet.
             for (n, &i) in handles[k..].iter().enumerate() {
@@ -105,8 +171,8 @@ impl IoMethod for WorkerMethod {
                     continue;
                 }
                 // A later entry may fit now that workers drained some.
-                if self.queue(shared, i) {
-                    self.pool.wake(1);
+                if queue(pool, shared, i) {
+                    pool.wake(1);
                 } else {
                     shared.perform_synchronously(i, Executor::Issuer);
                 }
@@ -119,30 +185,99 @@ impl IoMethod for WorkerMethod {
     /// (PostgreSQL's workers cannot do this: the queue is theirs alone). The claim word makes
     /// sure exactly one of the waiter and the worker that pops the entry runs it.
     fn wait_one(&self, shared: &Shared, i: u32, generation: u64) -> bool {
+        if let Engine::Processes(procs) = &self.engine {
+            if procs.take_back(i, generation as u32) {
+                shared.perform_synchronously(i, Executor::Waiter);
+            } else {
+                // A process has it: complete it here when it is posted.
+                let s = shared.slot(i);
+                procs.drive(|| {
+                    s.generation.load(Ordering::Acquire) != generation
+                        || s.state() != HandleState::Submitted
+                });
+            }
+            return true;
+        }
         if !shared.slot(i).claim_queued_exact(generation) {
             return false; // a worker has it: sleep until it posts the completion
         }
         shared.perform_synchronously(i, Executor::Waiter);
         true
     }
+
+    /// Worker processes: the issuer completes what the workers post itself while it waits,
+    /// instead of being woken by the completer thread once that has (one hand-off fewer).
+    fn submit_and_wait(&self, shared: &Shared, issuer: u32, handles: &[u32], n: u32) -> bool {
+        let Engine::Processes(procs) = &self.engine else {
+            if !handles.is_empty() {
+                self.submit(shared, issuer, handles);
+            }
+            return false;
+        };
+        let info = &shared.issuers[issuer as usize];
+        let seen = info.completed.load(Ordering::SeqCst);
+        if !handles.is_empty() {
+            submit_to_processes(procs, shared, handles);
+        }
+        procs.drive(|| info.completed.load(Ordering::SeqCst).wrapping_sub(seen) >= n);
+        true
+    }
+
+    fn file_opened(&self, slot: u32, fd: std::os::fd::RawFd) {
+        if let Engine::Processes(procs) = &self.engine {
+            procs.file_opened(slot, fd);
+        }
+    }
+
+    fn file_closed(&self, slot: u32) {
+        if let Engine::Processes(procs) = &self.engine {
+            procs.file_closed(slot);
+        }
+    }
 }
 
-impl WorkerMethod {
-    /// Queues claimed handle `i` for the workers, marked claimable. False if the queue is
-    /// full: the handle is then still the caller's to run (true if a waiter claimed it in
-    /// the meantime and runs it).
-    fn queue(&self, shared: &Shared, i: u32) -> bool {
-        let s = shared.slot(i);
-        let generation = s.generation.load(Ordering::Relaxed);
-        // Claimable from the moment a worker can see it.
-        s.mark_queued(generation);
-        // SAFETY: the handle is SUBMITTED; its iovecs/path name memory the issuer parks in
-        // the handle until reclaim, which waits for the completion the worker (or a waiter
-        // that claims it) posts.
-        if unsafe { self.pool.try_submit(shared.request(i)) }.is_ok() {
-            return true;
+/// Queues claimed handle `i` for the worker threads, marked claimable. False if the queue is
+/// full: the handle is then still the caller's to run (true if a waiter claimed it in the
+/// meantime and runs it).
+fn queue(pool: &WorkerPool, shared: &Shared, i: u32) -> bool {
+    let s = shared.slot(i);
+    let generation = s.generation.load(Ordering::Relaxed);
+    // Claimable from the moment a worker can see it.
+    s.mark_queued(generation);
+    // SAFETY: the handle is SUBMITTED; its iovecs/path name memory the issuer parks in
+    // the handle until reclaim, which waits for the completion the worker (or a waiter
+    // that claims it) posts.
+    if unsafe { pool.try_submit(shared.request(i)) }.is_ok() {
+        return true;
+    }
+    // Not queued: take the mark back, unless a waiter saw it and claimed it first.
+    !s.claim_queued_exact(generation)
+}
+
+/// Submits to worker processes: each handle goes to its request cell, or, when a process
+/// cannot reach its memory, runs here after the others are on their way.
+fn submit_to_processes(procs: &ProcessPool, shared: &Shared, handles: &[u32]) {
+    let mut queued = 0u32;
+    let mut here = 0usize;
+    let mut local = [0u32; 64];
+    for &i in handles {
+        if !shared.claim_submit(i) {
+            continue; // a waiter found it staged and ran it
         }
-        // Not queued: take the mark back, unless a waiter saw it and claimed it first.
-        !s.claim_queued_exact(generation)
+        let generation = shared.slot(i).generation.load(Ordering::Relaxed) as u32;
+        // SAFETY: the handle is SUBMITTED; its iovecs name memory the issuer parks in the
+        // handle until reclaim, which waits for the completion the pool posts.
+        if unsafe { procs.try_queue(i, generation, &shared.request(i)) } {
+            queued += 1;
+        } else if here < local.len() {
+            local[here] = i;
+            here += 1;
+        } else {
+            shared.perform_synchronously(i, Executor::Issuer);
+        }
+    }
+    procs.wake(queued);
+    for &i in &local[..here] {
+        shared.perform_synchronously(i, Executor::Issuer);
     }
 }

@@ -17,6 +17,10 @@ macro_rules! for_every_method {
             $crate::support::run(module_path!(), dbaio::IoMethodKind::Worker, $scenario);
         }
         #[test]
+        fn worker_process() {
+            $crate::support::run_on_processes(module_path!(), $scenario);
+        }
+        #[test]
         fn io_uring() {
             $crate::support::run(module_path!(), dbaio::IoMethodKind::IoUring, $scenario);
         }
@@ -35,10 +39,34 @@ pub fn run(name: &str, method: IoMethodKind, scenario: fn(IoMethodKind)) {
     eprintln!("conformance {name} on {method}: ok");
 }
 
+thread_local! {
+    /// Set while a scenario runs in the worker-process column: `settings(Worker)` then asks
+    /// for worker processes.
+    static PROCESSES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `scenario` on the worker method with `io_worker_kind = process` (the fourth column).
+pub fn run_on_processes(name: &str, scenario: fn(IoMethodKind)) {
+    PROCESSES.with(|p| p.set(true));
+    scenario(IoMethodKind::Worker);
+    PROCESSES.with(|p| p.set(false));
+    eprintln!("conformance {name} on worker processes: ok");
+}
+
+/// True inside the worker-process column.
+pub fn on_processes() -> bool {
+    PROCESSES.with(|p| p.get())
+}
+
 /// Settings for `method` with small, test-friendly sizes.
 pub fn settings(method: IoMethodKind) -> Settings {
     Settings {
         io_method: method,
+        io_worker_kind: if method == IoMethodKind::Worker && on_processes() {
+            dbaio::IoWorkerKind::Process
+        } else {
+            dbaio::IoWorkerKind::Thread
+        },
         max_issuers: 16,
         max_files: 64,
         ..Settings::default()
@@ -191,5 +219,33 @@ pub fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
             "timed out waiting for {what}"
         );
         std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Stops worker process `pid` (SIGSTOP) until the returned guard is dropped (SIGCONT): the
+/// process column's way to keep a worker from taking requests, as a held completion keeps a
+/// worker thread busy in the thread column.
+pub fn stop_worker_process(pid: i32) -> StoppedWorker {
+    assert!(pid > 0, "a worker process has a pid");
+    // SAFETY: kill takes integers; the pid is a worker process of this test's subsystem.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    eventually(10, "the worker process stopped", || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('T'))
+            })
+            .unwrap_or(true)
+    });
+    StoppedWorker(pid)
+}
+
+/// A worker process stopped by [`stop_worker_process`]; continued when dropped.
+pub struct StoppedWorker(pub i32);
+
+impl Drop for StoppedWorker {
+    fn drop(&mut self) {
+        // SAFETY: kill takes integers.
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
     }
 }

@@ -17,7 +17,42 @@ fn executed_by(aio: &dbaio::Aio, issuer: &str, executor: &str) -> u64 {
         .sum()
 }
 
+/// Worker processes: the only worker is stopped (SIGSTOP) instead of held mid-completion
+/// (completions run in the embedder there, so a hold would not keep it busy).
+fn on_processes() {
+    let d = dir();
+    let path = data_file(&d, "f", 65536);
+    let aio = start_with(IoMethodKind::Worker, |s| s.io_workers = 1);
+    let me = aio.register_issuer("waits").unwrap();
+    let f = aio.open(&path, &OpenOptions::read()).unwrap();
+    aio.inject_fault(FaultRule::new(FaultAction::Delay(Duration::ZERO)).offsets(8192..8193));
+    let pid = aio.worker_pool().unwrap().workers[0].tid;
+    let stopped = stop_worker_process(pid);
+    // Queued for the stopped worker, and waited for: the waiter takes it back and runs it.
+    let queued = me.acquire().unwrap().read(&f, 8192, IoBuf::new(4096));
+    assert_pattern(&me.wait(queued).into_buf(), 8192);
+    assert_eq!(executed_by(&aio, "waits", "waiter"), 1);
+    drop(stopped);
+    // The worker, running again, finds the stale queue bit's request taken back and skips it.
+    let later = me.acquire().unwrap().read(&f, 16384, IoBuf::new(4096));
+    me.wait_any();
+    assert_pattern(&me.wait(later).into_buf(), 16384);
+    assert_eq!(aio.faults_injected(), 1, "the queued read's one execution");
+    assert_eq!(executed_by(&aio, "waits", "worker 0"), 1);
+    let done: u64 = aio
+        .worker_pool()
+        .unwrap()
+        .workers
+        .iter()
+        .map(|w| w.ios_done)
+        .sum();
+    assert_eq!(done, 1, "the worker ran only the later read");
+}
+
 fn scenario(m: IoMethodKind) {
+    if crate::support::on_processes() {
+        return on_processes();
+    }
     let d = dir();
     let path = data_file(&d, "f", 65536);
     let aio = start_with(m, |s| s.io_workers = 1);

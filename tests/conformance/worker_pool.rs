@@ -6,7 +6,82 @@
 use crate::support::*;
 use dbaio::{FaultAction, FaultRule, IoBuf, IoMethodKind, OpenOptions};
 
+/// Worker processes: workers are kept from the queue by stopping them (SIGSTOP), since
+/// completions run in the embedder and a held one would not keep a worker busy. Each stopped
+/// worker leaves a request waiting with no idle worker: the supervisor starts another.
+fn on_processes() {
+    let d = dir();
+    let path = data_file(&d, "f", 65536);
+    let socket = d.path().join("aios.sock");
+    let aio = start_with(IoMethodKind::Worker, |s| {
+        s.io_min_workers = 1;
+        s.io_max_workers = 3;
+        s.io_worker_launch_interval = 0;
+        s.io_worker_idle_timeout = 100;
+        s.introspection_socket = Some(socket.clone());
+    });
+    let pool = aio.worker_pool().unwrap();
+    assert_eq!((pool.min, pool.max, pool.workers.len()), (1, 3, 1));
+    assert_eq!(pool.kind, "process");
+    let me = aio.register_issuer("grows").unwrap();
+    let f = aio.open(&path, &OpenOptions::read()).unwrap();
+    let mut stopped = Vec::new();
+    let mut reads = Vec::new();
+    for n in 1..=3usize {
+        let pool = aio.worker_pool().unwrap();
+        assert_eq!(pool.workers.len(), n, "{pool:?}");
+        assert!(
+            pool.workers
+                .iter()
+                .all(|w| w.tid > 0 && w.tid != std::process::id() as i32)
+        );
+        // Stop the newest worker, then queue a read nobody can take.
+        let newest = pool.workers.iter().map(|w| w.tid).max().unwrap();
+        stopped.push(stop_worker_process(newest));
+        let k = n as u64;
+        reads.push((
+            k,
+            me.acquire().unwrap().read(&f, k * 4096, IoBuf::new(4096)),
+        ));
+        if n < 3 {
+            eventually(10, "another worker started", || {
+                aio.worker_pool().unwrap().workers.len() == n + 1
+            });
+            // The new worker took the waiting read.
+            let (k, io) = reads.pop().unwrap();
+            assert_pattern(&me.wait(io).into_buf(), k * 4096);
+        }
+    }
+    // At the maximum: no fourth worker; the waiter takes the last read back and runs it.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let pool = aio.worker_pool().unwrap();
+    assert_eq!((pool.workers.len(), pool.grown), (3, 2), "{pool:?}");
+    let v = dbaio::introspect::request(&socket, "all").unwrap();
+    assert_eq!(v["worker_pool"]["workers"].as_array().unwrap().len(), 3);
+    assert_eq!(v["worker_pool"]["kind"], "process");
+    for (k, io) in reads {
+        assert_pattern(&me.wait(io).into_buf(), k * 4096);
+    }
+    drop(stopped);
+    // Idle for 100 ms: back to the minimum, never below.
+    eventually(10, "idle workers leaving", || {
+        aio.worker_pool().unwrap().workers.len() == 1
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let pool = aio.worker_pool().unwrap();
+    assert_eq!(
+        (pool.workers.len(), pool.retired, pool.replaced),
+        (1, 2, 0),
+        "{pool:?}"
+    );
+    let io = me.acquire().unwrap().read(&f, 4096, IoBuf::new(4096));
+    assert_pattern(&me.wait(io).into_buf(), 4096);
+}
+
 fn scenario(m: IoMethodKind) {
+    if crate::support::on_processes() {
+        return on_processes();
+    }
     let d = dir();
     let path = data_file(&d, "f", 65536);
     let socket = d.path().join("aios.sock");

@@ -11,9 +11,15 @@
 //! - `pool.rs` — [`WorkerPool`]: a bounded queue, the lowest idle worker woken on submit, sized
 //!   between a minimum and a maximum by demand ([`PoolSize`]), drain on stop.
 //! - `futex.rs` — the futex wait/wake used for wakeups (works in shared mappings too).
+//! - `arena.rs` — the shared buffer arena: memfd-backed memory worker processes can reach.
+//! - `process/` — worker processes: `mod.rs` the embedder's side ([`process::ProcessPool`],
+//!   its supervisor and completer threads), `control.rs` the shared control segment (request
+//!   cells, bitmaps, worker and file cells), `child.rs` the worker process itself.
 
+pub mod arena;
 pub mod futex;
 mod pool;
+pub mod process;
 mod request;
 
 pub use pool::{

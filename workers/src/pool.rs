@@ -111,17 +111,38 @@ pub struct PoolSnapshot {
     pub replaced: u32,
     /// Every running worker.
     pub workers: Vec<WorkerRow>,
+    /// Worker processes (`WorkerRow::tid` is then a pid), not threads.
+    pub processes: bool,
+    /// I/Os run in the embedder instead, because a process could not reach their memory.
+    pub local: u64,
+    /// I/Os queued again because the worker process executing them died.
+    pub requeued: u64,
 }
 
 /// Reads a pool's [`PoolSnapshot`] without keeping the pool alive (for a view that lives in
 /// a structure the pool's own sink points at).
 #[derive(Clone)]
-pub struct PoolObserver(Weak<Shared>);
+pub struct PoolObserver(Observed);
+
+#[derive(Clone)]
+enum Observed {
+    Threads(Weak<Shared>),
+    Processes(crate::process::ProcessObserver),
+}
 
 impl PoolObserver {
     /// The pool now, or None once it has been dropped.
     pub fn snapshot(&self) -> Option<PoolSnapshot> {
-        self.0.upgrade().map(|s| snapshot(&s))
+        match &self.0 {
+            Observed::Threads(w) => w.upgrade().map(|s| snapshot(&s)),
+            Observed::Processes(p) => p.snapshot(),
+        }
+    }
+}
+
+impl From<crate::process::ProcessObserver> for PoolObserver {
+    fn from(p: crate::process::ProcessObserver) -> PoolObserver {
+        PoolObserver(Observed::Processes(p))
     }
 }
 
@@ -267,7 +288,7 @@ impl WorkerPool {
     /// A handle that reads [`WorkerPool::snapshot`] while the pool lives, without keeping it
     /// alive.
     pub fn observer(&self) -> PoolObserver {
-        PoolObserver(Arc::downgrade(&self.shared))
+        PoolObserver(Observed::Threads(Arc::downgrade(&self.shared)))
     }
 
     /// Queues `req`, or hands it back when the queue is full (the caller then runs it itself).
@@ -373,6 +394,9 @@ fn snapshot(s: &Shared) -> PoolSnapshot {
         retired: s.retired.load(Ordering::Relaxed),
         replaced: s.replaced.load(Ordering::Relaxed),
         workers,
+        processes: false,
+        local: 0,
+        requeued: 0,
     }
 }
 
@@ -671,6 +695,7 @@ mod tests {
         Request {
             op: crate::OpCode::FadviseWillneed,
             fd: -1,
+            file: u32::MAX,
             offset: 0,
             len: 0,
             iov: std::ptr::null(),

@@ -28,6 +28,23 @@ pub enum OpCode {
     Ftruncate = 8,
 }
 
+impl OpCode {
+    /// The op with stored number `code`, if there is one.
+    pub fn from_code(code: u32) -> Option<OpCode> {
+        Some(match code {
+            1 => OpCode::Readv,
+            2 => OpCode::Writev,
+            3 => OpCode::Fsync,
+            4 => OpCode::Fdatasync,
+            5 => OpCode::Unlink,
+            6 => OpCode::FadviseWillneed,
+            7 => OpCode::Fallocate,
+            8 => OpCode::Ftruncate,
+            _ => return None,
+        })
+    }
+}
+
 /// One plain I/O request. `len` is the byte count for fadvise/fallocate and the new size for
 /// ftruncate; read and write lengths come from the iovecs.
 #[derive(Clone, Copy, Debug)]
@@ -37,6 +54,9 @@ pub struct Request {
     pub op: OpCode,
     /// File descriptor (unused by `Unlink`).
     pub fd: RawFd,
+    /// The embedder's file slot of `fd` (`u32::MAX`: none); worker processes, which cannot
+    /// use `fd` itself, find their own descriptor by it.
+    pub file: u32,
     /// File offset in bytes.
     pub offset: u64,
     /// Length for fadvise/fallocate, size for ftruncate.

@@ -1,0 +1,351 @@
+//! Worker processes under attack (issue 12): workers SIGKILLed while a mixed read/write load
+//! runs over self-describing blocks lose no data and no completion, and are replaced; a
+//! request that kills every worker that runs it fails with an error naming the lost worker;
+//! killing the embedding process leaves no worker behind.
+//!
+//! The kill run lasts `DBAIO_KILL_SECS` seconds (default 10).
+
+use dbaio::{Aio, IoBuf, IoMethodKind, IoWorkerKind, OpenOptions, Settings};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+const BLOCK: usize = 4096;
+const BLOCKS: u64 = 1024;
+
+fn settings(workers: u32) -> Settings {
+    Settings {
+        io_method: IoMethodKind::Worker,
+        io_worker_kind: IoWorkerKind::Process,
+        io_workers: workers,
+        max_issuers: 8,
+        max_files: 16,
+        ..Settings::default()
+    }
+}
+
+fn dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("dbaio-wp")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap()
+}
+
+/// Block `b` at version `v`: every 8-byte word names the block, the version and its place, so
+/// a torn, misplaced or stale block cannot pass for the right one.
+fn block_bytes(b: u64, v: u64) -> Vec<u8> {
+    (0..BLOCK as u64 / 8)
+        .flat_map(|w| {
+            (b.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                ^ v.rotate_left(32)
+                ^ w.wrapping_mul(0x2545_F491))
+            .to_le_bytes()
+        })
+        .collect()
+}
+
+/// Sends SIGKILL to one random worker process every `every` until `stop`; returns the kills.
+fn killer(aio: Aio, stop: Arc<AtomicBool>, every: Duration) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let mut kills = 0u64;
+        let mut x = 0x1234_5678_9abc_def1u64;
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(every);
+            let pids: Vec<i32> = aio
+                .worker_pool()
+                .unwrap()
+                .workers
+                .iter()
+                .map(|w| w.tid)
+                .filter(|&p| p > 0)
+                .collect();
+            if pids.is_empty() {
+                continue;
+            }
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let pid = pids[(x % pids.len() as u64) as usize];
+            // SAFETY: kill takes integers; the pid is one of this subsystem's workers.
+            if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
+                kills += 1;
+            }
+        }
+        kills
+    })
+}
+
+#[derive(Default, Debug)]
+struct Tally {
+    reads: u64,
+    writes: u64,
+    wrong: u64,
+    lost: u64,
+    other_errors: u64,
+}
+
+#[test]
+fn killed_workers_lose_no_data_and_no_completion() {
+    let secs: u64 = std::env::var("DBAIO_KILL_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let d = dir();
+    let path = d.path().join("blocks");
+    let aio = Aio::start(settings(4)).unwrap();
+    let me = aio.register_issuer("mixed").unwrap();
+    let f = aio
+        .open(&path, &OpenOptions::read_write().direct(true))
+        .unwrap();
+    // Version 0 of every block.
+    for b in 0..BLOCKS {
+        me.write_all_at(&f, b * BLOCK as u64, IoBuf::from_slice(&block_bytes(b, 0)))
+            .unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let kills = killer(aio.clone(), Arc::clone(&stop), Duration::from_millis(100));
+    // Watchdog: a hang fails the test instead of stalling CI.
+    let finished = Arc::new(AtomicBool::new(false));
+    {
+        let finished = Arc::clone(&finished);
+        let limit = Duration::from_secs(secs + 120);
+        std::thread::spawn(move || {
+            let t = Instant::now();
+            while !finished.load(Ordering::Relaxed) {
+                if t.elapsed() > limit {
+                    eprintln!("worker_processes: the kill run hung");
+                    std::process::abort();
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+    }
+    let mut version: Vec<u64> = vec![0; BLOCKS as usize];
+    let mut busy: HashMap<u64, ()> = HashMap::new();
+    let mut pending = Vec::new();
+    let mut tally = Tally::default();
+    let started = AtomicU64::new(0);
+    let mut x = 0x9e37_79b9u64;
+    let t0 = Instant::now();
+    let finish = |(b, is_write, v, io): (u64, bool, u64, dbaio::InFlight<'_>),
+                  version: &mut Vec<u64>,
+                  busy: &mut HashMap<u64, ()>,
+                  tally: &mut Tally| {
+        let c = me.wait(io);
+        busy.remove(&b);
+        match c.check() {
+            Ok(()) if is_write => {
+                version[b as usize] = v;
+                tally.writes += 1;
+            }
+            Ok(()) => {
+                tally.reads += 1;
+                if c.into_buf()[..] != block_bytes(b, version[b as usize])[..] {
+                    tally.wrong += 1;
+                }
+            }
+            Err(e) if e.to_string().contains("died while executing it") => tally.lost += 1,
+            Err(e) => {
+                eprintln!("unexpected error: {e}");
+                tally.other_errors += 1;
+            }
+        }
+    };
+    while t0.elapsed() < Duration::from_secs(secs) {
+        while pending.len() < 32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let b = (x >> 8) % BLOCKS;
+            if busy.contains_key(&b) {
+                continue; // one I/O per block at a time: the expected content is known
+            }
+            busy.insert(b, ());
+            started.fetch_add(1, Ordering::Relaxed);
+            let h = me.acquire().unwrap();
+            if x % 3 == 0 {
+                let v = version[b as usize] + 1;
+                let io = h.write(&f, b * BLOCK as u64, IoBuf::from_slice(&block_bytes(b, v)));
+                pending.push((b, true, v, io));
+            } else {
+                let io = h.read(&f, b * BLOCK as u64, IoBuf::new(BLOCK));
+                pending.push((b, false, 0, io));
+            }
+        }
+        let oldest = pending.remove(0);
+        finish(oldest, &mut version, &mut busy, &mut tally);
+    }
+    for p in pending.drain(..) {
+        finish(p, &mut version, &mut busy, &mut tally);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let kills = kills.join().unwrap();
+    // Every block reads back at the version its last successful write left.
+    for b in 0..BLOCKS {
+        let got = me
+            .read_exact_at(&f, b * BLOCK as u64, IoBuf::new(BLOCK))
+            .unwrap();
+        assert_eq!(
+            &got[..],
+            &block_bytes(b, version[b as usize])[..],
+            "block {b}"
+        );
+    }
+    let pool = aio.worker_pool().unwrap();
+    let started = started.load(Ordering::Relaxed);
+    eprintln!(
+        "kill run: {secs} s, {started} I/Os ({} reads, {} writes), {} wrong, {} lost with \
+         their worker, {} other errors; {kills} kills, {} workers replaced, {} I/Os queued \
+         again, {} run in the embedder",
+        tally.reads,
+        tally.writes,
+        tally.wrong,
+        tally.lost,
+        tally.other_errors,
+        pool.replaced,
+        pool.requeued,
+        pool.ran_locally
+    );
+    finished.store(true, Ordering::Relaxed);
+    assert_eq!(tally.wrong, 0, "{tally:?}");
+    assert_eq!(tally.other_errors, 0, "{tally:?}");
+    assert_eq!(
+        tally.reads + tally.writes + tally.lost,
+        started,
+        "every I/O completed exactly once"
+    );
+    assert!(
+        kills > 0 && u64::from(pool.replaced) >= kills.min(1),
+        "{pool:?}"
+    );
+    assert_eq!(pool.workers.len(), 4, "workers replaced: {pool:?}");
+    assert_eq!(pool.ran_locally, 0, "every I/O went to a process");
+    assert!(aio.aios().is_empty(), "nothing left in flight");
+    drop(pending);
+    me.close(f);
+    drop(me);
+    let pids: Vec<i32> = pool.workers.iter().map(|w| w.tid).collect();
+    drop(aio);
+    for pid in pids {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists()
+                || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .is_ok_and(|s| s.contains(") Z")),
+            "worker {pid} outlived the subsystem"
+        );
+    }
+}
+
+#[test]
+fn a_request_that_kills_every_worker_fails_naming_the_lost_worker() {
+    // A 1 GiB read from /dev/zero keeps a worker inside one request long enough to kill it
+    // there; after the third death the request is given up.
+    let aio = Aio::start(settings(1)).unwrap();
+    let me = aio.register_issuer("doomed").unwrap();
+    let zero = aio.open("/dev/zero", &OpenOptions::read()).unwrap();
+    let mut message = None;
+    for _attempt in 0..5 {
+        let io = me.acquire().unwrap().read(&zero, 0, IoBuf::new(1 << 30));
+        let mut killed = Vec::new();
+        while !io.check_done() && killed.len() < 3 {
+            let Some(w) = aio.worker_pool().unwrap().workers.first().cloned() else {
+                continue;
+            };
+            if w.tid <= 0 || killed.contains(&w.tid) || w.state != "busy" {
+                std::thread::yield_now();
+                continue;
+            }
+            std::thread::sleep(Duration::from_millis(30));
+            // SAFETY: kill takes integers; the pid is this subsystem's worker.
+            unsafe { libc::kill(w.tid, libc::SIGKILL) };
+            killed.push(w.tid);
+        }
+        let c = me.wait(io);
+        if let Err(e) = c.check() {
+            message = Some(e.to_string());
+            break;
+        }
+    }
+    let message = message.expect("the read was lost with its workers in one of 5 attempts");
+    assert!(
+        message.contains("worker process 0 died while executing it"),
+        "{message}"
+    );
+    assert!(message.contains("/dev/zero"), "{message}");
+    // The pool goes on with a new worker.
+    let pool = aio.worker_pool().unwrap();
+    assert!(pool.replaced >= 3, "{pool:?}");
+    let b = me.read_exact_at(&zero, 0, IoBuf::new(4096)).unwrap();
+    assert!(b.iter().all(|&x| x == 0));
+}
+
+/// Not a test on its own: the embedder that `killing_the_embedder_leaves_no_worker` starts and
+/// kills. It prints its workers' pids, then sleeps.
+#[test]
+fn embedder_child() {
+    if std::env::var_os("DBAIO_TEST_EMBEDDER").is_none() {
+        return;
+    }
+    let aio = Aio::start(settings(3)).unwrap();
+    let pids: Vec<String> = aio
+        .worker_pool()
+        .unwrap()
+        .workers
+        .iter()
+        .map(|w| w.tid.to_string())
+        .collect();
+    println!("PIDS {}", pids.join(" "));
+    use std::io::Write;
+    std::io::stdout().flush().unwrap();
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+#[test]
+fn killing_the_embedder_leaves_no_worker() {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "embedder_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("DBAIO_TEST_EMBEDDER", "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let pids: Vec<i32> = out
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            // (The harness may print "test embedder_child ... " before it on the same line.)
+            l.split_once("PIDS ")
+                .map(|(_, p)| p.split_whitespace().map(|x| x.parse().unwrap()).collect())
+        })
+        .expect("the child printed its workers");
+    assert_eq!(pids.len(), 3);
+    assert!(
+        pids.iter()
+            .all(|&p| std::path::Path::new(&format!("/proc/{p}")).exists())
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let t = Instant::now();
+    // Orphans are reparented and reaped by init (or stay zombies under a reaper that is not
+    // init); either way none may still run.
+    let running = |p: i32| {
+        std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+            !s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        })
+    };
+    while pids.iter().any(|&p| running(p)) {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "workers {pids:?} outlived their embedder"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -1,0 +1,323 @@
+//! The worker process: what runs after the embedder's program is executed again with
+//! `DBAIO_IO_WORKER` in its environment (see `entry`, called before `main`).
+//!
+//! It maps the control segment (its standard input) and the shared arena (opened through
+//! `/proc/<embedder>/fd/<n>`), then loops: take a queued request, execute it with the same
+//! blocking executor the threads use, post the result, wake the embedder's completer. Files
+//! are reopened through `/proc/<embedder>/fd/<n>` on first use and kept in a per-worker cache
+//! until the embedder closes them. It dies with its embedder (`PR_SET_PDEATHSIG`) and leaves
+//! by itself after the idle timeout when the pool is above its minimum.
+
+use super::control::{
+    Control, DONE, FileCell, Layout, MAGIC, QUEUED, RUNNING, W_BUSY, W_IDLE, W_RETIRED, state_word,
+};
+use crate::futex;
+use crate::request::{OpCode, Request, perform};
+use nix::sys::signal::Signal;
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{Ordering, fence};
+use std::time::Duration;
+
+/// The environment variable that turns a start of the embedder's program into a worker.
+pub const ENV: &str = "DBAIO_IO_WORKER";
+
+/// Runs before `main` in every program that links dbaio: returns at once unless this process
+/// was started as a worker, and then never returns.
+pub(crate) fn entry() {
+    // SAFETY: getenv with a NUL-terminated name; nothing modifies the environment this early.
+    let v = unsafe { libc::getenv(c"DBAIO_IO_WORKER".as_ptr()) };
+    if v.is_null() {
+        return;
+    }
+    // SAFETY: getenv returned a valid NUL-terminated string.
+    let arg = unsafe { std::ffi::CStr::from_ptr(v) }
+        .to_string_lossy()
+        .into_owned();
+    let code = match run(&arg) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("dbaio io worker: {e}");
+            1
+        }
+    };
+    // SAFETY: _exit ends the process without running the program's own initialisation or
+    // atexit handlers, which belong to the embedder, not to its worker.
+    unsafe { libc::_exit(code) }
+}
+
+struct Worker<'a> {
+    ctl: &'a Control,
+    id: u32,
+    parent: i32,
+    arena: *mut u8,
+    arena_len: u64,
+    /// File slot → (epoch, our descriptor).
+    files: HashMap<u32, (u64, OwnedFd)>,
+    close_seq: u32,
+    cursor: usize,
+}
+
+fn run(arg: &str) -> Result<(), String> {
+    let mut parts = arg.split(':');
+    let mut next = |what: &str| -> Result<i64, String> {
+        parts
+            .next()
+            .and_then(|p| p.parse().ok())
+            .ok_or_else(|| format!("bad {ENV} value {arg:?} ({what})"))
+    };
+    let (id, parent) = (next("worker")? as u32, next("embedder pid")? as i32);
+    // Die with the embedder's supervising thread; if it is gone already, leave.
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| e.to_string())?;
+    if nix::unistd::getppid().as_raw() != parent {
+        return Ok(());
+    }
+    let name = CString::new(format!("dbaio-io-w{id}")).unwrap_or_default();
+    let _ = nix::sys::prctl::set_name(&name);
+    // The control segment is our standard input.
+    // SAFETY: fd 0 was set up by the embedder as the segment's memfd; we take it over.
+    let seg = unsafe { OwnedFd::from_raw_fd(0) };
+    let len = nix::sys::stat::fstat(seg.as_raw_fd())
+        .map_err(|e| format!("control segment: {e}"))?
+        .st_size as usize;
+    let base = crate::arena::map_shared(seg.as_raw_fd(), len).map_err(|e| e.to_string())?;
+    // SAFETY: a mapping of `len` bytes that lives until we exit; the header is read first to
+    // learn the layout, and checked against the mapping's length.
+    let probe = unsafe { Control::new(base.as_ptr(), Layout::new(0, 0)) };
+    let h = probe.header();
+    if h.magic.load(Ordering::Acquire) != MAGIC {
+        return Err("the control segment is not a dbaio segment".into());
+    }
+    let layout = Layout::new(
+        h.handles.load(Ordering::Relaxed),
+        h.files.load(Ordering::Relaxed),
+    );
+    if layout.len > len || id >= crate::MAX_WORKERS {
+        return Err("the control segment is smaller than its layout".into());
+    }
+    // SAFETY: as above, now with the segment's true layout, which fits the mapping.
+    let ctl = unsafe { Control::new(base.as_ptr(), layout) };
+    let h = ctl.header();
+    let arena_len = h.arena_len.load(Ordering::Relaxed);
+    let arena_path = format!("/proc/{parent}/fd/{}", h.arena_fd.load(Ordering::Relaxed));
+    let arena = nix::fcntl::open(
+        arena_path.as_str(),
+        nix::fcntl::OFlag::O_RDWR | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|e| format!("{arena_path}: {e}"))?;
+    // SAFETY: open returned a fresh descriptor that we own.
+    let arena = unsafe { OwnedFd::from_raw_fd(arena) };
+    let arena_base = crate::arena::map_shared(arena.as_raw_fd(), arena_len as usize)
+        .map_err(|e| e.to_string())?;
+    drop(arena);
+    let cell = &ctl.workers()[id as usize];
+    cell.pid.store(std::process::id() as i32, Ordering::Relaxed);
+    cell.done.store(0, Ordering::Relaxed);
+    let mut w = Worker {
+        ctl: &ctl,
+        id,
+        parent,
+        arena: arena_base.as_ptr(),
+        arena_len,
+        files: HashMap::new(),
+        close_seq: h.close_seq.load(Ordering::Acquire),
+        cursor: id as usize * 64,
+    };
+    w.serve();
+    Ok(())
+}
+
+impl Worker<'_> {
+    fn serve(&mut self) {
+        let ctl = self.ctl;
+        let h = ctl.header();
+        let cell = &ctl.workers()[self.id as usize];
+        let bit = 1u64 << self.id;
+        let timeout = match h.idle_timeout_ms.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            ms => Some(Duration::from_millis(ms)),
+        };
+        cell.state.store(W_BUSY, Ordering::SeqCst);
+        loop {
+            self.sweep_files();
+            if let Some(i) = ctl.queued().take_one(self.cursor) {
+                self.cursor = i as usize + 1;
+                self.execute(i);
+                continue;
+            }
+            if h.stop.load(Ordering::SeqCst) != 0 {
+                return;
+            }
+            // Idle: advertise, look once more, then sleep until claimed (Dekker with the
+            // submitter's set-then-read of the idle mask).
+            let seen = cell.word.load(Ordering::SeqCst);
+            cell.state.store(W_IDLE, Ordering::Relaxed);
+            h.idle.fetch_or(bit, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            if ctl.queued().any() || h.stop.load(Ordering::SeqCst) != 0 {
+                h.idle.fetch_and(!bit, Ordering::SeqCst);
+                cell.state.store(W_BUSY, Ordering::Relaxed);
+                continue;
+            }
+            futex::wait(&cell.word, seen, timeout);
+            if cell.word.load(Ordering::SeqCst) == seen {
+                // Not claimed: a timeout, a signal or a spurious return. Leave if idle long
+                // enough and above the minimum.
+                if h.idle.fetch_and(!bit, Ordering::SeqCst) & bit != 0
+                    && timeout.is_some()
+                    && self.retire()
+                {
+                    return;
+                }
+            }
+            cell.state.store(W_BUSY, Ordering::Relaxed);
+        }
+    }
+
+    /// Leaves the pool if it is above its minimum. True if this worker is to exit.
+    fn retire(&self) -> bool {
+        let h = self.ctl.header();
+        let min = h.min.load(Ordering::Relaxed);
+        let mut live = h.live.load(Ordering::SeqCst);
+        while live > min {
+            match h
+                .live
+                .compare_exchange(live, live - 1, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => {
+                    self.ctl.workers()[self.id as usize]
+                        .state
+                        .store(W_RETIRED, Ordering::SeqCst);
+                    return true;
+                }
+                Err(now) => live = now,
+            }
+        }
+        false
+    }
+
+    fn execute(&mut self, i: u32) {
+        let ctl = self.ctl;
+        let c = &ctl.reqs()[i as usize];
+        if c.state
+            .compare_exchange(
+                QUEUED,
+                state_word(RUNNING, self.id),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_err()
+        {
+            return; // taken back by a waiter, or a stale bit
+        }
+        let result = self.perform(i);
+        c.result.store(result, Ordering::Relaxed);
+        c.state.store(state_word(DONE, self.id), Ordering::Release);
+        ctl.done().set(i);
+        ctl.workers()[self.id as usize]
+            .done
+            .fetch_add(1, Ordering::Relaxed);
+        let h = ctl.header();
+        fence(Ordering::SeqCst);
+        if h.waiters.load(Ordering::SeqCst) != 0 {
+            h.waiter_seq.fetch_add(1, Ordering::SeqCst);
+            futex::wake(&h.waiter_seq, u32::MAX);
+        } else if h.completer_sleeping.swap(0, Ordering::SeqCst) != 0 {
+            h.done_seq.fetch_add(1, Ordering::SeqCst);
+            futex::wake(&h.done_seq, 1);
+        }
+    }
+
+    fn perform(&mut self, i: u32) -> i32 {
+        let c = &self.ctl.reqs()[i as usize];
+        let r = Ordering::Relaxed;
+        // Paths never come here (unlink runs in the embedder).
+        let op = match OpCode::from_code(c.op.load(r)) {
+            Some(OpCode::Unlink) | None => return -libc::EINVAL,
+            Some(op) => op,
+        };
+        let fd = match self.fd(c.file.load(r), c.epoch.load(r)) {
+            Ok(fd) => fd,
+            Err(e) => return -e,
+        };
+        let n = (c.iovcnt.load(r) as usize).min(super::control::MAX_IOV);
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; super::control::MAX_IOV];
+        for (k, v) in iov.iter_mut().enumerate().take(n) {
+            let (off, len) = (c.iov[k][0].load(r), c.iov[k][1].load(r));
+            if off.checked_add(len).is_none_or(|end| end > self.arena_len) {
+                return -libc::EFAULT;
+            }
+            // SAFETY: off + len lies inside our mapping of the arena (checked just above).
+            v.iov_base = unsafe { self.arena.add(off as usize) }.cast();
+            v.iov_len = len as usize;
+        }
+        let req = Request {
+            op,
+            fd,
+            file: c.file.load(r),
+            offset: c.offset.load(r),
+            len: c.len.load(r),
+            iov: iov.as_ptr(),
+            iovcnt: n as u32,
+            path: std::ptr::null(),
+            user_data: 0,
+        };
+        // SAFETY: every iovec names memory inside the arena mapping, which lives as long as
+        // this process; the embedder keeps the buffers unused until the completion posts.
+        unsafe { perform(&req) }
+    }
+
+    /// Our descriptor for file slot `file` at `epoch`, reopened from the embedder's on first
+    /// use.
+    fn fd(&mut self, file: u32, epoch: u64) -> Result<RawFd, i32> {
+        if let Some((e, fd)) = self.files.get(&file) {
+            if *e == epoch {
+                return Ok(fd.as_raw_fd());
+            }
+        }
+        let cell: &FileCell = self.ctl.files().get(file as usize).ok_or(libc::EBADF)?;
+        // The I/O holds a reference to the file, so the slot cannot change under us.
+        if cell.epoch.load(Ordering::Acquire) != epoch {
+            return Err(libc::EBADF);
+        }
+        let flags = cell.flags.load(Ordering::Relaxed)
+            & (libc::O_ACCMODE | libc::O_DIRECT | libc::O_DSYNC | libc::O_SYNC | libc::O_NOATIME);
+        let path = CString::new(format!(
+            "/proc/{}/fd/{}",
+            self.parent,
+            cell.fd.load(Ordering::Relaxed)
+        ))
+        .map_err(|_| libc::EINVAL)?;
+        // SAFETY: a NUL-terminated path and integer flags.
+        let fd = unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO));
+        }
+        // SAFETY: open returned a fresh descriptor that we own.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        self.files.insert(file, (epoch, owned));
+        Ok(fd)
+    }
+
+    /// Closes descriptors of files the embedder has closed since we last looked.
+    fn sweep_files(&mut self) {
+        let seq = self.ctl.header().close_seq.load(Ordering::Acquire);
+        if seq == self.close_seq {
+            return;
+        }
+        self.close_seq = seq;
+        let files = self.ctl.files();
+        self.files.retain(|&slot, (epoch, _)| {
+            files
+                .get(slot as usize)
+                .is_some_and(|c| c.epoch.load(Ordering::Acquire) == *epoch)
+        });
+    }
+}

@@ -1,0 +1,432 @@
+//! The control segment that the embedder and its worker processes share: a header, one cell
+//! per worker, the file table, two two-level bitmaps (queued and done I/Os) and one request
+//! cell per handle. Everything in it is an atomic, so every process may touch it through a
+//! shared reference, and a zero-filled memfd is a valid empty segment.
+//!
+//! **Offsets, not addresses.** Each process maps the segment wherever its kernel puts it;
+//! [`Control`] computes every part's place from the segment's base and the two sizes in the
+//! header, and nothing stored inside is a pointer. Buffers are named by their offset in the
+//! shared arena (`arena.rs`).
+//!
+//! **Why bitmaps and not a ring.** A worker can be SIGKILLed at any instruction. A ring whose
+//! consumer dies between taking a slot and releasing it wedges every producer behind it;
+//! a set bit is either there or not. The truth is each request cell's `state` word (changed
+//! only by compare-and-swap); the bits only say where to look, and the supervisor repairs
+//! them after a death (`Control::repair_after`).
+
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+
+/// Most iovecs one request carries (PostgreSQL's `PG_IOV_MAX`); more run in the embedder.
+pub const MAX_IOV: usize = 128;
+/// Segment format tag ("dbaioPW1").
+pub(crate) const MAGIC: u64 = 0x3157_506f_6961_6264;
+
+/// Request cell states (low 8 bits of `ReqCell::state`; bits 8.. hold the worker number).
+pub(crate) const FREE: u32 = 0;
+pub(crate) const QUEUED: u32 = 1;
+pub(crate) const RUNNING: u32 = 2;
+pub(crate) const DONE: u32 = 3;
+/// The result a request gets when it was lost with its worker too many times.
+pub(crate) const LOST: i32 = i32::MIN;
+
+/// Worker cell states.
+pub(crate) const W_ABSENT: u32 = 0;
+pub(crate) const W_STARTING: u32 = 1;
+pub(crate) const W_IDLE: u32 = 2;
+pub(crate) const W_BUSY: u32 = 3;
+pub(crate) const W_RETIRED: u32 = 4;
+
+pub(crate) fn state_word(kind: u32, worker: u32) -> u32 {
+    kind | (worker << 8)
+}
+
+/// The segment's header.
+#[repr(C)]
+pub(crate) struct Header {
+    pub magic: AtomicU64,
+    pub handles: AtomicU32,
+    pub files: AtomicU32,
+    /// Pool sizing, written by the embedder before any worker starts.
+    pub min: AtomicU32,
+    pub max: AtomicU32,
+    pub idle_timeout_ms: AtomicU64,
+    /// Set when the pool stops: workers leave once the queue is empty.
+    pub stop: AtomicU32,
+    /// Workers started and not yet retired or dead.
+    pub live: AtomicU32,
+    /// The arena's descriptor number in the embedder and its size.
+    pub arena_fd: AtomicI32,
+    pub arena_len: AtomicU64,
+    /// Bumped when the embedder closes a file: workers drop their stale descriptors.
+    pub close_seq: AtomicU32,
+    /// Bit `w` set: worker `w` is idle and may be claimed by a submitter.
+    pub idle: CachePadded<AtomicU64>,
+    /// The completer thread sleeps on `done_seq` after setting this.
+    pub completer_sleeping: CachePadded<AtomicU32>,
+    pub done_seq: CachePadded<AtomicU32>,
+    /// Embedder threads waiting for one of their I/Os, sleeping on `waiter_seq`: a worker
+    /// that posts a result wakes them (they complete what is done themselves) rather than
+    /// the completer, saving a hand-off.
+    pub waiters: CachePadded<AtomicU32>,
+    pub waiter_seq: CachePadded<AtomicU32>,
+}
+
+/// One worker's cell.
+#[repr(C)]
+pub(crate) struct WorkerCell {
+    /// Bumped by whoever claims this worker's idle bit, then woken.
+    pub word: AtomicU32,
+    pub state: AtomicU32,
+    pub pid: AtomicI32,
+    /// Requests executed by the process now in this cell.
+    pub done: AtomicU64,
+}
+
+/// One file slot as the workers see it.
+#[repr(C)]
+pub(crate) struct FileCell {
+    /// 0: closed. Otherwise a number unique to this opening of the slot.
+    pub epoch: AtomicU64,
+    /// The embedder's descriptor (workers reopen `/proc/<embedder>/fd/<fd>`).
+    pub fd: AtomicI32,
+    /// Its `F_GETFL` flags (access mode, `O_DIRECT`).
+    pub flags: AtomicI32,
+}
+
+/// One handle's request, written by the embedder while the cell is FREE and published by
+/// the store of QUEUED.
+#[repr(C)]
+pub(crate) struct ReqCell {
+    pub state: AtomicU32,
+    pub result: AtomicI32,
+    pub op: AtomicU32,
+    pub file: AtomicU32,
+    pub epoch: AtomicU64,
+    pub offset: AtomicU64,
+    pub len: AtomicU64,
+    pub iovcnt: AtomicU32,
+    /// Times its worker died while executing it.
+    pub attempts: AtomicU32,
+    /// The handle's generation (low half), so that a waiter takes back only its own I/O.
+    pub generation: AtomicU32,
+    pub _pad: AtomicU32,
+    /// (arena offset, length) pairs.
+    pub iov: [[AtomicU64; 2]; MAX_IOV],
+}
+
+const fn round_up(n: usize, to: usize) -> usize {
+    n.div_ceil(to) * to
+}
+
+/// Where each part of a segment for `handles` handles and `files` files lies.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Layout {
+    pub handles: u32,
+    pub files: u32,
+    workers: usize,
+    file_cells: usize,
+    queued_l0: usize,
+    queued_l1: usize,
+    done_l0: usize,
+    done_l1: usize,
+    reqs: usize,
+    pub len: usize,
+}
+
+impl Layout {
+    pub fn new(handles: u32, files: u32) -> Layout {
+        let words0 = (handles as usize).div_ceil(64);
+        let words1 = words0.div_ceil(64);
+        let mut at = round_up(size_of::<Header>(), 4096);
+        let mut take = |bytes: usize| {
+            let here = at;
+            at = round_up(at + bytes, 128);
+            here
+        };
+        let workers = take(crate::MAX_WORKERS as usize * size_of::<CachePadded<WorkerCell>>());
+        let file_cells = take(files as usize * size_of::<FileCell>());
+        let queued_l0 = take(words0 * 8);
+        let queued_l1 = take(words1 * 8);
+        let done_l0 = take(words0 * 8);
+        let done_l1 = take(words1 * 8);
+        let reqs = take(handles as usize * size_of::<ReqCell>());
+        Layout {
+            handles,
+            files,
+            workers,
+            file_cells,
+            queued_l0,
+            queued_l1,
+            done_l0,
+            done_l1,
+            reqs,
+            len: round_up(at, 4096),
+        }
+    }
+}
+
+/// A mapped control segment.
+pub(crate) struct Control {
+    base: *mut u8,
+    pub layout: Layout,
+}
+
+// SAFETY: everything in the segment is atomics; `Control` only hands out shared references
+// to them, which any thread may use.
+unsafe impl Send for Control {}
+// SAFETY: as above.
+unsafe impl Sync for Control {}
+
+impl Control {
+    /// # Safety
+    ///
+    /// `base` must be a mapping of at least `layout.len` bytes, zero-filled or laid out by
+    /// this `layout`, that outlives the `Control`.
+    pub unsafe fn new(base: *mut u8, layout: Layout) -> Control {
+        Control { base, layout }
+    }
+
+    /// `n` values of `T` at byte offset `at`.
+    fn slice<T>(&self, at: usize, n: usize) -> &[T] {
+        // SAFETY: `at` and `n` come from the layout, so the range lies inside the mapping
+        // (constructor contract); every part is 128-byte aligned; T is an atomic type (or a
+        // struct of them) for which all-zero bytes are a valid value.
+        unsafe { std::slice::from_raw_parts(self.base.add(at).cast::<T>(), n) }
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.slice::<Header>(0, 1)[0]
+    }
+    pub fn workers(&self) -> &[CachePadded<WorkerCell>] {
+        self.slice(self.layout.workers, crate::MAX_WORKERS as usize)
+    }
+    pub fn files(&self) -> &[FileCell] {
+        self.slice(self.layout.file_cells, self.layout.files as usize)
+    }
+    pub fn reqs(&self) -> &[ReqCell] {
+        self.slice(self.layout.reqs, self.layout.handles as usize)
+    }
+    fn words0(&self) -> usize {
+        (self.layout.handles as usize).div_ceil(64)
+    }
+    pub fn queued(&self) -> Bits<'_> {
+        let n = self.words0();
+        Bits {
+            l0: self.slice(self.layout.queued_l0, n),
+            l1: self.slice(self.layout.queued_l1, n.div_ceil(64)),
+        }
+    }
+    pub fn done(&self) -> Bits<'_> {
+        let n = self.words0();
+        Bits {
+            l0: self.slice(self.layout.done_l0, n),
+            l1: self.slice(self.layout.done_l1, n.div_ceil(64)),
+        }
+    }
+
+    /// After worker `w` died: its running requests go back to the queue (or, lost too often,
+    /// are marked done with [`LOST`]), and every bit a death between two steps may have left
+    /// unset is set again. Returns how many requests were queued again.
+    pub fn repair_after(&self, w: u32, max_attempts: u32) -> u32 {
+        let (queued, done) = (self.queued(), self.done());
+        let mut requeued = 0;
+        for (i, c) in self.reqs().iter().enumerate() {
+            let st = c.state.load(Ordering::Acquire);
+            match st & 0xff {
+                RUNNING if st >> 8 == w => {
+                    if c.attempts.fetch_add(1, Ordering::Relaxed) + 1 >= max_attempts {
+                        c.result.store(LOST, Ordering::Relaxed);
+                        c.state.store(state_word(DONE, w), Ordering::Release);
+                        done.set(i as u32);
+                    } else {
+                        c.state.store(QUEUED, Ordering::Release);
+                        queued.set(i as u32);
+                        requeued += 1;
+                    }
+                }
+                QUEUED => queued.set(i as u32),
+                DONE => done.set(i as u32),
+                _ => {}
+            }
+        }
+        self.header().idle.fetch_and(!(1u64 << w), Ordering::SeqCst);
+        requeued
+    }
+}
+
+/// A two-level bitmap: bit `i` of the first level, and bit `i / 64` of the second, which says
+/// which first-level words may be non-zero.
+pub(crate) struct Bits<'a> {
+    l0: &'a [AtomicU64],
+    l1: &'a [AtomicU64],
+}
+
+impl Bits<'_> {
+    pub fn set(&self, i: u32) {
+        let w = i as usize / 64;
+        self.l0[w].fetch_or(1 << (i % 64), Ordering::SeqCst);
+        self.l1[w / 64].fetch_or(1 << (w % 64), Ordering::SeqCst);
+    }
+
+    pub fn any(&self) -> bool {
+        self.l1.iter().any(|w| w.load(Ordering::SeqCst) != 0)
+    }
+
+    /// Set bits (approximate while others change them).
+    pub fn count(&self) -> usize {
+        self.l0
+            .iter()
+            .map(|w| w.load(Ordering::Relaxed).count_ones() as usize)
+            .sum()
+    }
+
+    /// Clears the second-level bit of empty word `w`, then sets it again if a bit arrived
+    /// meanwhile (a setter sets the first level before the second, so none is lost).
+    fn tidy(&self, w: usize) {
+        let bit = 1u64 << (w % 64);
+        self.l1[w / 64].fetch_and(!bit, Ordering::SeqCst);
+        if self.l0[w].load(Ordering::SeqCst) != 0 {
+            self.l1[w / 64].fetch_or(bit, Ordering::SeqCst);
+        }
+    }
+
+    /// Takes one set bit (clearing it), searching round-robin from bit `from` on; None if
+    /// none is set. Callers pass the bit after the one they took last, so a bit that stays
+    /// set is reached within one round whatever else keeps arriving.
+    pub fn take_one(&self, from: usize) -> Option<u32> {
+        let n = self.l0.len();
+        let from = from % (n * 64);
+        let (first, rot0) = (from / 64, (from % 64) as u32);
+        for k in 0..self.l1.len() {
+            let k1 = (first / 64 + k) % self.l1.len();
+            let rot1 = if k == 0 { (first % 64) as u32 } else { 0 };
+            let mut summary = self.l1[k1].load(Ordering::SeqCst).rotate_right(rot1);
+            while summary != 0 {
+                let j = (summary.trailing_zeros() + rot1) % 64;
+                summary &= summary - 1;
+                let w = k1 * 64 + j as usize;
+                if w >= n {
+                    continue;
+                }
+                let rot = if w == first { rot0 } else { 0 };
+                loop {
+                    let word = self.l0[w].load(Ordering::SeqCst);
+                    if word == 0 {
+                        self.tidy(w);
+                        break;
+                    }
+                    let b = (word.rotate_right(rot).trailing_zeros() + rot) % 64;
+                    let bit = 1u64 << b;
+                    if self.l0[w].fetch_and(!bit, Ordering::SeqCst) & bit != 0 {
+                        if word == bit {
+                            self.tidy(w);
+                        }
+                        return Some((w * 64) as u32 + b);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Takes every set bit, calling `f` for each.
+    pub fn take_all(&self, mut f: impl FnMut(u32)) {
+        for (k1, s) in self.l1.iter().enumerate() {
+            let mut summary = s.swap(0, Ordering::SeqCst);
+            while summary != 0 {
+                let j = summary.trailing_zeros() as usize;
+                summary &= summary - 1;
+                let w = k1 * 64 + j;
+                if w >= self.l0.len() {
+                    continue;
+                }
+                let mut word = self.l0[w].swap(0, Ordering::SeqCst);
+                while word != 0 {
+                    let b = word.trailing_zeros();
+                    word &= word - 1;
+                    f((w * 64) as u32 + b);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bits(n: usize) -> (Vec<AtomicU64>, Vec<AtomicU64>) {
+        let w0 = n.div_ceil(64);
+        (
+            (0..w0).map(|_| AtomicU64::new(0)).collect(),
+            (0..w0.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+        )
+    }
+
+    #[test]
+    fn bitmap_takes_each_set_bit_once() {
+        let (l0, l1) = bits(10_000);
+        let b = Bits { l0: &l0, l1: &l1 };
+        let set = [0u32, 1, 63, 64, 4095, 4096, 9_999, 5_000];
+        for &i in &set {
+            b.set(i);
+        }
+        assert_eq!(b.count(), set.len());
+        let mut got = Vec::new();
+        let mut from = 77;
+        while let Some(i) = b.take_one(from) {
+            got.push(i);
+            from = i as usize / 64 + 1;
+        }
+        got.sort();
+        let mut want = set.to_vec();
+        want.sort();
+        assert_eq!(got, want);
+        assert!(!b.any(), "second level tidied");
+        for &i in &set {
+            b.set(i);
+        }
+        let mut all = Vec::new();
+        b.take_all(|i| all.push(i));
+        all.sort();
+        assert_eq!(all, want);
+        assert_eq!(b.take_one(0), None);
+    }
+
+    #[test]
+    fn bitmap_under_concurrent_setters_and_takers_loses_nothing() {
+        let (l0, l1) = bits(4096);
+        let b = Bits { l0: &l0, l1: &l1 };
+        let taken: Vec<AtomicU32> = (0..4096).map(|_| AtomicU32::new(0)).collect();
+        std::thread::scope(|s| {
+            for t in 0..2u32 {
+                let b = &b;
+                s.spawn(move || {
+                    for i in (t..4096).step_by(2) {
+                        b.set(i);
+                    }
+                });
+            }
+            for t in 0..2usize {
+                let (b, taken) = (&b, &taken);
+                s.spawn(move || {
+                    let mut idle = 0;
+                    while idle < 100_000 {
+                        match b.take_one(t * 31) {
+                            Some(i) => {
+                                taken[i as usize].fetch_add(1, Ordering::Relaxed);
+                                idle = 0;
+                            }
+                            None => idle += 1,
+                        }
+                    }
+                });
+            }
+        });
+        b.take_all(|i| {
+            taken[i as usize].fetch_add(1, Ordering::Relaxed);
+        });
+        assert!(taken.iter().all(|t| t.load(Ordering::Relaxed) == 1));
+    }
+}

@@ -1,0 +1,757 @@
+//! Worker *processes*: the embedder's side of `io_worker_kind = process`.
+//!
+//! [`ProcessPool`] creates the control segment (a memfd, `control.rs`), installs the shared
+//! arena (`arena.rs`), and runs two threads:
+//!
+//! - the **supervisor** starts each worker by executing the embedder's own program again with
+//!   `DBAIO_IO_WORKER` set (`child.rs` takes over before `main`; nothing is forked without an
+//!   exec), watches every worker through a pidfd, replaces one that dies, queues again the
+//!   requests it was executing (all ops sent to processes are safe to execute twice: reads,
+//!   writes of the same bytes from a buffer nobody may touch until completion, fsync,
+//!   fdatasync, fadvise, fallocate, ftruncate), and grows the pool while the queue backs up.
+//!   It is also the workers' parent thread, so that `PR_SET_PDEATHSIG` kills them when the
+//!   embedder dies: the supervisor lives until the pool is dropped.
+//! - the **completer** sleeps until a worker posts a result, then hands each result to the
+//!   [`ProcessSink`] (which completes the handle, runs its callbacks and wakes its waiters
+//!   in the embedder, where the callbacks' code and data live).
+//!
+//! A request lost with its worker three times (a request that kills every worker that runs
+//! it) is completed as lost ([`ProcessSink::lost`]) instead of being tried for ever.
+
+mod child;
+mod control;
+
+use crate::arena::{self, SharedArena};
+use crate::futex;
+use crate::pool::{PoolSize, PoolSnapshot, WorkerRow};
+use crate::request::{OpCode, Request};
+use control::{
+    Control, DONE, FREE, LOST, Layout, MAGIC, QUEUED, W_ABSENT, W_BUSY, W_IDLE, W_RETIRED,
+    W_STARTING,
+};
+use nix::sys::memfd::{MemFdCreateFlag, memfd_create};
+use parking_lot::Mutex;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering, fence};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub use child::ENV as WORKER_ENV;
+pub use control::MAX_IOV;
+
+/// Times a request may lose its worker before it is completed as lost.
+const MAX_ATTEMPTS: u32 = 3;
+/// How long a starting worker may take to reach its loop.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Runs before `main` in every program linking this crate (see `child.rs`): a process started
+/// as a worker becomes one here and never reaches `main`.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static WORKER_ENTRY: extern "C" fn() = {
+    extern "C" fn entry() {
+        child::entry()
+    }
+    entry
+};
+
+/// Receives the results of requests worker processes executed. Called on the completer
+/// thread (or, for a request lost with its worker, possibly the supervisor's).
+pub trait ProcessSink: Send + Sync + 'static {
+    /// Request cell `slot` finished with `result` (bytes or `-errno`) in worker `worker`.
+    fn complete(&self, worker: u32, slot: u32, result: i32);
+    /// Request cell `slot` was being executed by worker `worker` each time one died, and was
+    /// given up on: fail it, naming the lost worker.
+    fn lost(&self, worker: u32, slot: u32);
+    /// Posting the result of request cell `slot` panicked (in the embedder's completion code,
+    /// not in the worker): fail it if it is not complete, so that it is never left hanging.
+    fn panicked(&self, worker: u32, slot: u32);
+}
+
+/// What a process pool is made for.
+#[derive(Clone, Debug)]
+pub struct ProcessConfig {
+    /// How many workers, and how that changes.
+    pub size: PoolSize,
+    /// Request cells (one per handle of the embedder).
+    pub handles: u32,
+    /// File slots.
+    pub files: u32,
+    /// The program to execute as a worker: the embedder's own (its `dbaio` dependency makes
+    /// it one when `DBAIO_IO_WORKER` is set).
+    pub program: PathBuf,
+}
+
+struct Inner {
+    _segment: OwnedFd,
+    ctl: Control,
+    map_len: usize,
+    arena: &'static SharedArena,
+    size: PoolSize,
+    program: PathBuf,
+    sink: Arc<dyn ProcessSink>,
+    epoch: AtomicU64,
+    /// Requests that ran in the embedder because their memory or op cannot go to a process.
+    local: AtomicU64,
+    grown: AtomicU32,
+    retired: AtomicU32,
+    replaced: AtomicU32,
+    /// Requests queued again after their worker died.
+    requeued: AtomicU64,
+    stopping: AtomicBool,
+    completer_stop: AtomicBool,
+    /// Wakes the supervisor (pool stopping).
+    bell: OwnedFd,
+}
+
+/// A pool of I/O worker processes (see the module documentation). Dropping it lets the
+/// workers finish the queue, waits for them, and posts the last completions.
+pub struct ProcessPool {
+    inner: Arc<Inner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// Reads a process pool's snapshot without keeping the pool alive.
+#[derive(Clone)]
+pub struct ProcessObserver(Weak<Inner>);
+
+impl ProcessObserver {
+    /// The pool now, or None once dropped.
+    pub fn snapshot(&self) -> Option<PoolSnapshot> {
+        self.0.upgrade().map(|i| snapshot(&i))
+    }
+}
+
+impl ProcessPool {
+    /// Creates the segment, starts `config.size.min` workers and waits until each has reached
+    /// its loop (an error names the program and what went wrong).
+    pub fn start(config: ProcessConfig, sink: Arc<dyn ProcessSink>) -> io::Result<ProcessPool> {
+        // Keeps the entry point linked into every program that starts a pool.
+        std::hint::black_box(&WORKER_ENTRY);
+        let size = config.size;
+        if size.min == 0 || size.min > size.max || size.max > crate::MAX_WORKERS {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "a process pool needs 1 <= min <= max <= {}",
+                    crate::MAX_WORKERS
+                ),
+            ));
+        }
+        let arena = arena::install()?;
+        let layout = Layout::new(config.handles, config.files);
+        let segment = memfd_create(c"dbaio-control", MemFdCreateFlag::MFD_CLOEXEC)
+            .map_err(io::Error::from)?;
+        nix::unistd::ftruncate(&segment, layout.len as libc::off_t).map_err(io::Error::from)?;
+        let base = arena::map_shared(segment.as_raw_fd(), layout.len)?;
+        // SAFETY: a fresh zero-filled mapping of layout.len bytes, unmapped only in Drop.
+        let ctl = unsafe { Control::new(base.as_ptr(), layout) };
+        let h = ctl.header();
+        h.handles.store(config.handles, Ordering::Relaxed);
+        h.files.store(config.files, Ordering::Relaxed);
+        h.min.store(size.min, Ordering::Relaxed);
+        h.max.store(size.max, Ordering::Relaxed);
+        let idle_ms = if size.min == size.max || size.idle_timeout == Duration::MAX {
+            u64::MAX
+        } else {
+            (size.idle_timeout.as_millis() as u64).max(1)
+        };
+        h.idle_timeout_ms.store(idle_ms, Ordering::Relaxed);
+        h.arena_fd.store(arena.fd(), Ordering::Relaxed);
+        h.arena_len.store(arena.len() as u64, Ordering::Relaxed);
+        h.magic.store(MAGIC, Ordering::Release);
+        // SAFETY: eventfd takes integers and returns a new descriptor or -1.
+        let bell = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if bell < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let inner = Arc::new(Inner {
+            _segment: segment,
+            ctl,
+            map_len: layout.len,
+            arena,
+            size,
+            program: config.program,
+            sink,
+            epoch: AtomicU64::new(0),
+            local: AtomicU64::new(0),
+            grown: AtomicU32::new(0),
+            retired: AtomicU32::new(0),
+            replaced: AtomicU32::new(0),
+            requeued: AtomicU64::new(0),
+            stopping: AtomicBool::new(false),
+            completer_stop: AtomicBool::new(false),
+            // SAFETY: eventfd returned a fresh descriptor that we now own.
+            bell: unsafe { OwnedFd::from_raw_fd(bell) },
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sup = {
+            let inner = Arc::clone(&inner);
+            std::thread::Builder::new()
+                .name("dbaio-io-supervisor".into())
+                .spawn(move || supervise(&inner, tx))?
+        };
+        let comp = {
+            let inner = Arc::clone(&inner);
+            std::thread::Builder::new()
+                .name("dbaio-io-completer".into())
+                .spawn(move || complete_loop(&inner))?
+        };
+        let pool = ProcessPool {
+            inner,
+            threads: Mutex::new(vec![sup, comp]),
+        };
+        match rx.recv() {
+            Ok(Ok(())) => Ok(pool),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(io::Error::other("the worker supervisor ended at start")),
+        }
+    }
+
+    /// A reader of [`ProcessPool::snapshot`] that does not keep the pool alive.
+    pub fn observer(&self) -> ProcessObserver {
+        ProcessObserver(Arc::downgrade(&self.inner))
+    }
+
+    /// Every worker (number, pid, busy or idle, requests done) and the pool's counters.
+    pub fn snapshot(&self) -> PoolSnapshot {
+        snapshot(&self.inner)
+    }
+
+    /// File slot `slot` now holds the embedder's descriptor `fd`.
+    pub fn file_opened(&self, slot: u32, fd: RawFd) {
+        let Some(c) = self.inner.ctl.files().get(slot as usize) else {
+            return;
+        };
+        // SAFETY: fcntl(F_GETFL) only reads the descriptor's flags.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        c.fd.store(fd, Ordering::Relaxed);
+        c.flags.store(flags.max(0), Ordering::Relaxed);
+        let epoch = self.inner.epoch.fetch_add(1, Ordering::Relaxed) + 1;
+        c.epoch.store(epoch, Ordering::Release);
+    }
+
+    /// File slot `slot` was closed: workers close their descriptors for it (idle ones are
+    /// woken to do so).
+    pub fn file_closed(&self, slot: u32) {
+        let ctl = &self.inner.ctl;
+        if let Some(c) = ctl.files().get(slot as usize) {
+            c.epoch.store(0, Ordering::Release);
+        }
+        ctl.header().close_seq.fetch_add(1, Ordering::AcqRel);
+        wake_idle(ctl, u32::MAX);
+    }
+
+    /// Queues handle `slot`'s request `req` (generation `generation`) for the workers; false
+    /// when it cannot go to a process (its memory is not in the shared arena, it has too many
+    /// iovecs, names no open file, or unlinks a path): the caller runs it, and it is counted.
+    ///
+    /// # Safety
+    ///
+    /// `req.iov` must point at `req.iovcnt` valid iovecs, and their memory must stay valid
+    /// and untouched until the completion for `slot` is posted to the sink.
+    pub unsafe fn try_queue(&self, slot: u32, generation: u32, req: &Request) -> bool {
+        let inner = &*self.inner;
+        let ctl = &inner.ctl;
+        let queueable = !matches!(req.op, OpCode::Unlink) && req.iovcnt as usize <= MAX_IOV;
+        let file = ctl.files().get(req.file as usize);
+        let epoch = file.map_or(0, |f| f.epoch.load(Ordering::Acquire));
+        let Some(c) = ctl.reqs().get(slot as usize) else {
+            return false;
+        };
+        if !queueable || epoch == 0 || c.state.load(Ordering::Acquire) != FREE {
+            inner.local.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        let r = Ordering::Relaxed;
+        for k in 0..req.iovcnt as usize {
+            // SAFETY: the caller guarantees `iovcnt` valid iovecs (function contract).
+            let v = unsafe { *req.iov.add(k) };
+            match inner.arena.offset_of(v.iov_base.cast(), v.iov_len) {
+                Some(off) => {
+                    c.iov[k][0].store(off, r);
+                    c.iov[k][1].store(v.iov_len as u64, r);
+                }
+                None => {
+                    inner.local.fetch_add(1, Ordering::Relaxed);
+                    return false;
+                }
+            }
+        }
+        c.op.store(req.op as u32, r);
+        c.file.store(req.file, r);
+        c.epoch.store(epoch, r);
+        c.offset.store(req.offset, r);
+        c.len.store(req.len, r);
+        c.iovcnt.store(req.iovcnt, r);
+        c.attempts.store(0, r);
+        c.generation.store(generation, r);
+        c.state.store(QUEUED, Ordering::Release);
+        ctl.queued().set(slot);
+        true
+    }
+
+    /// Wakes up to `n` idle workers after queueing (lowest-numbered first).
+    pub fn wake(&self, n: u32) {
+        if n > 0 {
+            fence(Ordering::SeqCst);
+            wake_idle(&self.inner.ctl, n);
+        }
+    }
+
+    /// Takes handle `slot`'s request back if no worker has picked it up yet (a waiter then
+    /// runs it itself). Exactly one of the waiter and a worker gets it.
+    pub fn take_back(&self, slot: u32, generation: u32) -> bool {
+        let Some(c) = self.inner.ctl.reqs().get(slot as usize) else {
+            return false;
+        };
+        c.generation.load(Ordering::Relaxed) == generation
+            && c.state
+                .compare_exchange(QUEUED, FREE, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Completes what the workers have finished, on the calling thread; then, unless
+    /// `is_done` says the caller's I/O is complete, sleeps until a worker posts another
+    /// result (or 100 ms pass) and completes again. Waiters call this in a loop: it saves the
+    /// completer's hand-off for the I/Os they wait on.
+    pub fn drive(&self, is_done: impl Fn() -> bool) {
+        let inner = &*self.inner;
+        let h = inner.ctl.header();
+        drain(inner);
+        if is_done() {
+            return;
+        }
+        let seq = h.waiter_seq.load(Ordering::SeqCst);
+        h.waiters.fetch_add(1, Ordering::SeqCst);
+        if !inner.ctl.done().any() && !is_done() {
+            futex::wait(&h.waiter_seq, seq, Some(Duration::from_millis(100)));
+        }
+        h.waiters.fetch_sub(1, Ordering::SeqCst);
+        // Results posted while we were counted woke us, not the completer: ours to post.
+        drain(inner);
+    }
+
+    /// The pid of worker `w`, if it runs (for tests that kill one).
+    pub fn worker_pid(&self, w: u32) -> Option<i32> {
+        let c = self.inner.ctl.workers().get(w as usize)?;
+        let pid = c.pid.load(Ordering::Relaxed);
+        matches!(c.state.load(Ordering::Relaxed), W_IDLE | W_BUSY).then_some(pid)
+    }
+}
+
+/// Claims and wakes up to `want` idle workers, lowest first; returns how many.
+fn wake_idle(ctl: &Control, want: u32) -> u32 {
+    let h = ctl.header();
+    let mut woken = 0;
+    while woken < want {
+        let mask = h.idle.load(Ordering::SeqCst);
+        if mask == 0 {
+            break;
+        }
+        let bit = mask & mask.wrapping_neg();
+        if h.idle.fetch_and(!bit, Ordering::SeqCst) & bit != 0 {
+            let cell = &ctl.workers()[bit.trailing_zeros() as usize];
+            cell.word.fetch_add(1, Ordering::SeqCst);
+            futex::wake(&cell.word, 1);
+            woken += 1;
+        }
+    }
+    woken
+}
+
+fn snapshot(inner: &Inner) -> PoolSnapshot {
+    let ctl = &inner.ctl;
+    let workers = ctl
+        .workers()
+        .iter()
+        .enumerate()
+        .filter_map(|(id, c)| {
+            let st = c.state.load(Ordering::Relaxed);
+            let started = c.pid.load(Ordering::Relaxed) > 0;
+            (started && matches!(st, W_STARTING | W_IDLE | W_BUSY)).then(|| WorkerRow {
+                id: id as u32,
+                tid: c.pid.load(Ordering::Relaxed),
+                busy: st == W_BUSY,
+                done: c.done.load(Ordering::Relaxed),
+            })
+        })
+        .collect();
+    PoolSnapshot {
+        size: inner.size,
+        queued: ctl.queued().count(),
+        grown: inner.grown.load(Ordering::Relaxed),
+        retired: inner.retired.load(Ordering::Relaxed),
+        replaced: inner.replaced.load(Ordering::Relaxed),
+        workers,
+        processes: true,
+        local: inner.local.load(Ordering::Relaxed),
+        requeued: inner.requeued.load(Ordering::Relaxed),
+    }
+}
+
+/// Posts every finished request to the sink; returns how many.
+fn drain(inner: &Inner) -> usize {
+    let ctl = &inner.ctl;
+    let mut n = 0;
+    ctl.done().take_all(|i| {
+        let c = &ctl.reqs()[i as usize];
+        let st = c.state.load(Ordering::Acquire);
+        if st & 0xff != DONE
+            || c.state
+                .compare_exchange(st, FREE, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+        {
+            return; // a repaired bit for a request already posted
+        }
+        let (w, result) = (st >> 8, c.result.load(Ordering::Relaxed));
+        n += 1;
+        let posted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if result == LOST {
+                inner.sink.lost(w, i);
+            } else {
+                inner.sink.complete(w, i, result);
+            }
+        }));
+        if posted.is_err() {
+            inner.sink.panicked(w, i);
+        }
+    });
+    n
+}
+
+fn complete_loop(inner: &Inner) {
+    let h = inner.ctl.header();
+    loop {
+        drain(inner);
+        let seq = h.done_seq.load(Ordering::SeqCst);
+        h.completer_sleeping.store(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if inner.ctl.done().any() {
+            h.completer_sleeping.store(0, Ordering::SeqCst);
+            continue;
+        }
+        if inner.completer_stop.load(Ordering::SeqCst) {
+            return;
+        }
+        futex::wait(&h.done_seq, seq, None);
+    }
+}
+
+fn wake_completer(inner: &Inner) {
+    let h = inner.ctl.header();
+    h.done_seq.fetch_add(1, Ordering::SeqCst);
+    h.completer_sleeping.store(0, Ordering::SeqCst);
+    futex::wake(&h.done_seq, 1);
+}
+
+/// One running worker, as the supervisor holds it.
+struct Running {
+    child: Child,
+    pidfd: OwnedFd,
+}
+
+fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor that we now own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Starts worker `w` (its cell must be absent).
+fn launch(inner: &Inner, w: u32) -> io::Result<Running> {
+    let cell = &inner.ctl.workers()[w as usize];
+    cell.state.store(W_STARTING, Ordering::SeqCst);
+    cell.pid.store(0, Ordering::Relaxed);
+    let segment = inner._segment.as_fd().try_clone_to_owned()?;
+    let spawned = Command::new(&inner.program)
+        .arg0("dbaio-io-worker")
+        .arg("--dbaio-io-worker")
+        .env(WORKER_ENV, format!("{w}:{}", std::process::id()))
+        .stdin(Stdio::from(segment))
+        .stdout(Stdio::null())
+        .spawn();
+    let child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            cell.state.store(W_ABSENT, Ordering::SeqCst);
+            return Err(io::Error::new(
+                e.kind(),
+                format!("starting {}: {e}", inner.program.display()),
+            ));
+        }
+    };
+    cell.pid.store(child.id() as i32, Ordering::Relaxed);
+    inner.ctl.header().live.fetch_add(1, Ordering::SeqCst);
+    let pidfd = pidfd_open(child.id())?;
+    Ok(Running { child, pidfd })
+}
+
+/// Waits until worker `w` has reached its loop; an error if it exited first.
+fn await_ready(inner: &Inner, w: u32, r: &mut Running) -> io::Result<()> {
+    let cell = &inner.ctl.workers()[w as usize];
+    let deadline = Instant::now() + START_TIMEOUT;
+    while cell.state.load(Ordering::SeqCst) == W_STARTING {
+        if let Some(status) = r.child.try_wait()? {
+            return Err(io::Error::other(format!(
+                "worker process {w} ({}) exited at start ({status}) without becoming a worker: \
+                 does the program link dbaio?",
+                inner.program.display()
+            )));
+        }
+        if Instant::now() > deadline {
+            let _ = r.child.kill();
+            return Err(io::Error::other(format!(
+                "worker process {w} ({}) did not start within {START_TIMEOUT:?}",
+                inner.program.display()
+            )));
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    Ok(())
+}
+
+fn supervise(inner: &Arc<Inner>, ready: std::sync::mpsc::Sender<io::Result<()>>) {
+    let ctl = &inner.ctl;
+    let h = ctl.header();
+    let mut running: Vec<Option<Running>> = (0..inner.size.max).map(|_| None).collect();
+    for w in 0..inner.size.min {
+        let started = launch(inner, w).and_then(|mut r| {
+            let ok = await_ready(inner, w, &mut r);
+            running[w as usize] = Some(r);
+            ok
+        });
+        if let Err(e) = started {
+            let _ = ready.send(Err(e));
+            stop_workers(inner, &mut running);
+            return;
+        }
+    }
+    let _ = ready.send(Ok(()));
+    drop(ready);
+    let dynamic = inner.size.min < inner.size.max;
+    let interval = inner.size.launch_interval.max(Duration::from_millis(1));
+    let mut last_launch = Instant::now();
+    let mut backed_up_since: Option<Instant> = None;
+    loop {
+        let mut fds: Vec<libc::pollfd> = vec![libc::pollfd {
+            fd: inner.bell.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        let mut who = Vec::new();
+        for (w, r) in running.iter().enumerate() {
+            if let Some(r) = r {
+                fds.push(libc::pollfd {
+                    fd: r.pidfd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+                who.push(w);
+            }
+        }
+        let live = h.live.load(Ordering::SeqCst);
+        let timeout = if dynamic && live < inner.size.max {
+            interval.as_millis().clamp(1, 1000) as i32
+        } else {
+            -1
+        };
+        // SAFETY: `fds` is a valid array of pollfd for the duration of the call.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+        if inner.stopping.load(Ordering::SeqCst) {
+            stop_workers(inner, &mut running);
+            return;
+        }
+        for (k, &w) in who.iter().enumerate() {
+            if fds[k + 1].revents == 0 {
+                continue;
+            }
+            let Some(mut r) = running[w].take() else {
+                continue;
+            };
+            let _ = r.child.wait();
+            let cell = &ctl.workers()[w];
+            if cell.state.load(Ordering::SeqCst) == W_RETIRED {
+                cell.state.store(W_ABSENT, Ordering::SeqCst);
+                inner.retired.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            // Died: requeue its requests, then put a new worker in its place.
+            h.live.fetch_sub(1, Ordering::SeqCst);
+            let requeued = ctl.repair_after(w as u32, MAX_ATTEMPTS);
+            inner
+                .requeued
+                .fetch_add(u64::from(requeued), Ordering::Relaxed);
+            cell.state.store(W_ABSENT, Ordering::SeqCst);
+            inner.replaced.fetch_add(1, Ordering::Relaxed);
+            wake_completer(inner);
+            match launch(inner, w as u32) {
+                Ok(r) => running[w] = Some(r),
+                Err(e) => eprintln!("dbaio: could not replace I/O worker process {w}: {e}"),
+            }
+            wake_idle(ctl, requeued.max(1));
+        }
+        if h.live.load(Ordering::SeqCst) == 0 {
+            // No worker could be started: the embedder executes what is queued.
+            run_queue_here(inner);
+        }
+        // Grow by one while requests wait and no worker is idle, once per launch interval.
+        if dynamic {
+            let backed_up = ctl.queued().any() && h.idle.load(Ordering::SeqCst) == 0;
+            let since = *backed_up_since.get_or_insert_with(Instant::now);
+            if !backed_up {
+                backed_up_since = None;
+            } else if since.elapsed() >= interval && last_launch.elapsed() >= interval {
+                if let Some(w) = (0..inner.size.max as usize).find(|&w| running[w].is_none()) {
+                    match launch(inner, w as u32) {
+                        Ok(r) => {
+                            running[w] = Some(r);
+                            inner.grown.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => eprintln!("dbaio: could not start an I/O worker process: {e}"),
+                    }
+                    last_launch = Instant::now();
+                    backed_up_since = None;
+                }
+            }
+        }
+    }
+}
+
+/// Executes queued requests on the calling thread (no worker process could be started).
+fn run_queue_here(inner: &Inner) {
+    let ctl = &inner.ctl;
+    let me = crate::MAX_WORKERS - 1;
+    while let Some(i) = ctl.queued().take_one(0) {
+        let c = &ctl.reqs()[i as usize];
+        if c.state
+            .compare_exchange(
+                QUEUED,
+                control::state_word(control::RUNNING, me),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_err()
+        {
+            continue;
+        }
+        let r = Ordering::Relaxed;
+        let file = &ctl.files()[c.file.load(r) as usize];
+        let n = c.iovcnt.load(r) as usize;
+        let iov: Vec<libc::iovec> = (0..n)
+            .map(|k| libc::iovec {
+                // SAFETY: offsets were checked against the arena when queued.
+                iov_base: unsafe { inner.arena.base().add(c.iov[k][0].load(r) as usize) }.cast(),
+                iov_len: c.iov[k][1].load(r) as usize,
+            })
+            .collect();
+        // `try_queue` stored a valid op that is not an unlink.
+        let op = OpCode::from_code(c.op.load(r)).filter(|&op| op != OpCode::Unlink);
+        let req = op.map(|op| Request {
+            op,
+            fd: file.fd.load(r),
+            file: c.file.load(r),
+            offset: c.offset.load(r),
+            len: c.len.load(r),
+            iov: iov.as_ptr(),
+            iovcnt: n as u32,
+            path: std::ptr::null(),
+            user_data: 0,
+        });
+        let result = match req {
+            // SAFETY: the iovecs name arena memory the embedder keeps for this request until
+            // its completion; the descriptor is the embedder's own, held open by the I/O's
+            // reference.
+            Some(req) => unsafe { crate::request::perform(&req) },
+            None => -libc::EINVAL,
+        };
+        c.result.store(result, r);
+        c.state
+            .store(control::state_word(DONE, me), Ordering::Release);
+        ctl.done().set(i);
+    }
+    wake_completer(inner);
+}
+
+/// Tells the workers to finish the queue and leave, and waits for them (killing any that
+/// take longer than a minute).
+fn stop_workers(inner: &Inner, running: &mut [Option<Running>]) {
+    let ctl = &inner.ctl;
+    ctl.header().stop.store(1, Ordering::SeqCst);
+    for c in ctl.workers() {
+        c.word.fetch_add(1, Ordering::SeqCst);
+        futex::wake(&c.word, u32::MAX);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for r in running.iter_mut().filter_map(Option::take) {
+        let mut r = r;
+        loop {
+            match r.child.try_wait() {
+                Ok(Some(_)) | Err(_) => break,
+                Ok(None) if Instant::now() > deadline => {
+                    let _ = r.child.kill();
+                    let _ = r.child.wait();
+                    break;
+                }
+                Ok(None) => {
+                    let mut p = libc::pollfd {
+                        fd: r.pidfd.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    // SAFETY: one valid pollfd.
+                    unsafe { libc::poll(&mut p, 1, 100) };
+                }
+            }
+        }
+    }
+    for (w, c) in ctl.workers().iter().enumerate() {
+        if c.state.load(Ordering::SeqCst) != W_ABSENT {
+            // Whatever a killed worker held goes back to the queue and runs here.
+            ctl.repair_after(w as u32, u32::MAX);
+            c.state.store(W_ABSENT, Ordering::SeqCst);
+        }
+    }
+    ctl.header().live.store(0, Ordering::SeqCst);
+    run_queue_here(inner);
+}
+
+impl Drop for ProcessPool {
+    fn drop(&mut self) {
+        let inner = &*self.inner;
+        inner.stopping.store(true, Ordering::SeqCst);
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to our eventfd.
+        unsafe { libc::write(inner.bell.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        let mut threads = std::mem::take(&mut *self.threads.lock());
+        if let Some(sup) = (!threads.is_empty()).then(|| threads.remove(0)) {
+            let _ = sup.join();
+        }
+        inner.completer_stop.store(true, Ordering::SeqCst);
+        wake_completer(inner);
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `start`, no longer used by anyone (the threads have
+        // been joined and this is the last reference).
+        unsafe {
+            libc::munmap(
+                self.ctl.header() as *const _ as *mut libc::c_void,
+                self.map_len,
+            )
+        };
+    }
+}

@@ -36,7 +36,8 @@ pub struct All {
 }
 
 /// The worker pool in one line (`workers 3 (1 .. 16, 1 busy, 0 queued; grown 2, retired 0,
-/// replaced 0)`), or "" when the method has none.
+/// replaced 0)`; for worker processes `worker processes 3 (...; replaced 1, requeued 2, ran
+/// locally 0)`), or "" when the method has none.
 fn pool_line(pool: &Option<WorkerPoolRow>) -> String {
     let Some(p) = pool else {
         return String::new();
@@ -47,14 +48,27 @@ fn pool_line(pool: &Option<WorkerPoolRow>) -> String {
     } else {
         format!("{} .. {}", p.min, p.max)
     };
-    format!(
-        "workers {} ({range}, {busy} busy, {} queued; grown {}, retired {}, replaced {})",
+    let line = format!(
+        "{} {} ({range}, {busy} busy, {} queued; grown {}, retired {}, replaced {}",
+        if p.kind == "process" {
+            "worker processes"
+        } else {
+            "workers"
+        },
         p.workers.len(),
         p.queued,
         p.grown,
         p.retired,
         p.replaced
-    )
+    );
+    if p.kind == "process" {
+        format!(
+            "{line}, requeued {}, ran locally {})",
+            p.requeued, p.ran_locally
+        )
+    } else {
+        format!("{line})")
+    }
 }
 
 /// One line per worker: number, thread id, state, I/Os done.
@@ -63,10 +77,11 @@ fn worker_lines(pool: &Option<WorkerPoolRow>) -> String {
         return String::new();
     };
     let mut o = String::new();
+    let id = if p.kind == "process" { "pid" } else { "tid" };
     for w in &p.workers {
         let _ = writeln!(
             o,
-            "  worker {:<3} tid {:<8} {:<5} {} I/Os",
+            "  worker {:<3} {id} {:<8} {:<5} {} I/Os",
             w.worker, w.tid, w.state, w.ios_done
         );
     }

@@ -553,3 +553,78 @@ fn a_refused_user_is_told_so() {
         "the embedder's reason, not a broken pipe: {err}"
     );
 }
+
+/// `-c io_worker_kind=process` works on every command that does I/O: the reads and writes go
+/// to worker processes (`ran_locally` 0 where the command reports the pool), and nothing is
+/// left behind.
+#[test]
+fn every_command_runs_on_worker_processes() {
+    let d = dir();
+    let f = d.path().join("f");
+    let data = file_with(&f, 8 << 20);
+    let path = f.to_str().unwrap();
+    for rw in ["randread", "randwrite"] {
+        let o = run(&[
+            "bench",
+            "--filename",
+            path,
+            "--rw",
+            rw,
+            "--io-method",
+            "worker",
+            "--runtime",
+            "0.3",
+            "--allow-overwrite",
+            "--json",
+            "-c",
+            "io_worker_kind=process",
+        ]);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "bench {rw}: {err}");
+        let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+        assert!(v["iops"].as_f64().unwrap() > 0.0, "{out}");
+        assert_eq!(v["errors"], 0, "{out}");
+    }
+    std::fs::write(&f, &data).unwrap();
+    let o = run(&[
+        "prewarm",
+        path,
+        "--io-method",
+        "worker",
+        "--json",
+        "-c",
+        "io_worker_kind=process",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "prewarm: {err}");
+    assert!(
+        out.contains(&(8u64 << 20).to_string()),
+        "prewarm read every byte: {out}"
+    );
+    let o = run(&[
+        "unlink-bench",
+        "--dir",
+        d.path().to_str().unwrap(),
+        "--chunks",
+        "2",
+        "--chunk-size",
+        "64k",
+        "--gc-cycles",
+        "1",
+        "--rounds",
+        "1",
+        "--mode",
+        "worker-wait",
+        "-c",
+        "io_worker_kind=process",
+    ]);
+    let (_, err) = text(&o);
+    assert!(o.status.success(), "unlink-bench: {err}");
+    // A bad value is a PostgreSQL-style refusal.
+    let o = run(&["bench", "--filename", path, "-c", "io_worker_kind=fork"]);
+    let err = refused(&o, "io_worker_kind=fork");
+    assert!(
+        err.contains("invalid value for parameter \"io_worker_kind\""),
+        "{err}"
+    );
+}

@@ -349,3 +349,31 @@ fn killing_the_embedder_leaves_no_worker() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn a_depth_one_issuer_keeps_one_worker_process() {
+    // Self-sizing between 1 and 4 processes: one read at a time never backs the queue up
+    // for a whole launch interval, so the pool stays at its minimum.
+    let d = dir();
+    let path = d.path().join("f");
+    std::fs::write(&path, vec![7u8; 1 << 20]).unwrap();
+    let aio = Aio::start(Settings {
+        io_workers: 0,
+        io_min_workers: 1,
+        io_max_workers: 4,
+        ..settings(1)
+    })
+    .unwrap();
+    let me = aio.register_issuer("depth-1").unwrap();
+    let f = aio.open(&path, &OpenOptions::read()).unwrap();
+    let t = Instant::now();
+    let mut n = 0u64;
+    while t.elapsed() < Duration::from_millis(500) || n < 2000 {
+        let off = (n * 4096) % (1 << 20);
+        let io = me.acquire().unwrap().read(&f, off, IoBuf::new(4096));
+        assert!(me.wait(io).into_buf().iter().all(|&b| b == 7));
+        n += 1;
+    }
+    let pool = aio.worker_pool().unwrap();
+    assert_eq!((pool.workers.len(), pool.grown), (1, 0), "{pool:?}");
+}

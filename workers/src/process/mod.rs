@@ -103,6 +103,9 @@ struct Inner {
     replaced: AtomicU32,
     /// Requests queued again after their worker died.
     requeued: AtomicU64,
+    /// A wake since the supervisor last looked found an idle worker for every request it
+    /// queued: the queue did not back up all along, so that interval does not grow the pool.
+    calm: AtomicBool,
     stopping: AtomicBool,
     completer_stop: AtomicBool,
     /// Wakes the supervisor (pool stopping).
@@ -184,6 +187,7 @@ impl ProcessPool {
             retired: AtomicU32::new(0),
             replaced: AtomicU32::new(0),
             requeued: AtomicU64::new(0),
+            calm: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             completer_stop: AtomicBool::new(false),
             // SAFETY: eventfd returned a fresh descriptor that we now own.
@@ -300,7 +304,9 @@ impl ProcessPool {
     pub fn wake(&self, n: u32) {
         if n > 0 {
             fence(Ordering::SeqCst);
-            wake_idle(&self.inner.ctl, n);
+            if wake_idle(&self.inner.ctl, n) == n && !self.inner.calm.load(Ordering::Relaxed) {
+                self.inner.calm.store(true, Ordering::Relaxed);
+            }
         }
     }
 
@@ -603,9 +609,13 @@ fn supervise(inner: &Arc<Inner>, ready: std::sync::mpsc::Sender<io::Result<()>>)
             // No worker could be started: the embedder executes what is queued.
             run_queue_here(inner);
         }
-        // Grow by one while requests wait and no worker is idle, once per launch interval.
+        // Grow by one after a whole launch interval in which requests waited with no idle
+        // worker: no wake in it found enough idle workers (a depth-1 issuer that now and then
+        // meets its worker on the way back to idle does not grow the pool), and the queue is
+        // backed up at its end.
         if dynamic {
-            let backed_up = ctl.queued().any() && h.idle.load(Ordering::SeqCst) == 0;
+            let calm = inner.calm.swap(false, Ordering::Relaxed);
+            let backed_up = !calm && ctl.queued().any() && h.idle.load(Ordering::SeqCst) == 0;
             let since = *backed_up_since.get_or_insert_with(Instant::now);
             if !backed_up {
                 backed_up_since = None;

@@ -162,6 +162,10 @@ impl Prefault {
         const CHUNK: usize = 16 << 20;
         let stop = Arc::new(AtomicBool::new(false));
         let (base, len) = (region.base() as usize, region.len());
+        // Pages in the shared arena are allocated in the memfd, not faulted into this
+        // process: the worker processes that read into them map them, and would fault each
+        // page again in their own page tables anyway.
+        let arena = region.arena.then(dbaio_workers::arena::installed).flatten();
         let flag = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
             .name("dbaio-prefault".into())
@@ -169,6 +173,13 @@ impl Prefault {
                 let mut off = 0;
                 while off < len && !flag.load(Ordering::Relaxed) {
                     let n = CHUNK.min(len - off);
+                    if let Some(a) = arena {
+                        if !a.populate((base + off) as *const u8, n) {
+                            break;
+                        }
+                        off += n;
+                        continue;
+                    }
                     // SAFETY: the range lies in a mapping the owner keeps until this thread is
                     // joined; MADV_POPULATE_WRITE only faults pages in (present pages, and any
                     // data in them, are left as they are).

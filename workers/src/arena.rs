@@ -124,6 +124,25 @@ impl SharedArena {
         (off.checked_add(len)? <= self.len).then_some(off as u64)
     }
 
+    /// Allocates the arena's pages for `len` bytes at `p` without mapping them here
+    /// (`fallocate` on the memfd): a process that touches them later, a worker reading into
+    /// them, only maps a page that exists instead of allocating and zeroing it. False when
+    /// the range is not in the arena or the kernel refused.
+    pub fn populate(&self, p: *const u8, len: usize) -> bool {
+        let Some(off) = self.offset_of(p, len) else {
+            return false;
+        };
+        // SAFETY: fallocate takes integers; mode 0 only allocates (data already there stays).
+        unsafe {
+            libc::fallocate(
+                self.fd.as_raw_fd(),
+                0,
+                off as libc::off_t,
+                len as libc::off_t,
+            ) == 0
+        }
+    }
+
     /// Bytes handed out now.
     pub fn in_use(&self) -> usize {
         self.state.lock().in_use

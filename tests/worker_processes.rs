@@ -377,3 +377,22 @@ fn a_depth_one_issuer_keeps_one_worker_process() {
     let pool = aio.worker_pool().unwrap();
     assert_eq!((pool.workers.len(), pool.grown), (1, 0), "{pool:?}");
 }
+
+#[test]
+fn a_worker_program_that_cannot_serve_is_an_error_at_start() {
+    for (program, words) in [
+        ("/nonexistent/dbaio-worker", "/nonexistent/dbaio-worker"),
+        ("/bin/true", "without becoming a worker"),
+    ] {
+        let mut s = settings(2);
+        s.set("io_worker_program", program).unwrap();
+        let err = match Aio::start(s) {
+            Ok(_) => panic!("{program} started as a worker"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains(words), "{program}: {err}");
+    }
+    // And the subsystem starts with the default program afterwards.
+    let aio = Aio::start(settings(1)).unwrap();
+    assert_eq!(aio.worker_pool().unwrap().workers.len(), 1);
+}

@@ -73,6 +73,11 @@ fn run(arg: &str) -> Result<(), String> {
     if nix::unistd::getppid().as_raw() != parent {
         return Ok(());
     }
+    // Ctrl-C at a terminal signals the whole foreground process group: the embedder decides
+    // what an interrupt means (finish, clean up, exit), and its workers go when it does.
+    // SAFETY: ignoring SIGINT installs no handler code.
+    let _ =
+        unsafe { nix::sys::signal::signal(Signal::SIGINT, nix::sys::signal::SigHandler::SigIgn) };
     let name = CString::new(format!("dbaio-io-w{id}")).unwrap_or_default();
     let _ = nix::sys::prctl::set_name(&name);
     // The control segment is our standard input.

@@ -27,8 +27,8 @@
 mod support;
 
 use dbaio::{
-    Aio, FaultAction, FaultRule, InFlight, IoBuf, IoMethodKind, Issuer, Op, OpenOptions, Settings,
-    Status,
+    Aio, FaultAction, FaultRule, InFlight, IoBuf, IoMethodKind, IoWorkerKind, Issuer, Op,
+    OpenOptions, Settings, Status,
 };
 use proptest::prelude::*;
 use std::collections::BTreeSet;
@@ -251,9 +251,10 @@ fn check_read(
     }
 }
 
-fn settings(m: IoMethodKind) -> Settings {
+fn settings(m: IoMethodKind, kind: IoWorkerKind) -> Settings {
     Settings {
         io_method: m,
+        io_worker_kind: kind,
         io_max_concurrency: 8,
         max_issuers: 8,
         max_files: 16,
@@ -263,7 +264,7 @@ fn settings(m: IoMethodKind) -> Settings {
     }
 }
 
-fn run(m: IoMethodKind, issuers: u8, seed: u64, steps: Vec<Step>) {
+fn run(m: IoMethodKind, kind: IoWorkerKind, issuers: u8, seed: u64, steps: Vec<Step>) {
     let d = support::dir();
     let paths: Vec<PathBuf> = (0..FILES).map(|f| d.path().join(format!("f{f}"))).collect();
     for (f, p) in paths.iter().enumerate() {
@@ -273,7 +274,7 @@ fn run(m: IoMethodKind, issuers: u8, seed: u64, steps: Vec<Step>) {
         std::fs::write(p, data).unwrap();
     }
     let scratch = d.path().join("scratch");
-    let aio = Aio::start(settings(m)).unwrap();
+    let aio = Aio::start(settings(m, kind)).unwrap();
     aio.seed_faults(seed);
     let files: Vec<_> = paths
         .iter()
@@ -568,7 +569,22 @@ fn observe(model: &mut Model, o: Out<'_>, me: &Issuer, faults: bool) {
 
 /// Runs one program on `m`, failing (not hanging) if it takes more than a minute.
 fn check(m: IoMethodKind, issuers: u8, seed: u64, steps: Vec<Step>) {
-    support::within(60, "a model program", move || run(m, issuers, seed, steps));
+    support::within(60, "a model program", move || {
+        run(m, IoWorkerKind::Thread, issuers, seed, steps)
+    });
+}
+
+/// Runs one program on the worker method with worker processes.
+fn check_processes(issuers: u8, seed: u64, steps: Vec<Step>) {
+    support::within(60, "a model program", move || {
+        run(
+            IoMethodKind::Worker,
+            IoWorkerKind::Process,
+            issuers,
+            seed,
+            steps,
+        )
+    });
 }
 
 fn available(m: IoMethodKind) -> bool {
@@ -595,6 +611,11 @@ proptest! {
     }
 
     #[test]
+    fn model_worker_process((issuers, seed, steps) in program()) {
+        check_processes(issuers, seed, steps);
+    }
+
+    #[test]
     fn model_io_uring((issuers, seed, steps) in program()) {
         if available(IoMethodKind::IoUring) {
             check(IoMethodKind::IoUring, issuers, seed, steps);
@@ -615,6 +636,12 @@ proptest! {
     #[ignore = "long: 10,000 programs per method"]
     fn model_worker_long((issuers, seed, steps) in program()) {
         check(IoMethodKind::Worker, issuers, seed, steps);
+    }
+
+    #[test]
+    #[ignore = "long: 10,000 programs per method"]
+    fn model_worker_process_long((issuers, seed, steps) in program()) {
+        check_processes(issuers, seed, steps);
     }
 
     #[test]

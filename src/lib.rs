@@ -66,7 +66,8 @@
 //! | `bufmgr/verification.rs` | page verification at completion: trait, modes, messages |
 //! | **`start.rs`** | **[`Aio::start`], [`AioBuilder`]: puts the layers together** |
 //!
-//! Beside the library: `workers/` (the worker thread engine), `uring/` (the io_uring engine),
+//! Beside the library: `workers/` (the worker engine: threads, or processes over a memfd
+//! control segment and the shared buffer arena), `uring/` (the io_uring engine),
 //! `pg/` (PostgreSQL's page and cluster formats), `cli/` (the `dbaio` command) and `redb/`
 //! (`dbaio-redb`: redb's storage backend on dbaio, the worked example of embedding).
 

@@ -3,7 +3,7 @@
 //! refilling in batch mode, and records per-I/O latency in an HDR histogram. See
 //! `docs/benchmarks.md`.
 
-use dbaio::{Aio, AioError, InFlight, IoBuf, IoMethodKind, OpenOptions, Settings};
+use dbaio::{Aio, AioError, InFlight, IoBuf, IoMethodKind, IoWorkerKind, OpenOptions, Settings};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -95,6 +95,8 @@ pub struct Latency {
 pub struct BenchReport {
     /// Method used.
     pub io_method: String,
+    /// `thread` or `process` for the worker method (`io_worker_kind`), else null.
+    pub io_worker_kind: Option<String>,
     /// Access pattern.
     pub rw: Rw,
     /// Block size.
@@ -185,10 +187,15 @@ impl Rng {
     }
 }
 
-/// Runs one benchmark with `method`.
-pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, AioError> {
+/// Runs one benchmark with `method` (and, for the worker method, workers of `kind`).
+pub fn run(
+    opts: &BenchOptions,
+    method: IoMethodKind,
+    kind: IoWorkerKind,
+) -> Result<BenchReport, AioError> {
     let settings = Settings {
         io_method: method,
+        io_worker_kind: kind,
         io_max_concurrency: opts.iodepth.max(1) as i32,
         max_issuers: 4,
         introspection_socket: opts.socket.clone(),
@@ -329,6 +336,13 @@ pub fn run(opts: &BenchOptions, method: IoMethodKind) -> Result<BenchReport, Aio
     let us = |q: f64| hist.value_at_quantile(q) as f64;
     Ok(BenchReport {
         io_method: aio.io_method().name().to_string(),
+        io_worker_kind: (aio.io_method() == IoMethodKind::Worker).then(|| {
+            match kind {
+                IoWorkerKind::Thread => "thread",
+                IoWorkerKind::Process => "process",
+            }
+            .to_string()
+        }),
         rw: opts.rw,
         bs: opts.bs,
         iodepth: depth as u32,
@@ -439,9 +453,14 @@ pub fn table(reports: &[BenchReport]) -> String {
         "errors"
     );
     for r in reports {
+        // Worker processes show as `worker-p`.
+        let method = match r.io_worker_kind.as_deref() {
+            Some("process") => format!("{}-p", r.io_method),
+            _ => r.io_method.clone(),
+        };
         s += &format!(
             "{:<9} {:<9} {:>6} {:>7} {:>9} {:>10.0} {:>9.1} {:>8.0} {:>8.0} {:>9.0} {:>9.0} {:>9.1} {:>6}\n",
-            r.io_method,
+            method,
             r.rw.name(),
             r.bs,
             r.iodepth,

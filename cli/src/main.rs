@@ -8,7 +8,7 @@
 //! included (`{"error": "…"}`, the words also on stderr).
 
 use clap::{Parser, Subcommand};
-use dbaio::IoMethodKind;
+use dbaio::{IoMethodKind, IoWorkerKind};
 use dbaio_cli::bench::{self, BenchOptions, Rw};
 use dbaio_cli::datafile;
 use dbaio_cli::interrupt::{INTERRUPTED, Interrupt};
@@ -521,12 +521,25 @@ fn bench_cmd(a: BenchArgs) -> Outcome {
             ("io_workers", a.io_workers.as_deref()),
         ],
     )?;
-    // One method when it is named (as a flag or with -c), else the comparison of all.
+    // One method when it is named (as a flag or with -c), else the comparison of all: sync,
+    // worker threads, io_uring, then worker processes (last: from their start on, every
+    // buffer of this process comes from the shared arena), unless `io_worker_kind` is set.
     let named = a.io_method.is_some() || a.set.iter().any(|kv| kv.trim().starts_with("io_method"));
-    let methods: Vec<IoMethodKind> = if named {
-        vec![settings.io_method]
+    let kind_named = a
+        .set
+        .iter()
+        .any(|kv| kv.trim().starts_with("io_worker_kind"));
+    let methods: Vec<(IoMethodKind, IoWorkerKind)> = if named {
+        vec![(settings.io_method, settings.io_worker_kind)]
     } else {
-        IoMethodKind::ALL.to_vec()
+        let mut all: Vec<_> = IoMethodKind::ALL
+            .iter()
+            .map(|&m| (m, settings.io_worker_kind))
+            .collect();
+        if !kind_named {
+            all.push((IoMethodKind::Worker, IoWorkerKind::Process));
+        }
+        all
     };
     let compare = a.filename.is_none();
     let iodepth = options::in_range("iodepth", a.iodepth, 1, 1024)? as u32;
@@ -577,7 +590,7 @@ fn bench_cmd(a: BenchArgs) -> Outcome {
         stop: stop.flag(),
     };
     let mut reports = Vec::new();
-    for m in methods {
+    for (m, kind) in methods {
         if m == IoMethodKind::IoUring {
             if let Err(why) = dbaio::io_uring_available() {
                 if compare {
@@ -592,7 +605,7 @@ fn bench_cmd(a: BenchArgs) -> Outcome {
                 "dbaio bench: io_method sync runs one I/O at a time: iodepth 1 ({iodepth} asked)"
             );
         }
-        let r = bench::run(&opts, m).map_err(|e| e.to_string())?;
+        let r = bench::run(&opts, m, kind).map_err(|e| e.to_string())?;
         if a.json {
             println!("{}", serde_json::to_string(&r).expect("plain data"));
         }

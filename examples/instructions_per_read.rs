@@ -1,0 +1,113 @@
+//! Instructions per 4 KiB read (issue 14, P7): dbaio's handle path on `sync` and `io_uring`
+//! against the minimal loops it stands on — a raw `pread` loop and a raw `io-uring` loop
+//! (push one read, submit and wait, reap). Every read hits the page cache (a 64 MiB file
+//! written first), one at a time, into one reused 4 KiB-aligned buffer, at pseudo-random
+//! block offsets, so that only the code path differs.
+//!
+//! Count its instructions at two read counts and divide the difference by the difference of
+//! the counts, so that start-up cancels (docs/benchmarks.md, "Instructions per 4 KiB read";
+//! `perf stat -e instructions` where the CPU's counters are visible, callgrind where not):
+//!
+//!     valgrind --tool=callgrind target/release/examples/instructions_per_read io_uring 30000
+//!
+//! Modes: `raw-pread`, `sync`, `sync-slice` (`read_exact_into` on the calling thread's
+//! issuer), `raw-uring`, `io_uring`.
+
+use dbaio::{Aio, IoBuf, IoMethodKind, OpenOptions, Settings};
+use std::os::fd::AsRawFd;
+
+const FILE_BLOCKS: u64 = 16384;
+const BLOCK: usize = 4096;
+
+fn offsets(n: u64) -> impl Iterator<Item = u64> {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    (0..n).map(move |_| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % FILE_BLOCKS) * BLOCK as u64
+    })
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let mode = args.next().unwrap_or_else(|| "sync".into());
+    let n: u64 = args.next().and_then(|v| v.parse().ok()).unwrap_or(100_000);
+    let dir = tempfile::tempdir_in(".").unwrap();
+    let path = dir.path().join("hot");
+    std::fs::write(&path, vec![1u8; FILE_BLOCKS as usize * BLOCK]).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    let mut sum = 0u64;
+    match mode.as_str() {
+        "raw-pread" => {
+            let buf = IoBuf::new(BLOCK);
+            let p = buf.as_ptr() as *mut libc::c_void;
+            for off in offsets(n) {
+                // SAFETY: `buf` is a live 4 KiB allocation nothing else uses.
+                let r = unsafe { libc::pread(file.as_raw_fd(), p, BLOCK, off as libc::off_t) };
+                assert_eq!(r, BLOCK as isize);
+            }
+            sum += u64::from(buf[0]);
+        }
+        "raw-uring" => {
+            let mut ring = io_uring::IoUring::new(64).unwrap();
+            let buf = IoBuf::new(BLOCK);
+            let fd = io_uring::types::Fd(file.as_raw_fd());
+            for off in offsets(n) {
+                let sqe = io_uring::opcode::Read::new(fd, buf.as_ptr() as *mut u8, BLOCK as u32)
+                    .offset(off)
+                    .build();
+                // SAFETY: the buffer outlives the read, which is reaped before the next push.
+                unsafe { ring.submission().push(&sqe).unwrap() };
+                ring.submit_and_wait(1).unwrap();
+                let cqe = ring.completion().next().unwrap();
+                assert_eq!(cqe.result(), BLOCK as i32);
+            }
+            sum += u64::from(buf[0]);
+        }
+        "sync" | "io_uring" => {
+            let method = if mode == "sync" {
+                IoMethodKind::Sync
+            } else {
+                IoMethodKind::IoUring
+            };
+            let aio = Aio::start(Settings {
+                io_method: method,
+                buffer_pool_size: 0,
+                ..Settings::default()
+            })
+            .unwrap();
+            let me = aio.register_issuer("instructions").unwrap();
+            let f = aio.open(&path, &OpenOptions::read()).unwrap();
+            let mut buf = IoBuf::new(BLOCK);
+            for off in offsets(n) {
+                let io = me.acquire().unwrap().read(&f, off, buf);
+                let c = me.wait(io);
+                c.check().unwrap();
+                buf = c.into_buf();
+            }
+            sum += u64::from(buf[0]);
+            me.close(f);
+        }
+        "sync-slice" => {
+            // The embedder's shortcut: `read_exact_into` a slice on the calling thread's issuer
+            // (the inline path: two state transitions, no handle round trip).
+            let aio = Aio::start(Settings {
+                io_method: IoMethodKind::Sync,
+                buffer_pool_size: 0,
+                ..Settings::default()
+            })
+            .unwrap();
+            let f = aio.open(&path, &OpenOptions::read()).unwrap();
+            let mut buf = IoBuf::new(BLOCK);
+            for off in offsets(n) {
+                aio.with_issuer(|me| me.read_exact_into(&f, off, &mut buf[..]))
+                    .unwrap()
+                    .unwrap();
+            }
+            sum += u64::from(buf[0]);
+        }
+        other => panic!("unknown mode {other} (raw-pread, sync, sync-slice, raw-uring, io_uring)"),
+    }
+    println!("{mode}: {n} reads (check {sum})");
+}

@@ -12,7 +12,6 @@ use super::control::{
     Control, DONE, FileCell, Layout, MAGIC, QUEUED, RUNNING, W_BUSY, W_IDLE, W_RETIRED, state_word,
 };
 use crate::futex;
-use crate::request::{OpCode, Request, perform};
 use nix::sys::signal::Signal;
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -238,43 +237,12 @@ impl Worker<'_> {
     fn perform(&mut self, i: u32) -> i32 {
         let c = &self.ctl.reqs()[i as usize];
         let r = Ordering::Relaxed;
-        // Paths never come here (unlink runs in the embedder).
-        let op = match OpCode::from_code(c.op.load(r)) {
-            Some(OpCode::Unlink) | None => return -libc::EINVAL,
-            Some(op) => op,
-        };
-        let fd = match self.fd(c.file.load(r), c.epoch.load(r)) {
-            Ok(fd) => fd,
-            Err(e) => return -e,
-        };
-        let n = (c.iovcnt.load(r) as usize).min(super::control::MAX_IOV);
-        let mut iov = [libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        }; super::control::MAX_IOV];
-        for (k, v) in iov.iter_mut().enumerate().take(n) {
-            let (off, len) = (c.iov[k][0].load(r), c.iov[k][1].load(r));
-            if off.checked_add(len).is_none_or(|end| end > self.arena_len) {
-                return -libc::EFAULT;
-            }
-            // SAFETY: off + len lies inside our mapping of the arena (checked just above).
-            v.iov_base = unsafe { self.arena.add(off as usize) }.cast();
-            v.iov_len = len as usize;
+        match self.fd(c.file.load(r), c.epoch.load(r)) {
+            // SAFETY: `self.arena` maps the whole arena for the life of this process; the
+            // embedder keeps the request's buffers untouched until its completion posts.
+            Ok(fd) => unsafe { c.execute(fd, self.arena, self.arena_len) },
+            Err(e) => -e,
         }
-        let req = Request {
-            op,
-            fd,
-            file: c.file.load(r),
-            offset: c.offset.load(r),
-            len: c.len.load(r),
-            iov: iov.as_ptr(),
-            iovcnt: n as u32,
-            path: std::ptr::null(),
-            user_data: 0,
-        };
-        // SAFETY: every iovec names memory inside the arena mapping, which lives as long as
-        // this process; the embedder keeps the buffers unused until the completion posts.
-        unsafe { perform(&req) }
     }
 
     /// Our descriptor for file slot `file` at `epoch`, reopened from the embedder's on first

@@ -115,6 +115,54 @@ pub(crate) struct ReqCell {
     pub iov: [[AtomicU64; 2]; MAX_IOV],
 }
 
+impl ReqCell {
+    /// Executes the request this cell holds (read after its state was claimed) on descriptor
+    /// `fd`, with its iovecs resolved against the arena mapped at `arena` (`arena_len` bytes);
+    /// returns the raw result (`-errno` for an op that never comes here, such as an unlink,
+    /// or an iovec outside the arena).
+    ///
+    /// # Safety
+    ///
+    /// `arena` must be a live mapping of `arena_len` bytes of the shared arena, whose
+    /// buffers named by this request nobody else touches until its completion is posted.
+    pub unsafe fn execute(&self, fd: std::os::fd::RawFd, arena: *mut u8, arena_len: u64) -> i32 {
+        use crate::request::{OpCode, Request, perform};
+        let r = Ordering::Relaxed;
+        let op = match OpCode::from_code(self.op.load(r)) {
+            Some(OpCode::Unlink) | None => return -libc::EINVAL,
+            Some(op) => op,
+        };
+        let n = (self.iovcnt.load(r) as usize).min(MAX_IOV);
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; MAX_IOV];
+        for (k, v) in iov.iter_mut().enumerate().take(n) {
+            let (off, len) = (self.iov[k][0].load(r), self.iov[k][1].load(r));
+            if off.checked_add(len).is_none_or(|end| end > arena_len) {
+                return -libc::EFAULT;
+            }
+            // SAFETY: off + len lies inside the arena mapping (checked just above).
+            v.iov_base = unsafe { arena.add(off as usize) }.cast();
+            v.iov_len = len as usize;
+        }
+        let req = Request {
+            op,
+            fd,
+            file: self.file.load(r),
+            offset: self.offset.load(r),
+            len: self.len.load(r),
+            iov: iov.as_ptr(),
+            iovcnt: n as u32,
+            path: std::ptr::null(),
+            user_data: 0,
+        };
+        // SAFETY: every iovec names arena memory that stays mapped and untouched until the
+        // completion posts (function contract).
+        unsafe { perform(&req) }
+    }
+}
+
 const fn round_up(n: usize, to: usize) -> usize {
     n.div_ceil(to) * to
 }

@@ -654,35 +654,12 @@ fn run_queue_here(inner: &Inner) {
             continue;
         }
         let r = Ordering::Relaxed;
-        let file = &ctl.files()[c.file.load(r) as usize];
-        let n = c.iovcnt.load(r) as usize;
-        let iov: Vec<libc::iovec> = (0..n)
-            .map(|k| libc::iovec {
-                // SAFETY: offsets were checked against the arena when queued.
-                iov_base: unsafe { inner.arena.base().add(c.iov[k][0].load(r) as usize) }.cast(),
-                iov_len: c.iov[k][1].load(r) as usize,
-            })
-            .collect();
-        // `try_queue` stored a valid op that is not an unlink.
-        let op = OpCode::from_code(c.op.load(r)).filter(|&op| op != OpCode::Unlink);
-        let req = op.map(|op| Request {
-            op,
-            fd: file.fd.load(r),
-            file: c.file.load(r),
-            offset: c.offset.load(r),
-            len: c.len.load(r),
-            iov: iov.as_ptr(),
-            iovcnt: n as u32,
-            path: std::ptr::null(),
-            user_data: 0,
-        });
-        let result = match req {
-            // SAFETY: the iovecs name arena memory the embedder keeps for this request until
-            // its completion; the descriptor is the embedder's own, held open by the I/O's
-            // reference.
-            Some(req) => unsafe { crate::request::perform(&req) },
-            None => -libc::EINVAL,
-        };
+        let fd = ctl.files()[c.file.load(r) as usize].fd.load(r);
+        let arena = inner.arena;
+        // SAFETY: the arena is mapped for the life of the process; the embedder keeps the
+        // request's buffers untouched until its completion posts, and `fd` is its own,
+        // held open by the I/O's reference to the file.
+        let result = unsafe { c.execute(fd, arena.base(), arena.len() as u64) };
         c.result.store(result, r);
         c.state
             .store(control::state_word(DONE, me), Ordering::Release);

@@ -94,6 +94,10 @@ fn killed_workers_lose_no_data_and_no_completion() {
     let d = dir();
     let path = d.path().join("blocks");
     let aio = Aio::start(settings(4)).unwrap();
+    assert!(
+        IoBuf::new(BLOCK).is_shared(),
+        "buffers come from the shared arena"
+    );
     let me = aio.register_issuer("mixed").unwrap();
     let f = aio
         .open(&path, &OpenOptions::read_write().direct(true))

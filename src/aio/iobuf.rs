@@ -121,6 +121,15 @@ impl IoBuf {
         self.align
     }
 
+    /// True if the buffer lives in the shared arena, where worker processes
+    /// (`io_worker_kind = process`) can reach it: every buffer made after worker processes
+    /// started in this process, unless the arena was full. I/O on a buffer that is not
+    /// shared runs in the issuer instead of a worker process.
+    #[inline]
+    pub fn is_shared(&self) -> bool {
+        self.arena
+    }
+
     pub(crate) fn raw(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }

@@ -3,7 +3,8 @@
 //! request that kills every worker that runs it fails with an error naming the lost worker;
 //! killing the embedding process leaves no worker behind.
 //!
-//! The kill run lasts `DBAIO_KILL_SECS` seconds (default 10).
+//! The kill run lasts `DBAIO_KILL_SECS` seconds (default 10) and kills a worker every
+//! `DBAIO_KILL_EVERY_MS` milliseconds (default 100).
 
 use dbaio::{Aio, IoBuf, IoMethodKind, IoWorkerKind, OpenOptions, Settings};
 use std::collections::HashMap;
@@ -108,7 +109,11 @@ fn killed_workers_lose_no_data_and_no_completion() {
             .unwrap();
     }
     let stop = Arc::new(AtomicBool::new(false));
-    let kills = killer(aio.clone(), Arc::clone(&stop), Duration::from_millis(100));
+    let every: u64 = std::env::var("DBAIO_KILL_EVERY_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let kills = killer(aio.clone(), Arc::clone(&stop), Duration::from_millis(every));
     // Watchdog: a hang fails the test instead of stalling CI.
     let finished = Arc::new(AtomicBool::new(false));
     {

@@ -405,3 +405,63 @@ fn a_worker_program_that_cannot_serve_is_an_error_at_start() {
     let aio = Aio::start(settings(1)).unwrap();
     assert_eq!(aio.worker_pool().unwrap().workers.len(), 1);
 }
+
+fn free_huge_pages() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("HugePages_Free:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_buffer_pool_on_huge_pages_is_reached_by_worker_processes() {
+    // 16 MiB of pool: 8 huge pages. `.ci/run` reserves some when it may.
+    if free_huge_pages() < 8 {
+        eprintln!(
+            "SKIPPED huge-page pool on worker processes: fewer than 8 huge pages reserved (vm.nr_hugepages)"
+        );
+        return;
+    }
+    let d = dir();
+    let path = d.path().join("rel");
+    let data: Vec<u8> = (0..(4u64 << 20))
+        .map(|i| (i / 8192 * 7 + i % 251) as u8)
+        .collect();
+    std::fs::write(&path, &data).unwrap();
+    let mut s = settings(2);
+    s.set("huge_pages", "on").unwrap();
+    s.set("buffer_pool_size", "16MB").unwrap();
+    let aio = Aio::start(s).unwrap();
+    let me = aio.register_issuer("pool").unwrap();
+    let rel = dbaio::Relation::open_with_segment_blocks(
+        &aio,
+        &path,
+        &OpenOptions::read().direct(true),
+        512,
+    )
+    .unwrap();
+    // A read stream keeps reads in flight ahead of the one it waits for: workers run those.
+    let mut stream = dbaio::ReadStream::new(&me, &rel, 0..512, dbaio::ReadStreamOptions::default());
+    let mut next = 0u32;
+    while let Some(b) = stream.next_buffer() {
+        let b = b.unwrap();
+        let at = u64::from(b.block()) * 8192;
+        assert_eq!(
+            b.page(),
+            &data[at as usize..at as usize + 8192],
+            "block {}",
+            b.block()
+        );
+        next += 1;
+    }
+    assert_eq!(next, 512);
+    drop(stream);
+    let pool = aio.worker_pool().unwrap();
+    let done: u64 = pool.workers.iter().map(|w| w.ios_done).sum();
+    assert!(done > 0, "the reads went to the worker processes: {pool:?}");
+    assert_eq!(pool.ran_locally, 0, "{pool:?}");
+}

@@ -137,7 +137,7 @@ impl BufferPool {
         // Private while every executor is a thread; in the shared arena for worker processes.
         let bytes = buffers as usize * page_size;
         let pages = if s.worker_processes() {
-            SharedRegion::in_arena(bytes)?
+            SharedRegion::for_worker_processes(bytes, huge)?
         } else {
             SharedRegion::new_pages(bytes, true, huge, thp)?
         };

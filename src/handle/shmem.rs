@@ -20,6 +20,9 @@ pub(crate) struct SharedRegion {
     len: usize,
     /// A block of the shared arena (returned to it on drop), not a mapping of its own.
     arena: bool,
+    /// A shared mapping of its own memfd on reserved huge pages, registered so that worker
+    /// processes map it too (unmapped by its own drop).
+    huge: Option<dbaio_workers::arena::HugeRegion>,
 }
 
 // SAFETY: the region is plain memory; all concurrent access to it goes through atomics or is
@@ -55,13 +58,41 @@ impl SharedRegion {
             ptr,
             len,
             arena: false,
+            huge: None,
         })
     }
 
-    /// Page memory for the buffer pool in the shared arena, where worker processes reach it
-    /// (`io_worker_kind = process`; the arena must be installed). 4 KiB pages: the arena is one
-    /// memfd, and its hugetlb and THP behaviour are the shmem ones, not tuned here.
-    pub(crate) fn in_arena(len: usize) -> io::Result<SharedRegion> {
+    /// Page memory for the buffer pool where worker processes reach it (`io_worker_kind =
+    /// process`; the arena must be installed): with `huge_pages` `try` or `on`, a memfd of its
+    /// own on reserved huge pages (`MFD_HUGETLB`, registered so that workers map it), as
+    /// PostgreSQL puts `shared_buffers` there; otherwise, or when too few are reserved under
+    /// `try`, a block of the arena on 4 KiB pages. Huge pages spare the workers one fault,
+    /// allocation and zeroing per 4 KiB page of a fresh pool (docs/benchmarks.md, "Worker
+    /// processes").
+    pub(crate) fn for_worker_processes(len: usize, huge: HugePages) -> io::Result<SharedRegion> {
+        if huge != HugePages::Off {
+            match SharedRegion::huge_memfd(len) {
+                Ok(r) => return Ok(r),
+                Err(e) if huge == HugePages::On => return Err(e),
+                Err(_) => {}
+            }
+        }
+        SharedRegion::in_arena(len)
+    }
+
+    fn huge_memfd(len: usize) -> io::Result<SharedRegion> {
+        let region = dbaio_workers::arena::HugeRegion::create(len)?;
+        let ptr = NonNull::new(region.base())
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
+        Ok(SharedRegion {
+            ptr,
+            len: region.len(),
+            arena: false,
+            huge: Some(region),
+        })
+    }
+
+    fn in_arena(len: usize) -> io::Result<SharedRegion> {
         let arena = dbaio_workers::arena::installed()
             .ok_or_else(|| io::Error::other("the shared arena is not installed"))?;
         let (ptr, _) = arena
@@ -71,6 +102,7 @@ impl SharedRegion {
             ptr,
             len: len.max(1),
             arena: true,
+            huge: None,
         })
     }
 
@@ -133,6 +165,9 @@ impl SharedRegion {
 
 impl Drop for SharedRegion {
     fn drop(&mut self) {
+        if self.huge.is_some() {
+            return; // the huge region unmaps itself when the field drops
+        }
         if self.arena {
             if let Some(a) = dbaio_workers::arena::installed() {
                 // SAFETY: the block came from this arena's `alloc` for `len` bytes, and its

@@ -56,6 +56,151 @@ unsafe impl Sync for SharedArena {}
 
 static ARENA: OnceLock<Result<SharedArena, String>> = OnceLock::new();
 
+/// Most shared regions besides the arena (buffer pools on huge pages, one per subsystem).
+pub const MAX_REGIONS: usize = 8;
+
+/// A shared region besides the arena: a memfd of its own (a buffer pool on reserved huge
+/// pages, `MFD_HUGETLB`, which the arena's 4 KiB-page memfd cannot hold), registered so that
+/// worker processes can map it and addresses in it can be named to them.
+#[derive(Clone, Copy, Debug)]
+struct Region {
+    fd: RawFd,
+    base: usize,
+    len: usize,
+}
+
+static REGIONS: parking_lot::RwLock<[Option<Region>; MAX_REGIONS]> =
+    parking_lot::RwLock::new([None; MAX_REGIONS]);
+
+/// Registers `len` bytes mapped at `base` from memfd `fd` (which the caller keeps open until
+/// [`unregister`]); returns its number (1 ..= `MAX_REGIONS`), or None when all are taken.
+pub fn register(fd: RawFd, base: *mut u8, len: usize) -> Option<u32> {
+    let mut r = REGIONS.write();
+    let k = r.iter().position(Option::is_none)?;
+    r[k] = Some(Region {
+        fd,
+        base: base as usize,
+        len,
+    });
+    Some(k as u32 + 1)
+}
+
+/// Forgets region `id` (its memory is about to be unmapped).
+pub fn unregister(id: u32) {
+    if let Some(slot) = REGIONS.write().get_mut(id as usize - 1) {
+        *slot = None;
+    }
+}
+
+/// Every registered region: (number, memfd, length).
+pub fn regions() -> Vec<(u32, RawFd, usize)> {
+    REGIONS
+        .read()
+        .iter()
+        .enumerate()
+        .filter_map(|(k, r)| r.map(|r| (k as u32 + 1, r.fd, r.len)))
+        .collect()
+}
+
+/// Where region `id` is mapped in this process, and its length.
+pub fn region_base(id: u32) -> Option<(*mut u8, usize)> {
+    let r = (*REGIONS.read().get(id as usize - 1)?)?;
+    Some((r.base as *mut u8, r.len))
+}
+
+/// A buffer pool's memory on reserved huge pages: a fresh `MFD_HUGETLB` memfd mapped shared,
+/// reserved in full at mmap (a shortage is an error at creation, never a SIGBUS in a worker
+/// later), and registered so that worker processes map it. Unregistered and unmapped on drop.
+pub struct HugeRegion {
+    fd: OwnedFd,
+    base: NonNull<u8>,
+    len: usize,
+    id: u32,
+}
+
+// SAFETY: plain memory owned by this value; see `SharedArena`.
+unsafe impl Send for HugeRegion {}
+// SAFETY: as above.
+unsafe impl Sync for HugeRegion {}
+
+impl HugeRegion {
+    /// At least `len` bytes (rounded up to 2 MiB) on huge pages.
+    pub fn create(len: usize) -> io::Result<HugeRegion> {
+        const HUGE: usize = 2 << 20;
+        let len = len.max(1).div_ceil(HUGE) * HUGE;
+        let fd = memfd_create(
+            c"dbaio-pool",
+            MemFdCreateFlag::MFD_CLOEXEC | MemFdCreateFlag::MFD_HUGETLB,
+        )
+        .map_err(io::Error::from)?;
+        nix::unistd::ftruncate(&fd, len as libc::off_t).map_err(io::Error::from)?;
+        // SAFETY: a fresh shared mapping of a memfd we hold; the kernel picks the address.
+        // Without MAP_NORESERVE the huge pages are reserved now or the mmap fails.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base = NonNull::new(p.cast::<u8>())
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
+        let Some(id) = register(fd.as_raw_fd(), base.as_ptr(), len) else {
+            // SAFETY: the mapping made just above, used by no one.
+            unsafe { libc::munmap(p, len) };
+            return Err(io::Error::other("too many buffer pools on huge pages"));
+        };
+        Ok(HugeRegion { fd, base, len, id })
+    }
+
+    /// Where it is mapped here.
+    pub fn base(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+
+    /// Its length (a multiple of 2 MiB).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never empty (kept for the `len` convention).
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+impl Drop for HugeRegion {
+    fn drop(&mut self) {
+        unregister(self.id);
+        // SAFETY: the mapping made in `create`; its owner (a buffer pool) is going away.
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+        let _ = &self.fd;
+    }
+}
+
+/// Bits of a shared offset that name its region (0: the arena).
+pub const REGION_SHIFT: u32 = 56;
+
+/// The shared offset of `len` bytes at `p` — an arena offset, or a registered region's number
+/// in the top byte and the offset within it below — if they lie wholly inside one of them.
+pub fn shared_offset(arena: &SharedArena, p: *const u8, len: usize) -> Option<u64> {
+    if let Some(off) = arena.offset_of(p, len) {
+        return Some(off);
+    }
+    let r = REGIONS.read();
+    r.iter().enumerate().find_map(|(k, reg)| {
+        let reg = (*reg)?;
+        let off = (p as usize).checked_sub(reg.base)?;
+        (off.checked_add(len)? <= reg.len).then_some(((k as u64 + 1) << REGION_SHIFT) | off as u64)
+    })
+}
+
 /// The arena, creating it on first call (worker processes are being started).
 pub fn install() -> io::Result<&'static SharedArena> {
     ARENA

@@ -50,8 +50,8 @@ struct Worker<'a> {
     ctl: &'a Control,
     id: u32,
     parent: i32,
-    arena: *mut u8,
-    arena_len: u64,
+    /// The arena and the regions, as mapped here.
+    spaces: super::control::Spaces,
     /// File slot → (epoch, our descriptor).
     files: HashMap<u32, (u64, OwnedFd)>,
     close_seq: u32,
@@ -116,6 +116,27 @@ fn run(arg: &str) -> Result<(), String> {
     let arena_base = crate::arena::map_shared(arena.as_raw_fd(), arena_len as usize)
         .map_err(|e| e.to_string())?;
     drop(arena);
+    let mut spaces: super::control::Spaces =
+        [(std::ptr::null_mut(), 0); crate::arena::MAX_REGIONS + 1];
+    spaces[0] = (arena_base.as_ptr(), arena_len);
+    for (k, reg) in h.regions.iter().enumerate() {
+        let len = reg[1].load(Ordering::Relaxed);
+        if len == 0 {
+            continue;
+        }
+        let path = format!("/proc/{parent}/fd/{}", reg[0].load(Ordering::Relaxed));
+        let fd = nix::fcntl::open(
+            path.as_str(),
+            nix::fcntl::OFlag::O_RDWR | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(|e| format!("{path}: {e}"))?;
+        // SAFETY: open returned a fresh descriptor that we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let base = crate::arena::map_shared(fd.as_raw_fd(), len as usize)
+            .map_err(|e| format!("{path}: {e}"))?;
+        spaces[k + 1] = (base.as_ptr(), len);
+    }
     let cell = &ctl.workers()[id as usize];
     cell.pid.store(std::process::id() as i32, Ordering::Relaxed);
     cell.done.store(0, Ordering::Relaxed);
@@ -123,8 +144,7 @@ fn run(arg: &str) -> Result<(), String> {
         ctl: &ctl,
         id,
         parent,
-        arena: arena_base.as_ptr(),
-        arena_len,
+        spaces,
         files: HashMap::new(),
         close_seq: h.close_seq.load(Ordering::Acquire),
         cursor: id as usize * 64,
@@ -238,9 +258,9 @@ impl Worker<'_> {
         let c = &self.ctl.reqs()[i as usize];
         let r = Ordering::Relaxed;
         match self.fd(c.file.load(r), c.epoch.load(r)) {
-            // SAFETY: `self.arena` maps the whole arena for the life of this process; the
+            // SAFETY: `self.spaces` are mappings that live as long as this process; the
             // embedder keeps the request's buffers untouched until its completion posts.
-            Ok(fd) => unsafe { c.execute(fd, self.arena, self.arena_len) },
+            Ok(fd) => unsafe { c.execute(fd, &self.spaces) },
             Err(e) => -e,
         }
     }

@@ -58,6 +58,9 @@ pub(crate) struct Header {
     /// The arena's descriptor number in the embedder and its size.
     pub arena_fd: AtomicI32,
     pub arena_len: AtomicU64,
+    /// Regions besides the arena that workers map (pools on huge pages): per region number
+    /// 1 ..= `MAX_REGIONS`, the embedder's memfd number and the length (0: none).
+    pub regions: [[AtomicU64; 2]; crate::arena::MAX_REGIONS],
     /// Bumped when the embedder closes a file: workers drop their stale descriptors.
     pub close_seq: AtomicU32,
     /// Bit `w` set: worker `w` is idle and may be claimed by a submitter.
@@ -115,17 +118,22 @@ pub(crate) struct ReqCell {
     pub iov: [[AtomicU64; 2]; MAX_IOV],
 }
 
+/// Where this process maps the shared spaces: index 0 the arena, index k region k (see
+/// `arena::shared_offset`); a null base for a space not mapped here.
+pub(crate) type Spaces = [(*mut u8, u64); crate::arena::MAX_REGIONS + 1];
+
 impl ReqCell {
     /// Executes the request this cell holds (read after its state was claimed) on descriptor
-    /// `fd`, with its iovecs resolved against the arena mapped at `arena` (`arena_len` bytes);
+    /// `fd`, with its iovecs resolved against the shared spaces as this process maps them;
     /// returns the raw result (`-errno` for an op that never comes here, such as an unlink,
-    /// or an iovec outside the arena).
+    /// or an iovec outside every space).
     ///
     /// # Safety
     ///
-    /// `arena` must be a live mapping of `arena_len` bytes of the shared arena, whose
-    /// buffers named by this request nobody else touches until its completion is posted.
-    pub unsafe fn execute(&self, fd: std::os::fd::RawFd, arena: *mut u8, arena_len: u64) -> i32 {
+    /// Every non-null entry of `spaces` must be a live mapping of that many bytes of the
+    /// space, whose buffers named by this request nobody else touches until its completion
+    /// is posted.
+    pub unsafe fn execute(&self, fd: std::os::fd::RawFd, spaces: &Spaces) -> i32 {
         use crate::request::{OpCode, Request, perform};
         let r = Ordering::Relaxed;
         let op = match OpCode::from_code(self.op.load(r)) {
@@ -138,12 +146,17 @@ impl ReqCell {
             iov_len: 0,
         }; MAX_IOV];
         for (k, v) in iov.iter_mut().enumerate().take(n) {
-            let (off, len) = (self.iov[k][0].load(r), self.iov[k][1].load(r));
-            if off.checked_add(len).is_none_or(|end| end > arena_len) {
+            let (shared, len) = (self.iov[k][0].load(r), self.iov[k][1].load(r));
+            let space = (shared >> crate::arena::REGION_SHIFT) as usize;
+            let off = shared & ((1 << crate::arena::REGION_SHIFT) - 1);
+            let Some(&(base, size)) = spaces.get(space) else {
+                return -libc::EFAULT;
+            };
+            if base.is_null() || off.checked_add(len).is_none_or(|end| end > size) {
                 return -libc::EFAULT;
             }
-            // SAFETY: off + len lies inside the arena mapping (checked just above).
-            v.iov_base = unsafe { arena.add(off as usize) }.cast();
+            // SAFETY: off + len lies inside that space's mapping (checked just above).
+            v.iov_base = unsafe { base.add(off as usize) }.cast();
             v.iov_len = len as usize;
         }
         let req = Request {

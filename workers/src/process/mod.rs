@@ -167,6 +167,13 @@ impl ProcessPool {
         h.idle_timeout_ms.store(idle_ms, Ordering::Relaxed);
         h.arena_fd.store(arena.fd(), Ordering::Relaxed);
         h.arena_len.store(arena.len() as u64, Ordering::Relaxed);
+        // Regions registered now (this subsystem's pool on huge pages) are mapped by every
+        // worker of this pool.
+        for (id, fd, len) in arena::regions() {
+            let reg = &h.regions[id as usize - 1];
+            reg[0].store(fd as u64, Ordering::Relaxed);
+            reg[1].store(len as u64, Ordering::Relaxed);
+        }
         h.magic.store(MAGIC, Ordering::Release);
         // SAFETY: eventfd takes integers and returns a new descriptor or -1.
         let bell = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
@@ -276,7 +283,7 @@ impl ProcessPool {
         for k in 0..req.iovcnt as usize {
             // SAFETY: the caller guarantees `iovcnt` valid iovecs (function contract).
             let v = unsafe { *req.iov.add(k) };
-            match inner.arena.offset_of(v.iov_base.cast(), v.iov_len) {
+            match arena::shared_offset(inner.arena, v.iov_base.cast(), v.iov_len) {
                 Some(off) => {
                     c.iov[k][0].store(off, r);
                     c.iov[k][1].store(v.iov_len as u64, r);
@@ -655,11 +662,18 @@ fn run_queue_here(inner: &Inner) {
         }
         let r = Ordering::Relaxed;
         let fd = ctl.files()[c.file.load(r) as usize].fd.load(r);
-        let arena = inner.arena;
-        // SAFETY: the arena is mapped for the life of the process; the embedder keeps the
-        // request's buffers untouched until its completion posts, and `fd` is its own,
-        // held open by the I/O's reference to the file.
-        let result = unsafe { c.execute(fd, arena.base(), arena.len() as u64) };
+        let mut spaces: control::Spaces = [(std::ptr::null_mut(), 0); arena::MAX_REGIONS + 1];
+        spaces[0] = (inner.arena.base(), inner.arena.len() as u64);
+        for (k, space) in spaces.iter_mut().enumerate().skip(1) {
+            if let Some((base, len)) = arena::region_base(k as u32) {
+                *space = (base, len as u64);
+            }
+        }
+        // SAFETY: the arena is mapped for the life of the process and a registered region
+        // until its pool is dropped, which waits for its I/O; the embedder keeps the
+        // request's buffers untouched until its completion posts, and `fd` is its own, held
+        // open by the I/O's reference to the file.
+        let result = unsafe { c.execute(fd, &spaces) };
         c.result.store(result, r);
         c.state
             .store(control::state_word(DONE, me), Ordering::Release);

@@ -110,9 +110,12 @@ impl WorkerMethod {
                 Engine::Threads(pool)
             }
             IoWorkerKind::Process => {
+                // The running program's own image, even if its file has been replaced or
+                // removed since it started (an upgrade in place): `/proc/self/exe`, read in
+                // the new process before it executes, names the embedder's executable.
                 let program = match &settings.io_worker_program {
                     Some(p) => p.clone(),
-                    None => std::env::current_exe().map_err(AioError::Start)?,
+                    None => std::path::PathBuf::from("/proc/self/exe"),
                 };
                 let pool = ProcessPool::start(
                     ProcessConfig {

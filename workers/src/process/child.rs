@@ -124,18 +124,23 @@ fn run(arg: &str) -> Result<(), String> {
         if len == 0 {
             continue;
         }
+        // A region whose pool has gone since this pool started cannot be mapped (its
+        // descriptor is closed or reused); no request of this pool names it, so it is skipped.
         let path = format!("/proc/{parent}/fd/{}", reg[0].load(Ordering::Relaxed));
-        let fd = nix::fcntl::open(
+        let Ok(fd) = nix::fcntl::open(
             path.as_str(),
-            nix::fcntl::OFlag::O_RDWR | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::fcntl::OFlag::O_RDWR
+                | nix::fcntl::OFlag::O_CLOEXEC
+                | nix::fcntl::OFlag::O_NONBLOCK,
             nix::sys::stat::Mode::empty(),
-        )
-        .map_err(|e| format!("{path}: {e}"))?;
+        ) else {
+            continue;
+        };
         // SAFETY: open returned a fresh descriptor that we own.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let base = crate::arena::map_shared(fd.as_raw_fd(), len as usize)
-            .map_err(|e| format!("{path}: {e}"))?;
-        spaces[k + 1] = (base.as_ptr(), len);
+        if let Ok(base) = crate::arena::map_shared(fd.as_raw_fd(), len as usize) {
+            spaces[k + 1] = (base.as_ptr(), len);
+        }
     }
     let cell = &ctl.workers()[id as usize];
     cell.pid.store(std::process::id() as i32, Ordering::Relaxed);

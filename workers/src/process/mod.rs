@@ -554,6 +554,9 @@ fn supervise(inner: &Arc<Inner>, ready: std::sync::mpsc::Sender<io::Result<()>>)
     let interval = inner.size.launch_interval.max(Duration::from_millis(1));
     let mut last_launch = Instant::now();
     let mut backed_up_since: Option<Instant> = None;
+    // Replacements that died before reaching their loop, in a row: a program that cannot
+    // start workers any more is not restarted for ever.
+    let mut failed_starts = 0u32;
     loop {
         let mut fds: Vec<libc::pollfd> = vec![libc::pollfd {
             fd: inner.bell.as_raw_fd(),
@@ -590,7 +593,7 @@ fn supervise(inner: &Arc<Inner>, ready: std::sync::mpsc::Sender<io::Result<()>>)
             let Some(mut r) = running[w].take() else {
                 continue;
             };
-            let _ = r.child.wait();
+            let status = r.child.wait().ok();
             let cell = &ctl.workers()[w];
             if cell.state.load(Ordering::SeqCst) == W_RETIRED {
                 cell.state.store(W_ABSENT, Ordering::SeqCst);
@@ -598,6 +601,14 @@ fn supervise(inner: &Arc<Inner>, ready: std::sync::mpsc::Sender<io::Result<()>>)
                 continue;
             }
             // Died: requeue its requests, then put a new worker in its place.
+            // Exited by itself (not killed) before reaching its loop: it could not start.
+            let could_not_start = cell.state.load(Ordering::SeqCst) == W_STARTING
+                && status.is_some_and(|s| s.code().is_some());
+            failed_starts = if could_not_start {
+                failed_starts + 1
+            } else {
+                0
+            };
             h.live.fetch_sub(1, Ordering::SeqCst);
             let requeued = ctl.repair_after(w as u32, MAX_ATTEMPTS);
             inner
@@ -606,9 +617,16 @@ fn supervise(inner: &Arc<Inner>, ready: std::sync::mpsc::Sender<io::Result<()>>)
             cell.state.store(W_ABSENT, Ordering::SeqCst);
             inner.replaced.fetch_add(1, Ordering::Relaxed);
             wake_completer(inner);
-            match launch(inner, w as u32) {
-                Ok(r) => running[w] = Some(r),
-                Err(e) => eprintln!("dbaio: could not replace I/O worker process {w}: {e}"),
+            if failed_starts >= MAX_ATTEMPTS {
+                eprintln!(
+                    "dbaio: I/O worker process {w} died {failed_starts} times before it could \
+                     start; not replacing it (the other workers, or this process, run the queue)"
+                );
+            } else {
+                match launch(inner, w as u32) {
+                    Ok(r) => running[w] = Some(r),
+                    Err(e) => eprintln!("dbaio: could not replace I/O worker process {w}: {e}"),
+                }
             }
             wake_idle(ctl, requeued.max(1));
         }

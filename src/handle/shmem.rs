@@ -74,7 +74,11 @@ impl SharedRegion {
             match SharedRegion::huge_memfd(len) {
                 Ok(r) => return Ok(r),
                 Err(e) if huge == HugePages::On => return Err(e),
-                Err(_) => {}
+                // Said, because a pool that silently lost its huge pages (another program
+                // took them) reads markedly slower in worker processes.
+                Err(e) => tracing::info!(
+                    "huge_pages = try: the buffer pool ({len} bytes) is on 4 kB pages: {e}"
+                ),
             }
         }
         SharedRegion::in_arena(len)

@@ -406,15 +406,17 @@ fn a_worker_program_that_cannot_serve_is_an_error_at_start() {
     assert_eq!(aio.worker_pool().unwrap().workers.len(), 1);
 }
 
+/// Huge pages free and not promised to a mapping already (`HugePages_Free` counts pages
+/// another program has reserved but not touched yet).
 fn free_huge_pages() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find_map(|l| l.strip_prefix("HugePages_Free:"))
-                .and_then(|v| v.trim().parse().ok())
-        })
-        .unwrap_or(0)
+    let info = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let field = |name: &str| -> u64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    field("HugePages_Free:").saturating_sub(field("HugePages_Rsvd:"))
 }
 
 #[test]
@@ -422,7 +424,8 @@ fn a_buffer_pool_on_huge_pages_is_reached_by_worker_processes() {
     // 16 MiB of pool: 8 huge pages. `.ci/run` reserves some when it may.
     if free_huge_pages() < 8 {
         eprintln!(
-            "SKIPPED huge-page pool on worker processes: fewer than 8 huge pages reserved (vm.nr_hugepages)"
+            "SKIPPED huge-page pool on worker processes: fewer than 8 huge pages reserved and \
+             free (vm.nr_hugepages; another program may hold them)"
         );
         return;
     }

@@ -496,6 +496,10 @@ fn run(shared: &Shared, id: u32, mut req: Request) -> Ran {
         // SAFETY: `try_submit`'s contract keeps the request's memory valid until `complete`
         // below has run.
         let result = unsafe { perform(&req) };
+        // Counted before the completion is posted: whoever it wakes sees the count.
+        shared.slots[id as usize]
+            .done
+            .fetch_add(1, Ordering::Relaxed);
         shared.sink.complete(id, req.user_data, result);
         true
     }));
@@ -534,10 +538,7 @@ fn worker_main(shared: &Arc<Shared>, id: u32) {
                 }
             }
             match run(shared, id, req) {
-                Ran::Executed => {
-                    slot.done.fetch_add(1, Ordering::Relaxed);
-                }
-                Ran::Skipped => {}
+                Ran::Executed | Ran::Skipped => {}
                 Ran::Panicked => return replace(shared, id),
             }
             shared.returning.fetch_add(1, Ordering::SeqCst);

@@ -249,3 +249,14 @@ impl Drop for StoppedWorker {
         unsafe { libc::kill(self.0, libc::SIGCONT) };
     }
 }
+
+/// I/Os of issuer `issuer` that `executor` ran (`waiter`, `worker 0`, …), from the stats.
+pub fn executed_by(aio: &Aio, issuer: &str, executor: &str) -> u64 {
+    aio.stats()
+        .into_iter()
+        .filter(|r| r.issuer == issuer)
+        .flat_map(|r| r.executors)
+        .filter(|e| e.executor == executor)
+        .map(|e| e.ios)
+        .sum()
+}

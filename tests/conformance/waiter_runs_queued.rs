@@ -7,16 +7,6 @@ use crate::support::*;
 use dbaio::{FaultAction, FaultRule, IoBuf, IoMethodKind, OpenOptions};
 use std::time::Duration;
 
-fn executed_by(aio: &dbaio::Aio, issuer: &str, executor: &str) -> u64 {
-    aio.stats()
-        .into_iter()
-        .filter(|r| r.issuer == issuer)
-        .flat_map(|r| r.executors)
-        .filter(|e| e.executor == executor)
-        .map(|e| e.ios)
-        .sum()
-}
-
 /// Worker processes: the only worker is stopped (SIGSTOP) instead of held mid-completion
 /// (completions run in the embedder there, so a hold would not keep it busy).
 fn on_processes() {

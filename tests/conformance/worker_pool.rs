@@ -159,13 +159,7 @@ fn scenario(m: IoMethodKind) {
     // The three held reads, and any extra read a worker popped before the holds filled the
     // pool (a worker that took it was not held by it): each I/O ran exactly once, in a
     // worker or in its waiter.
-    let by_waiter: u64 = aio
-        .stats()
-        .into_iter()
-        .flat_map(|r| r.executors)
-        .filter(|e| e.executor == "waiter")
-        .map(|e| e.ios)
-        .sum();
+    let by_waiter = executed_by(&aio, "grows", "waiter");
     assert!(done >= 3, "the three held reads ran in workers");
     assert_eq!(done + by_waiter, 3 + extras, "every read ran once");
     // Idle for 100 ms: back to the minimum, never below.

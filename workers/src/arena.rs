@@ -112,7 +112,8 @@ pub fn region_base(id: u32) -> Option<(*mut u8, usize)> {
 /// reserved in full at mmap (a shortage is an error at creation, never a SIGBUS in a worker
 /// later), and registered so that worker processes map it. Unregistered and unmapped on drop.
 pub struct HugeRegion {
-    fd: OwnedFd,
+    /// Held open while registered: workers open it through `/proc/<embedder>/fd/<n>`.
+    _fd: OwnedFd,
     base: NonNull<u8>,
     len: usize,
     id: u32,
@@ -134,29 +135,19 @@ impl HugeRegion {
         )
         .map_err(io::Error::from)?;
         nix::unistd::ftruncate(&fd, len as libc::off_t).map_err(io::Error::from)?;
-        // SAFETY: a fresh shared mapping of a memfd we hold; the kernel picks the address.
         // Without MAP_NORESERVE the huge pages are reserved now or the mmap fails.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let base = NonNull::new(p.cast::<u8>())
-            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
+        let base = map_fd(fd.as_raw_fd(), len, libc::MAP_SHARED)?;
         let Some(id) = register(fd.as_raw_fd(), base.as_ptr(), len) else {
             // SAFETY: the mapping made just above, used by no one.
-            unsafe { libc::munmap(p, len) };
+            unsafe { libc::munmap(base.as_ptr().cast(), len) };
             return Err(io::Error::other("too many buffer pools on huge pages"));
         };
-        Ok(HugeRegion { fd, base, len, id })
+        Ok(HugeRegion {
+            _fd: fd,
+            base,
+            len,
+            id,
+        })
     }
 
     /// Where it is mapped here.
@@ -180,7 +171,6 @@ impl Drop for HugeRegion {
         unregister(self.id);
         // SAFETY: the mapping made in `create`; its owner (a buffer pool) is going away.
         unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
-        let _ = &self.fd;
     }
 }
 
@@ -355,14 +345,19 @@ impl SharedArena {
 
 /// Maps `len` bytes of `fd` shared, readable and writable, without reserving swap.
 pub(crate) fn map_shared(fd: RawFd, len: usize) -> io::Result<NonNull<u8>> {
-    // SAFETY: a fresh shared mapping of a file we hold open; the kernel picks the address,
-    // so no existing mapping is replaced.
+    map_fd(fd, len, libc::MAP_SHARED | libc::MAP_NORESERVE)
+}
+
+/// Maps `len` bytes of `fd`, readable and writable, with mmap `flags`.
+fn map_fd(fd: RawFd, len: usize, flags: libc::c_int) -> io::Result<NonNull<u8>> {
+    // SAFETY: a fresh mapping of a file we hold open; the kernel picks the address, so no
+    // existing mapping is replaced.
     let p = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
             len,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_NORESERVE,
+            flags,
             fd,
             0,
         )

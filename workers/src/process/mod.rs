@@ -88,7 +88,7 @@ pub struct ProcessConfig {
 }
 
 struct Inner {
-    _segment: OwnedFd,
+    segment: OwnedFd,
     ctl: Control,
     map_len: usize,
     arena: &'static SharedArena,
@@ -181,7 +181,7 @@ impl ProcessPool {
             return Err(io::Error::last_os_error());
         }
         let inner = Arc::new(Inner {
-            _segment: segment,
+            segment,
             ctl,
             map_len: layout.len,
             arena,
@@ -349,13 +349,6 @@ impl ProcessPool {
         // Results posted while we were counted woke us, not the completer: ours to post.
         drain(inner);
     }
-
-    /// The pid of worker `w`, if it runs (for tests that kill one).
-    pub fn worker_pid(&self, w: u32) -> Option<i32> {
-        let c = self.inner.ctl.workers().get(w as usize)?;
-        let pid = c.pid.load(Ordering::Relaxed);
-        matches!(c.state.load(Ordering::Relaxed), W_IDLE | W_BUSY).then_some(pid)
-    }
 }
 
 /// Claims and wakes up to `want` idle workers, lowest first; returns how many.
@@ -408,10 +401,9 @@ fn snapshot(inner: &Inner) -> PoolSnapshot {
     }
 }
 
-/// Posts every finished request to the sink; returns how many.
-fn drain(inner: &Inner) -> usize {
+/// Posts every finished request to the sink.
+fn drain(inner: &Inner) {
     let ctl = &inner.ctl;
-    let mut n = 0;
     ctl.done().take_all(|i| {
         let c = &ctl.reqs()[i as usize];
         let st = c.state.load(Ordering::Acquire);
@@ -423,7 +415,6 @@ fn drain(inner: &Inner) -> usize {
             return; // a repaired bit for a request already posted
         }
         let (w, result) = (st >> 8, c.result.load(Ordering::Relaxed));
-        n += 1;
         let posted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             if result == LOST {
                 inner.sink.lost(w, i);
@@ -435,7 +426,6 @@ fn drain(inner: &Inner) -> usize {
             inner.sink.panicked(w, i);
         }
     });
-    n
 }
 
 fn complete_loop(inner: &Inner) {
@@ -484,7 +474,7 @@ fn launch(inner: &Inner, w: u32) -> io::Result<Running> {
     let cell = &inner.ctl.workers()[w as usize];
     cell.state.store(W_STARTING, Ordering::SeqCst);
     cell.pid.store(0, Ordering::Relaxed);
-    let segment = inner._segment.as_fd().try_clone_to_owned()?;
+    let segment = inner.segment.as_fd().try_clone_to_owned()?;
     let spawned = Command::new(&inner.program)
         .arg0("dbaio-io-worker")
         .arg("--dbaio-io-worker")

@@ -6,9 +6,16 @@
 //! batch; the caller's borrow of the `File` keeps the file open. What it still needs is to be
 //! seen: the aios view shows it as SUBMITTED with its op, file, offset and age, and the
 //! issuer's wait event says what it waits for; its statistics and its error message are the
-//! same as on the full path. So it takes an idle handle, fills it, and makes two transitions,
-//! IDLE → SUBMITTED and SUBMITTED → IDLE (a new generation), instead of the eight of a handle's
-//! full lifecycle, with one clock read on each side of the system call.
+//! same as on the full path. So it takes an idle handle, fills the fields the view shows, and
+//! makes two transitions, IDLE → SUBMITTED and SUBMITTED → IDLE (a new generation), instead
+//! of the eight of a handle's full lifecycle, with one clock read on each side of the
+//! system call (a plain `pread`/`pwrite`).
+//!
+//! Every instruction here is paid on each page-cache hit of an engine that reads through
+//! slices (redb's backend does about one per point read), so the path is kept short: the
+//! result is a byte count, and only a failure builds an error (from the slot, on a cold
+//! path, before the handle goes back to idle); fields only a failure's description reads
+//! (raw result, executor, attempts) are written only then.
 //!
 //! It steps aside for the full path (returns `None`) whenever anything unusual is going on:
 //! fault rules armed (so injected faults behave exactly as everywhere else), a handle handed
@@ -16,144 +23,171 @@
 //! "Slice I/O".
 
 use super::file::File;
-use super::io::Completion;
 use super::issuer::Issuer;
+use crate::handle::error::IoError;
 use crate::handle::op::{HandleFlags, Op};
-use crate::handle::result::{ERROR_DATA_PANICKED, IoResult, Status};
+use crate::handle::result::IoResult;
 use crate::handle::shared::MAX_ATTEMPTS;
-use crate::handle::slot::{Executor, HandleState};
+use crate::handle::slot::{Executor, HandleSlot, HandleState};
 use crate::handle::wait_event::WaitEvent;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+/// One `pread` or `pwrite` of `iov`: the byte count, or `-errno`.
+///
+/// # Safety
+///
+/// `iov` names memory valid for the transfer (writable for a read) for the whole call.
+#[inline]
+unsafe fn transfer(fd: i32, iov: &libc::iovec, offset: u64, write: bool) -> i32 {
+    let off = offset as libc::off_t;
+    let n = if write {
+        // SAFETY: the memory is valid to read (function contract).
+        unsafe { libc::pwrite(fd, iov.iov_base, iov.iov_len, off) }
+    } else {
+        // SAFETY: the memory is valid to write (function contract).
+        unsafe { libc::pread(fd, iov.iov_base, iov.iov_len, off) }
+    };
+    if n < 0 {
+        -std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+    } else {
+        // At most `iov_len`, which fits: slice I/O splits nothing, and the kernel moves at
+        // most 0x7ffff000 bytes per call.
+        n as i32
+    }
+}
+
+/// Why the inline path did not transfer any bytes.
+pub(super) enum Inline {
+    /// It stepped aside: take the full path.
+    Declined,
+    /// The I/O ran and failed (boxed: the success path returns in two registers).
+    Failed(Box<IoError>),
+}
+
 impl Issuer {
     /// Runs one read (or write) of the memory `iov` names, in this thread, on the inline
-    /// path; `None` if this I/O must take the full one (see the module documentation).
+    /// path: `Ok(bytes)` (0 for a read at or past the end of the file; a write of 0 bytes
+    /// is a failure), [`Inline::Failed`] if it failed, [`Inline::Declined`] if this I/O
+    /// must take the full path (see the module documentation).
     ///
     /// # Safety
     ///
     /// The memory must stay valid, and untouched by anyone else, for the whole call.
+    #[inline]
     pub(super) unsafe fn run_inline(
         &self,
         file: &File,
         offset: u64,
         iov: libc::iovec,
         write: bool,
-    ) -> Option<Completion> {
+    ) -> Result<usize, Inline> {
         let shared = &self.aio.shared;
         if shared.faults.armed()
             || shared.shutting_down.load(Ordering::Relaxed)
             || !Arc::ptr_eq(&file.aio, &self.aio)
         {
-            return None;
+            return Err(Inline::Declined);
         }
         let li = {
             let mut l = self.local.borrow_mut();
             if l.handed_out.is_some() {
-                return None;
+                return Err(Inline::Declined);
             }
-            l.idle.pop()?
+            l.idle.pop().ok_or(Inline::Declined)?
         };
         let idx = self.base + li;
         let s = shared.slot(idx);
         let r = Ordering::Relaxed;
         let op = if write { Op::Writev } else { Op::Readv };
-        let fd = shared.files.slots[file.slot as usize]
-            .fd
-            .load(Ordering::Acquire);
+        let fslot = &shared.files.slots[file.slot as usize];
+        let fd = fslot.fd.load(Ordering::Acquire);
         let mut flags = HandleFlags::SYNCHRONOUS.0;
-        if !file.is_direct() {
+        if !fslot.direct.load(r) {
             flags |= HandleFlags::BUFFERED.0;
         }
         // The handle is IDLE and ours: no one reads these fields until SUBMITTED publishes
         // them (the view skips idle handles, and re-checks the generation after copying).
+        // The iovec itself stays here: only this thread executes the I/O (the count is for
+        // the view).
         s.op.store(op as u8, r);
         s.offset.store(offset, r);
         s.length.store(iov.iov_len as u64, r);
         s.file.store(file.slot, r);
         s.fd.store(fd, r);
         s.flags.store(flags, r);
-        // The iovec itself stays here: only this thread executes the I/O (the count is for
-        // the view).
         s.iov_count.store(1, r);
         let staged = shared.now_ns();
-        let mut since = staged;
         s.staged_ns.store(staged, r);
         s.set_state(HandleState::Idle, HandleState::Submitted);
 
         let info = self.info();
-        // Built from what we hold, not read back from the slot.
-        let req = dbaio_workers::Request {
-            op: op.engine_code(),
-            fd,
-            file: u32::MAX,
-            offset,
-            len: iov.iov_len as u64,
-            iov: &iov,
-            iovcnt: 1,
-            path: std::ptr::null(),
-            user_data: u64::from(idx),
-        };
-        let mut retries = 0;
-        let (raw, panicked) = loop {
-            info.begin_wait(WaitEvent::for_sync_op(op), u64::from(idx), since);
+        info.begin_wait(WaitEvent::for_sync_op(op), u64::from(idx), staged);
+        let mut attempts = 0;
+        let raw = loop {
             // SAFETY: the iovec names the caller's memory, valid and untouched by anyone else
             // until we return (this function's contract); the fd is open while `file` is
             // borrowed.
-            let raw = catch_unwind(AssertUnwindSafe(|| unsafe { dbaio_workers::perform(&req) }));
-            info.end_wait();
-            match raw {
-                Ok(raw)
-                    if (raw == -libc::EAGAIN || raw == -libc::EINTR) && retries < MAX_ATTEMPTS =>
-                {
-                    retries += 1;
-                    since = shared.now_ns();
-                }
-                Ok(raw) => break (raw, false),
-                Err(_) => break (-libc::EIO, true),
+            let raw = unsafe { transfer(fd, &iov, offset, write) };
+            if (raw == -libc::EAGAIN || raw == -libc::EINTR) && attempts < MAX_ATTEMPTS {
+                attempts += 1;
+                info.begin_wait(WaitEvent::for_sync_op(op), u64::from(idx), shared.now_ns());
+                continue;
             }
+            break raw;
         };
+        info.end_wait();
         let completed = shared.now_ns();
-        let result = if panicked {
-            tracing::error!(
-                io_id = idx,
-                "the thread executing an I/O panicked; failing the I/O"
-            );
-            IoResult {
-                status: Status::Error,
-                callback_id: 0,
-                error_data: ERROR_DATA_PANICKED,
-                result: 0,
-            }
+        // A read of 0 bytes is the end of the file (an error in the statistics, as on the
+        // full path, but not a failure for the caller); a write of 0 bytes is a failure.
+        let len = iov.iov_len as u64;
+        let ok = raw > 0 || (raw == 0 && len == 0);
+        let outcome = if ok || (raw == 0 && !write) {
+            Ok(raw as usize)
         } else {
-            IoResult::from_raw(op, raw, iov.iov_len as u64)
+            Err(Inline::Failed(Box::new(self.describe_inline(
+                s, idx, op, raw, len, attempts, completed,
+            ))))
         };
-        s.raw_result.store(raw, r);
-        s.executor.store(Executor::Issuer.encode(), r);
-        s.completed_ns.store(completed, r);
-        s.distilled.store(result.pack(), r);
-        s.attempts.store(retries, r);
-        let error = matches!(result.status, Status::Error | Status::Partial)
-            .then(|| shared.describe(idx, result, None));
         self.aio.stats.record(
             self.slot,
             op,
-            result.result.max(0) as u64,
+            raw.max(0) as u64,
             completed.saturating_sub(staged),
-            result.status != Status::Error,
+            ok,
             Executor::Issuer,
         );
         s.generation.fetch_add(1, Ordering::AcqRel);
         s.set_state(HandleState::Submitted, HandleState::Idle);
         s.reset();
         self.local.borrow_mut().idle.push(li);
-        Some(Completion::inline(
-            result,
-            op,
-            offset,
-            iov.iov_len as u64,
-            error,
-        ))
+        outcome
+    }
+
+    /// The error for a failed inline I/O, built from its slot as on the full path (the
+    /// result fields are written first: the description reads them).
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)] // the I/O's facts, all at hand in the caller
+    fn describe_inline(
+        &self,
+        s: &HandleSlot,
+        idx: u32,
+        op: Op,
+        raw: i32,
+        len: u64,
+        attempts: u8,
+        completed: u64,
+    ) -> IoError {
+        let r = Ordering::Relaxed;
+        let result = IoResult::from_raw(op, raw, len);
+        s.raw_result.store(raw, r);
+        s.executor.store(Executor::Issuer.encode(), r);
+        s.completed_ns.store(completed, r);
+        s.distilled.store(result.pack(), r);
+        s.attempts.store(attempts, r);
+        self.aio.shared.describe(idx, result, None)
     }
 }

@@ -466,25 +466,6 @@ impl Completion {
         }
     }
 
-    /// The completion of an I/O of the inline path (`inline.rs`), on the caller's memory.
-    pub(crate) fn inline(
-        result: IoResult,
-        op: Op,
-        offset: u64,
-        length: u64,
-        error: Option<IoError>,
-    ) -> Completion {
-        Completion {
-            result,
-            op,
-            offset,
-            length,
-            skip: 0,
-            memory: IoMemory::None,
-            error,
-        }
-    }
-
     pub(crate) fn from_reclaimed(r: Reclaimed) -> Completion {
         Completion {
             result: r.result,

@@ -17,6 +17,7 @@
 //! each other (two read-modify-writes of one block would otherwise lose one of the writes).
 
 use super::file::File;
+use super::inline::Inline;
 use super::io::InFlight;
 use super::iobuf::IoBuf;
 use super::issuer::Issuer;
@@ -99,15 +100,22 @@ impl Issuer {
     }
 
     /// One read into `buf` (its memory used directly); bytes read.
+    #[inline]
     fn read_once(&self, file: &File, offset: u64, buf: &mut [u8]) -> Result<usize, AioError> {
         let iov = libc::iovec {
             iov_base: buf.as_mut_ptr().cast(),
             iov_len: buf.len(),
         };
-        // SAFETY: `buf` is borrowed mutably for this whole call, and `run_now` waits for the
-        // I/O before it returns (also on unwinding), so nothing else touches the memory while
-        // the I/O may write it.
-        let c = unsafe { self.run_now(file, offset, iov, false) }?;
+        // SAFETY: `buf` is borrowed mutably for this whole call, and the inline path runs
+        // the I/O before it returns.
+        match unsafe { self.run_inline(file, offset, iov, false) } {
+            Ok(n) => return Ok(n),
+            Err(Inline::Failed(e)) => return Err((*e).into()),
+            Err(Inline::Declined) => {}
+        }
+        // SAFETY: as above; `run_full` waits for the I/O before it returns (also on
+        // unwinding), so nothing else touches the memory while the I/O may write it.
+        let c = unsafe { self.run_full(file, offset, iov, false) }?;
         // A short read is not a failure here: the caller reads on, and 0 means end of file.
         if c.is_partial() || c.is_end_of_file() {
             return Ok(c.bytes());
@@ -119,14 +127,22 @@ impl Issuer {
     }
 
     /// One write from `data` (its memory used directly); bytes written (never 0).
+    #[inline]
     fn write_once(&self, file: &File, offset: u64, data: &[u8]) -> Result<usize, AioError> {
         let iov = libc::iovec {
             iov_base: data.as_ptr() as *mut libc::c_void,
             iov_len: data.len(),
         };
         // SAFETY: `data` is borrowed for this whole call and the I/O (which only reads it)
-        // is waited for before `run_now` returns, also on unwinding.
-        let c = unsafe { self.run_now(file, offset, iov, true) }?;
+        // is over before the inline path returns.
+        match unsafe { self.run_inline(file, offset, iov, true) } {
+            Ok(n) => return Ok(n),
+            Err(Inline::Failed(e)) => return Err((*e).into()),
+            Err(Inline::Declined) => {}
+        }
+        // SAFETY: as above; `run_full` waits for the I/O before it returns, also on
+        // unwinding.
+        let c = unsafe { self.run_full(file, offset, iov, true) }?;
         if let Some(e) = c.failure() {
             return Err(e.clone().into());
         }
@@ -136,22 +152,20 @@ impl Issuer {
         Ok(c.bytes())
     }
 
-    /// Runs one read (or write) of the memory `iov` names on this thread, and waits.
+    /// Runs one read (or write) of the memory `iov` names on this thread through a whole
+    /// handle (when the inline path stepped aside), and waits.
     ///
     /// # Safety
     ///
     /// The memory must stay valid, and untouched by anyone else, for the whole call.
-    unsafe fn run_now(
+    #[inline(never)]
+    unsafe fn run_full(
         &self,
         file: &File,
         offset: u64,
         iov: libc::iovec,
         write: bool,
     ) -> Result<crate::Completion, AioError> {
-        // SAFETY: passed on from our caller.
-        if let Some(c) = unsafe { self.run_inline(file, offset, iov, write) } {
-            return Ok(c);
-        }
         let mut h = self.acquire()?;
         h.set_flags(HandleFlags::SYNCHRONOUS);
         let iov = [iov];

@@ -177,6 +177,7 @@ impl HandleSlot {
     /// The one state mutator: asserts `from → to` is legal and that the handle is in `from`
     /// (changing nothing if it is not), publishes everything written before it (release), and
     /// wakes sleepers.
+    #[inline]
     pub(crate) fn set_state(&self, from: HandleState, to: HandleState) {
         if let Err(found) = self.transition(from, to) {
             panic!(
@@ -218,6 +219,7 @@ impl HandleSlot {
     }
 
     /// Clears the per-I/O fields (called by the issuer after recycling).
+    #[inline]
     pub(crate) fn reset(&self) {
         let r = Ordering::Relaxed;
         self.op.store(0, r);

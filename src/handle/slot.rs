@@ -169,6 +169,18 @@ pub(crate) struct HandleSlot {
     pub notice: AtomicUsize,
 }
 
+/// `set_state`'s failure, out of line so that the state change itself inlines.
+#[cold]
+#[inline(never)]
+fn wrong_state(from: HandleState, to: HandleState, found: HandleState) -> ! {
+    panic!(
+        "handle state transition to {} expected {} but found {}",
+        to.name(),
+        from.name(),
+        found.name()
+    );
+}
+
 impl HandleSlot {
     pub(crate) fn state(&self) -> HandleState {
         HandleState::from_word(self.state.load(Ordering::Acquire))
@@ -180,12 +192,7 @@ impl HandleSlot {
     #[inline]
     pub(crate) fn set_state(&self, from: HandleState, to: HandleState) {
         if let Err(found) = self.transition(from, to) {
-            panic!(
-                "handle state transition to {} expected {} but found {}",
-                to.name(),
-                from.name(),
-                found.name()
-            );
+            wrong_state(from, to, found);
         }
     }
 

@@ -163,6 +163,7 @@ impl IssuerStats {
         }
     }
 
+    #[inline]
     fn record(&self, op: Op, bytes: u64, latency_ns: u64, ok: bool, ex: Executor) {
         let Some(c) = (op as usize).checked_sub(1).and_then(|i| self.ops.get(i)) else {
             return;
@@ -282,6 +283,7 @@ impl StatsTable {
         }
     }
 
+    #[inline]
     pub(crate) fn record(
         &self,
         slot: u32,

@@ -75,7 +75,10 @@ impl AioBuilder {
         )?);
         pool.set_subsystem(shared.id);
         let method = method::start(&settings, &shared)?;
-        let stats = Arc::new(StatsTable::new(settings.max_issuers));
+        let stats = Arc::new(StatsTable::new(
+            settings.max_issuers,
+            settings.track_io_timing,
+        ));
         let introspection = match &settings.introspection_socket {
             Some(path) => Some(Introspection::start(
                 path,

@@ -5,9 +5,10 @@
 //! redb's file backend.
 //!
 //! Each configuration loads its own database. Reads and scans (5 full scans per phase) then
-//! run on one database loaded once, every configuration reading the same file, on a freshly
-//! opened `Database` with a small redb cache (`--read-cache`) so that they reach the backend;
-//! the load uses redb's default cache.
+//! run on one database loaded once and copied for each configuration, on a freshly opened
+//! `Database` with a small redb cache (`--read-cache`) so that they reach the backend, all
+//! configurations interleaved slice by slice (`--slices`) so that the machine's drift hits
+//! them alike; the load uses redb's default cache.
 //!
 //! ```text
 //! cargo run --release -p dbaio-redb --example redb_bench -- --keys 1000000
@@ -52,9 +53,16 @@ struct Args {
     /// Write-behind of the dbaio backends: auto (behind on O_DIRECT only), off, or a depth.
     #[arg(long, default_value = "auto")]
     write_behind: WriteBehind,
+    /// Slices the point reads are cut into, each configuration reading one slice in turn.
+    #[arg(long, default_value_t = 20)]
+    slices: u64,
     /// Skip the load rounds (measure reads and scans only).
     #[arg(long)]
     no_load: bool,
+    /// A dbaio setting for every dbaio configuration, `NAME=VALUE` (repeatable), e.g.
+    /// `-c track_io_timing=off`.
+    #[arg(short = 'c', value_name = "NAME=VALUE")]
+    set: Vec<String>,
     /// Print the results as JSON too.
     #[arg(long)]
     json: bool,
@@ -120,30 +128,59 @@ fn load(b: &Backend, path: &Path, a: &Args) -> f64 {
 }
 
 /// Point reads, then `SCANS` full scans, on a fresh database with a small cache; seconds.
-fn read_phases(b: &Backend, path: &Path, a: &Args) -> (f64, f64) {
-    let db = open(b, path, Some(a.read_cache << 20));
-    let start = Instant::now();
-    let mut found = 0u64;
-    let mut i = 0;
-    while i < a.reads {
-        let r = db.begin_read().unwrap();
-        let table = r.open_table(TABLE).unwrap();
-        for j in i..(i + 1000).min(a.reads) {
-            let key = mix(mix(j) % a.keys);
-            found += table.get(key).unwrap().is_some() as u64;
+/// Point reads, then `SCANS` full scans, of every configuration at once, interleaved: each
+/// configuration's database (a copy of the same file, freshly opened, with a small cache)
+/// reads one slice of the keys in turn, then the next slice, and so on, the order rotating
+/// each slice; then each does a full scan in turn, `SCANS` times. Machine drift (this VM's
+/// speed moves by ±20% over seconds) then hits every configuration alike. Seconds of reads
+/// and of scans, per configuration.
+fn read_phases(backends: &[Backend], paths: &[PathBuf], a: &Args, round: usize) -> Vec<(f64, f64)> {
+    let n = backends.len();
+    let dbs: Vec<Database> = backends
+        .iter()
+        .zip(paths)
+        .map(|(b, p)| open(b, p, Some(a.read_cache << 20)))
+        .collect();
+    let mut times = vec![(0.0, 0.0); n];
+    let mut found = vec![0u64; n];
+    let slices = a.slices.max(1);
+    let per_slice = a.reads.div_ceil(slices).next_multiple_of(1000);
+    for s in 0..slices {
+        let (lo, hi) = (s * per_slice, ((s + 1) * per_slice).min(a.reads));
+        if lo >= hi {
+            break;
         }
-        i += 1000;
+        for k in 0..n {
+            let i = (k + s as usize + round) % n;
+            let start = Instant::now();
+            let mut j = lo;
+            while j < hi {
+                let r = dbs[i].begin_read().unwrap();
+                let table = r.open_table(TABLE).unwrap();
+                for q in j..(j + 1000).min(hi) {
+                    let key = mix(mix(q) % a.keys);
+                    found[i] += table.get(key).unwrap().is_some() as u64;
+                }
+                j += 1000;
+            }
+            times[i].0 += start.elapsed().as_secs_f64();
+        }
     }
-    let reads = start.elapsed().as_secs_f64();
-    assert_eq!(found, a.reads, "every key read back");
-    let start = Instant::now();
-    for _ in 0..SCANS {
-        let r = db.begin_read().unwrap();
-        let table = r.open_table(TABLE).unwrap();
-        let n = table.iter().unwrap().count() as u64;
-        assert_eq!(n, a.keys, "the scan saw every key");
+    for f in &found {
+        assert_eq!(*f, a.reads, "every key read back");
     }
-    (reads, start.elapsed().as_secs_f64())
+    for s in 0..SCANS as usize {
+        for k in 0..n {
+            let i = (k + s + round) % n;
+            let start = Instant::now();
+            let r = dbs[i].begin_read().unwrap();
+            let table = r.open_table(TABLE).unwrap();
+            let count = table.iter().unwrap().count() as u64;
+            times[i].1 += start.elapsed().as_secs_f64();
+            assert_eq!(count, a.keys, "the scan saw every key");
+        }
+    }
+    times
 }
 
 /// Full scans per read phase (one is short enough for noise to dominate).
@@ -230,11 +267,18 @@ fn main() {
                 _ => panic!("unknown configuration {c}"),
             };
             let method: IoMethodKind = m.parse().expect("a method");
-            let aio = Aio::start(Settings {
+            let mut settings = Settings {
                 io_method: method,
                 ..Settings::default()
-            })
-            .expect("start");
+            };
+            for kv in &a.set {
+                let (k, v) = kv.split_once('=').expect("-c NAME=VALUE");
+                if let Err(e) = settings.set(k, v) {
+                    eprintln!("redb_bench: {e}");
+                    std::process::exit(2);
+                }
+            }
+            let aio = Aio::start(settings).expect("start");
             Backend::Dbaio(
                 aio,
                 BackendOptions {
@@ -269,15 +313,24 @@ fn main() {
             let _ = std::fs::remove_file(&path);
         }
     }
-    // Reads and scans: every configuration reads the same database (loaded once, by the
-    // first configuration), in alternation, so they see the same file.
+    // Reads and scans: every configuration reads a copy of the same database (loaded once,
+    // by the first configuration; a copy each because redb locks the file it opens),
+    // interleaved (see `read_phases`).
     let shared = dir.path().join("shared.redb");
     load(&backends[0], &shared, &a);
-    #[allow(clippy::needless_range_loop)] // `round` picks the order, and the row
+    let copies: Vec<PathBuf> = configs
+        .iter()
+        .map(|c| {
+            let p = dir
+                .path()
+                .join(format!("shared-{}.redb", c.replace('+', "-")));
+            std::fs::copy(&shared, &p).expect("copy the shared database");
+            p
+        })
+        .collect();
     for round in 0..a.rounds {
-        for k in 0..backends.len() {
-            let i = (k + round) % backends.len();
-            let (reads, scan) = read_phases(&backends[i], &shared, &a);
+        let times = read_phases(&backends, &copies, &a, round);
+        for (i, (reads, scan)) in times.into_iter().enumerate() {
             eprintln!(
                 "round {round} {:<16} reads {reads:.3}s scan x{SCANS} {scan:.3}s",
                 configs[i]
@@ -286,6 +339,9 @@ fn main() {
             t.reads = reads;
             t.scan = scan;
         }
+    }
+    for p in &copies {
+        let _ = std::fs::remove_file(p);
     }
     let _ = std::fs::remove_file(&shared);
     let med: Vec<Times> = all

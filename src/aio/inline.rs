@@ -119,7 +119,7 @@ impl Issuer {
         s.fd.store(fd, r);
         s.flags.store(flags, r);
         s.iov_count.store(1, r);
-        let staged = shared.now_ns();
+        let staged = shared.io_clock_ns();
         s.staged_ns.store(staged, r);
         s.set_state(HandleState::Idle, HandleState::Submitted);
 
@@ -133,13 +133,17 @@ impl Issuer {
             let raw = unsafe { transfer(fd, &iov, offset, write) };
             if (raw == -libc::EAGAIN || raw == -libc::EINTR) && attempts < MAX_ATTEMPTS {
                 attempts += 1;
-                info.begin_wait(WaitEvent::for_sync_op(op), u64::from(idx), shared.now_ns());
+                info.begin_wait(
+                    WaitEvent::for_sync_op(op),
+                    u64::from(idx),
+                    shared.io_clock_ns(),
+                );
                 continue;
             }
             break raw;
         };
         info.end_wait();
-        let completed = shared.now_ns();
+        let completed = shared.io_clock_ns();
         // A read of 0 bytes is the end of the file (an error in the statistics, as on the
         // full path, but not a failure for the caller); a write of 0 bytes is a failure.
         let len = iov.iov_len as u64;

@@ -284,7 +284,7 @@ impl Issuer {
             info.begin_wait(
                 WaitEvent::AioIoCompletions,
                 u64::from(need),
-                shared.now_ns(),
+                shared.io_clock_ns(),
             );
             if self
                 .aio

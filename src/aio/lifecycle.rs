@@ -250,7 +250,7 @@ impl Issuer {
         generation: u64,
     ) -> Result<(), AioError> {
         let info = self.info();
-        info.begin_wait(event, u64::from(idx), self.aio.shared.now_ns());
+        info.begin_wait(event, u64::from(idx), self.aio.shared.io_clock_ns());
         let waited = self.aio.wait_done(idx, generation);
         info.end_wait();
         waited
@@ -390,7 +390,7 @@ impl Issuer {
         lh.foreign = foreign;
         s.set_state(HandleState::HandedOut, HandleState::Defined);
         self.run_stage_callbacks(idx);
-        s.staged_ns.store(shared.now_ns(), r);
+        s.staged_ns.store(shared.io_clock_ns(), r);
         s.set_state(HandleState::Defined, HandleState::Staged);
         if is_foreign {
             l.link(li);

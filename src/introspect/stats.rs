@@ -164,17 +164,19 @@ impl IssuerStats {
     }
 
     #[inline]
-    fn record(&self, op: Op, bytes: u64, latency_ns: u64, ok: bool, ex: Executor) {
+    fn record(&self, op: Op, bytes: u64, latency_ns: Option<u64>, ok: bool, ex: Executor) {
         let Some(c) = (op as usize).checked_sub(1).and_then(|i| self.ops.get(i)) else {
             return;
         };
         bump(&c.count, 1);
         bump(&c.bytes, bytes);
-        bump(&c.time_ns, latency_ns);
+        if let Some(latency_ns) = latency_ns {
+            bump(&c.time_ns, latency_ns);
+            c.hist.record((latency_ns / 1000).max(1));
+        }
         if !ok {
             bump(&c.errors, 1);
         }
-        c.hist.record((latency_ns / 1000).max(1));
         let e = match ex {
             Executor::Issuer | Executor::None => 0,
             Executor::Ring => 1,
@@ -249,10 +251,12 @@ struct SlotStats {
 /// Every issuer slot's statistics.
 pub(crate) struct StatsTable {
     slots: Box<[SlotStats]>,
+    /// `track_io_timing`: record latencies (off: counts and bytes only).
+    timed: bool,
 }
 
 impl StatsTable {
-    pub(crate) fn new(issuers: u32) -> StatsTable {
+    pub(crate) fn new(issuers: u32, timed: bool) -> StatsTable {
         StatsTable {
             slots: (0..issuers)
                 .map(|_| SlotStats {
@@ -260,6 +264,7 @@ impl StatsTable {
                     baseline: Mutex::new(Baseline::default()),
                 })
                 .collect(),
+            timed,
         }
     }
 
@@ -294,7 +299,7 @@ impl StatsTable {
         ex: Executor,
     ) {
         if let Some(live) = self.slots[slot as usize].live.get() {
-            live.record(op, bytes, latency_ns, ok, ex);
+            live.record(op, bytes, self.timed.then_some(latency_ns), ok, ex);
         }
     }
 

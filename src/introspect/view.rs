@@ -229,7 +229,7 @@ fn copy_slot(shared: &Shared, i: u32) -> Option<SlotCopy> {
 /// The aios view: every non-idle handle, sorted by issuer slot then age (oldest first).
 pub(crate) fn aios(shared: &Shared) -> Vec<AioRow> {
     let pid = std::process::id() as i32;
-    let now = shared.now_ns();
+    let now = shared.io_clock_ns();
     let mut rows = Vec::new();
     for i in 0..shared.n_handles {
         let Some(c) = copy_slot(shared, i) else {
@@ -298,7 +298,7 @@ fn describe(shared: &Shared, c: &SlotCopy) -> String {
 
 /// What every registered issuer is waiting for.
 pub(crate) fn waits(shared: &Shared) -> Vec<WaitRow> {
-    let now = shared.now_ns();
+    let now = shared.io_clock_ns();
     let mut rows = Vec::new();
     for (slot, info) in shared.issuers.iter().enumerate() {
         if !info.in_use.load(Ordering::Acquire) {

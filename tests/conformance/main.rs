@@ -21,6 +21,7 @@ mod fault_kinds;
 mod foreign_completion;
 mod foreign_wait_on_batch;
 mod inline_io;
+mod io_timing;
 mod issuer_exit;
 mod lifecycle;
 mod many_issuers;

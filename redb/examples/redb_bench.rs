@@ -1,10 +1,11 @@
 //! redb on dbaio against redb on its own file backend, side by side: bulk load (keys in
 //! random order, a durable commit every `--batch` keys), point reads (random keys, one read
-//! transaction per 1000), and a full scan, on a warm page cache. Configurations run in
-//! alternation, `--rounds` times, each round starting with the next one; the table shows each phase's median and its ratio to
-//! redb's file backend.
+//! transaction per 1000), and a full scan, on a warm page cache. Configurations run
+//! interleaved, slice by slice (`--slices`), `--rounds` times, each round starting with the
+//! next one; the table shows each phase's median and its ratio to redb's file backend.
 //!
-//! Each configuration loads its own database. Reads and scans (5 full scans per phase) then
+//! Each configuration loads its own database, all at once, a slice of commits each in turn.
+//! Reads and scans (5 full scans per phase) then
 //! run on one database loaded once and copied for each configuration, on a freshly opened
 //! `Database` with a small redb cache (`--read-cache`) so that they reach the backend, all
 //! configurations interleaved slice by slice (`--slices`) so that the machine's drift hits
@@ -53,7 +54,8 @@ struct Args {
     /// Write-behind of the dbaio backends: auto (behind on O_DIRECT only), off, or a depth.
     #[arg(long, default_value = "auto")]
     write_behind: WriteBehind,
-    /// Slices the point reads are cut into, each configuration reading one slice in turn.
+    /// Slices the load's commits and the point reads are cut into, each configuration doing
+    /// one slice in turn.
     #[arg(long, default_value_t = 20)]
     slices: u64,
     /// Skip the load rounds (measure reads and scans only).
@@ -127,7 +129,53 @@ fn load(b: &Backend, path: &Path, a: &Args) -> f64 {
     t
 }
 
-/// Point reads, then `SCANS` full scans, on a fresh database with a small cache; seconds.
+/// The load of every configuration at once, each into its own new database, interleaved as
+/// the reads are: each configuration makes one slice of the commits in turn, the order
+/// rotating each slice (the device's speed drifts too, and a durable commit waits for it).
+/// Seconds per configuration.
+fn load_all(backends: &[Backend], paths: &[PathBuf], a: &Args, round: usize) -> Vec<f64> {
+    let n = backends.len();
+    let value = vec![0x5au8; a.value];
+    let dbs: Vec<Database> = backends
+        .iter()
+        .zip(paths)
+        .map(|(b, p)| {
+            let _ = std::fs::remove_file(p);
+            open(b, p, None)
+        })
+        .collect();
+    let mut times = vec![0.0; n];
+    let commits = a.keys.div_ceil(a.batch);
+    let per_slice = commits.div_ceil(a.slices.max(1)).max(1);
+    let mut first = 0;
+    let mut s = 0;
+    while first < commits {
+        let last = (first + per_slice).min(commits);
+        for k in 0..n {
+            let i = (k + s + round) % n;
+            let start = Instant::now();
+            for c in first..last {
+                let txn = dbs[i].begin_write().unwrap();
+                {
+                    let mut table = txn.open_table(TABLE).unwrap();
+                    for key in c * a.batch..((c + 1) * a.batch).min(a.keys) {
+                        table.insert(mix(key), value.as_slice()).unwrap();
+                    }
+                }
+                txn.commit().unwrap();
+            }
+            times[i] += start.elapsed().as_secs_f64();
+        }
+        first = last;
+        s += 1;
+    }
+    drop(dbs);
+    for p in paths {
+        let _ = std::fs::remove_file(p);
+    }
+    times
+}
+
 /// Point reads, then `SCANS` full scans, of every configuration at once, interleaved: each
 /// configuration's database (a copy of the same file, freshly opened, with a small cache)
 /// reads one slice of the keys in turn, then the next slice, and so on, the order rotating
@@ -290,7 +338,11 @@ fn main() {
         backends.push(b);
     }
     let mut all: Vec<Vec<Times>> = vec![Vec::new(); configs.len()];
-    // Loads: each configuration writes its own database, in alternation.
+    // Loads: each configuration writes its own database, interleaved (see `load_all`).
+    let load_paths: Vec<PathBuf> = configs
+        .iter()
+        .map(|c| dir.path().join(format!("{}.redb", c.replace('+', "-"))))
+        .collect();
     for round in 0..a.rounds {
         if a.no_load {
             for t in all.iter_mut() {
@@ -298,19 +350,13 @@ fn main() {
             }
             continue;
         }
-        // Each round starts with a different configuration, so none always runs first.
-        for k in 0..backends.len() {
-            let i = (k + round) % backends.len();
-            let path = dir
-                .path()
-                .join(format!("{}.redb", configs[i].replace('+', "-")));
-            let t = load(&backends[i], &path, &a);
+        let times = load_all(&backends, &load_paths, &a, round);
+        for (i, t) in times.into_iter().enumerate() {
             eprintln!("round {round} {:<16} load {t:.3}s", configs[i]);
             all[i].push(Times {
                 load: t,
                 ..Times::default()
             });
-            let _ = std::fs::remove_file(&path);
         }
     }
     // Reads and scans: every configuration reads a copy of the same database (loaded once,
@@ -328,6 +374,7 @@ fn main() {
             p
         })
         .collect();
+    #[allow(clippy::needless_range_loop)] // `round` picks the order, and the row
     for round in 0..a.rounds {
         let times = read_phases(&backends, &copies, &a, round);
         for (i, (reads, scan)) in times.into_iter().enumerate() {

@@ -17,13 +17,15 @@
 //! path, before the handle goes back to idle); fields only a failure's description reads
 //! (raw result, executor, attempts) are written only then.
 //!
-//! It steps aside for the full path (returns `None`) whenever anything unusual is going on:
-//! fault rules armed (so injected faults behave exactly as everywhere else), a handle handed
-//! out, no idle handle, shutdown, or a `File` of another subsystem. See `docs/design.md`,
+//! It steps aside for the full path (returns `Inline::Declined`) whenever anything unusual is
+//! going on: fault rules armed (so injected faults behave exactly as everywhere else), a
+//! handle handed out, no idle handle, shutdown, a `File` of another subsystem, or an
+//! O_DIRECT request that is not aligned (the slice layer bounces it). See `docs/design.md`,
 //! "Slice I/O".
 
 use super::file::File;
 use super::issuer::Issuer;
+use super::slice::DIRECT_ALIGN;
 use crate::handle::error::IoError;
 use crate::handle::op::{HandleFlags, Op};
 use crate::handle::result::IoResult;
@@ -107,6 +109,10 @@ impl Issuer {
         let mut flags = HandleFlags::SYNCHRONOUS.0;
         if !fslot.direct.load(r) {
             flags |= HandleFlags::BUFFERED.0;
+        } else if (offset | iov.iov_base as u64 | iov.iov_len as u64) % DIRECT_ALIGN != 0 {
+            // An unaligned O_DIRECT request: the caller bounces it.
+            self.local.borrow_mut().idle.push(li);
+            return Err(Inline::Declined);
         }
         // The handle is IDLE and ours: no one reads these fields until SUBMITTED publishes
         // them (the view skips idle handles, and re-checks the generation after copying).

@@ -195,8 +195,10 @@ impl IoMethod for WorkerMethod {
                 // A process has it: complete it here when it is posted.
                 let s = shared.slot(i);
                 procs.drive(|| {
-                    s.generation.load(Ordering::Acquire) != generation
-                        || s.state() != HandleState::Submitted
+                    u32::from(
+                        s.generation.load(Ordering::Acquire) == generation
+                            && s.state() == HandleState::Submitted,
+                    )
                 });
             }
             return true;
@@ -222,7 +224,7 @@ impl IoMethod for WorkerMethod {
         if !handles.is_empty() {
             submit_to_processes(procs, shared, handles);
         }
-        procs.drive(|| info.completed.load(Ordering::SeqCst).wrapping_sub(seen) >= n);
+        procs.drive(|| n.saturating_sub(info.completed.load(Ordering::SeqCst).wrapping_sub(seen)));
         true
     }
 

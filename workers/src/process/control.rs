@@ -73,6 +73,13 @@ pub(crate) struct Header {
     /// the completer, saving a hand-off.
     pub waiters: CachePadded<AtomicU32>,
     pub waiter_seq: CachePadded<AtomicU32>,
+    /// Results posted so far (each worker counts its own).
+    pub posts: CachePadded<AtomicU64>,
+    /// The count of `posts` at which the waiters want waking: each waiter lowers it to its
+    /// own target (the posts so far plus the results it still needs), and the worker whose
+    /// post reaches it raises it to `u64::MAX` and wakes them all, so a waiter that needs
+    /// four results is woken once, not four times (as a thread-pool waiter's `wake_at`).
+    pub wake_at: CachePadded<AtomicU64>,
 }
 
 /// One worker's cell.

@@ -174,6 +174,7 @@ impl ProcessPool {
             reg[0].store(fd as u64, Ordering::Relaxed);
             reg[1].store(len as u64, Ordering::Relaxed);
         }
+        h.wake_at.store(u64::MAX, Ordering::Relaxed);
         h.magic.store(MAGIC, Ordering::Release);
         // SAFETY: eventfd takes integers and returns a new descriptor or -1.
         let bell = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
@@ -330,19 +331,26 @@ impl ProcessPool {
     }
 
     /// Completes what the workers have finished, on the calling thread; then, unless
-    /// `is_done` says the caller's I/O is complete, sleeps until a worker posts another
-    /// result (or 100 ms pass) and completes again. Waiters call this in a loop: it saves the
-    /// completer's hand-off for the I/Os they wait on.
-    pub fn drive(&self, is_done: impl Fn() -> bool) {
+    /// `needs` says the caller's I/Os are complete (0), sleeps until the workers have posted
+    /// at least as many more results as it says are still needed (or 100 ms pass) and
+    /// completes again. Waiters call this in a loop: it saves the completer's hand-off for
+    /// the I/Os they wait on. Posts for other issuers count too, so a waiter may wake early,
+    /// never late.
+    pub fn drive(&self, needs: impl Fn() -> u32) {
         let inner = &*self.inner;
         let h = inner.ctl.header();
         drain(inner);
-        if is_done() {
+        if needs() == 0 {
             return;
         }
         let seq = h.waiter_seq.load(Ordering::SeqCst);
         h.waiters.fetch_add(1, Ordering::SeqCst);
-        if !inner.ctl.done().any() && !is_done() {
+        let need = needs();
+        if need > 0 {
+            let target = h.posts.load(Ordering::SeqCst) + u64::from(need);
+            h.wake_at.fetch_min(target, Ordering::SeqCst);
+        }
+        if !inner.ctl.done().any() && need > 0 {
             futex::wait(&h.waiter_seq, seq, Some(Duration::from_millis(100)));
         }
         h.waiters.fetch_sub(1, Ordering::SeqCst);

@@ -65,6 +65,9 @@ pub struct BenchOptions {
     pub batch: u32,
     /// Wake for completions in groups of at least this many.
     pub complete_min: u32,
+    /// Seed of the random offsets: the same seed reads the same offsets in the same order
+    /// every run (as fio's default `randrepeat=1`).
+    pub seed: u64,
     /// Show a progress bar.
     pub progress: bool,
     /// Serve the aios view on this socket while running.
@@ -210,7 +213,7 @@ pub fn run(
     };
     let file = aio.open(&opts.filename, &opts_file)?;
     let blocks = (opts.size / u64::from(opts.bs)).max(1);
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng(opts.seed.max(1)); // xorshift never leaves 0
     let mut seq = 0u64;
     let mut next_offset = || {
         let b = if opts.rw.is_random() {

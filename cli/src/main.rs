@@ -20,6 +20,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+/// `dbaio bench`'s default seed of random offsets (the one it always used).
+const DEFAULT_SEED: u64 = 0x9e37_79b9_7f4a_7c15;
+
 #[derive(Parser)]
 #[command(
     name = "dbaio",
@@ -226,6 +229,12 @@ struct BenchArgs {
     /// Wait for at least this many completions before refilling (0: iodepth/8).
     #[arg(long, default_value_t = 0)]
     complete_min: u64,
+    /// Seed of the random offsets. The default reads the same offsets every run, as fio's
+    /// default `randrepeat=1` does; on a virtual disk whose host caches what was read
+    /// before, repeated offsets are much faster than fresh ones (docs/benchmarks.md), so
+    /// give a new seed to read offsets no earlier run read.
+    #[arg(long, default_value_t = DEFAULT_SEED)]
+    seed: u64,
     /// Draw the latency distribution of each run, one line per method, into this SVG file.
     #[arg(long)]
     plot: Option<PathBuf>,
@@ -584,6 +593,7 @@ fn bench_cmd(a: BenchArgs) -> Outcome {
         } else {
             complete_min
         },
+        seed: a.seed,
         progress: !a.json && runtime.as_secs_f64() > 2.0 && std::io::stderr().is_terminal(),
         socket: a.socket.clone(),
         settings,

@@ -390,6 +390,40 @@ fn the_sync_depth_is_said() {
     assert!(err.contains("one I/O at a time"), "{err}");
 }
 
+/// `--seed` picks the random offsets; 0 and the largest value are taken too (xorshift never
+/// starts from 0), and the run still reads every offset inside the file.
+#[test]
+fn any_seed_is_taken() {
+    let d = dir();
+    let f = d.path().join("f");
+    let before = file_with(&f, 1 << 20);
+    for seed in ["0", "1", "18446744073709551615"] {
+        let o = run(&[
+            "bench",
+            "--filename",
+            f.to_str().unwrap(),
+            "--io-method",
+            "sync",
+            "--runtime",
+            "0.1",
+            "--seed",
+            seed,
+            "--json",
+        ]);
+        let (_, err) = text(&o);
+        assert!(o.status.success(), "seed {seed}: {err}");
+        let j = &json_lines(&o)[0];
+        assert_eq!(j["errors"], 0, "seed {seed}: {j}");
+    }
+    assert_eq!(
+        std::fs::read(&f).unwrap(),
+        before,
+        "a read benchmark wrote nothing"
+    );
+    let o = run(&["bench", "--filename", f.to_str().unwrap(), "--seed", "-1"]);
+    assert!(!o.status.success());
+}
+
 fn json_lines(o: &Output) -> Vec<serde_json::Value> {
     let (out, err) = text(o);
     assert!(!out.trim().is_empty(), "stdout is empty; stderr: {err}");

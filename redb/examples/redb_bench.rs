@@ -112,21 +112,24 @@ fn load(b: &Backend, path: &Path, a: &Args) -> f64 {
     // Keys in a random order (a bijection of 0..keys).
     let db = open(b, path, None);
     let start = Instant::now();
-    let mut k = 0;
-    while k < a.keys {
-        let txn = db.begin_write().unwrap();
-        {
-            let mut table = txn.open_table(TABLE).unwrap();
-            for i in k..(k + a.batch).min(a.keys) {
-                table.insert(mix(i), value.as_slice()).unwrap();
-            }
-        }
-        txn.commit().unwrap();
-        k += a.batch;
+    for c in 0..a.keys.div_ceil(a.batch) {
+        commit(&db, c, &value, a);
     }
     let t = start.elapsed().as_secs_f64();
     drop(db);
     t
+}
+
+/// Commit number `c` of the load: keys `c * batch ..` (mixed into a random order), durably.
+fn commit(db: &Database, c: u64, value: &[u8], a: &Args) {
+    let txn = db.begin_write().unwrap();
+    {
+        let mut table = txn.open_table(TABLE).unwrap();
+        for key in c * a.batch..((c + 1) * a.batch).min(a.keys) {
+            table.insert(mix(key), value).unwrap();
+        }
+    }
+    txn.commit().unwrap();
 }
 
 /// The load of every configuration at once, each into its own new database, interleaved as
@@ -155,14 +158,7 @@ fn load_all(backends: &[Backend], paths: &[PathBuf], a: &Args, round: usize) -> 
             let i = (k + s + round) % n;
             let start = Instant::now();
             for c in first..last {
-                let txn = dbs[i].begin_write().unwrap();
-                {
-                    let mut table = txn.open_table(TABLE).unwrap();
-                    for key in c * a.batch..((c + 1) * a.batch).min(a.keys) {
-                        table.insert(mix(key), value.as_slice()).unwrap();
-                    }
-                }
-                txn.commit().unwrap();
+                commit(&dbs[i], c, &value, a);
             }
             times[i] += start.elapsed().as_secs_f64();
         }

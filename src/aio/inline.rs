@@ -93,6 +93,12 @@ impl Issuer {
         {
             return Err(Inline::Declined);
         }
+        let fslot = &shared.files.slots[file.slot as usize];
+        let direct = fslot.direct.load(Ordering::Relaxed);
+        if direct && (offset | iov.iov_base as u64 | iov.iov_len as u64) % DIRECT_ALIGN != 0 {
+            // An unaligned O_DIRECT request: the caller bounces it.
+            return Err(Inline::Declined);
+        }
         let li = {
             let mut l = self.local.borrow_mut();
             if l.handed_out.is_some() {
@@ -104,15 +110,10 @@ impl Issuer {
         let s = shared.slot(idx);
         let r = Ordering::Relaxed;
         let op = if write { Op::Writev } else { Op::Readv };
-        let fslot = &shared.files.slots[file.slot as usize];
         let fd = fslot.fd.load(Ordering::Acquire);
         let mut flags = HandleFlags::SYNCHRONOUS.0;
-        if !fslot.direct.load(r) {
+        if !direct {
             flags |= HandleFlags::BUFFERED.0;
-        } else if (offset | iov.iov_base as u64 | iov.iov_len as u64) % DIRECT_ALIGN != 0 {
-            // An unaligned O_DIRECT request: the caller bounces it.
-            self.local.borrow_mut().idle.push(li);
-            return Err(Inline::Declined);
         }
         // The handle is IDLE and ours: no one reads these fields until SUBMITTED publishes
         // them (the view skips idle handles, and re-checks the generation after copying).

@@ -292,16 +292,12 @@ impl Shared {
     /// (`CLOCK_MONOTONIC_COARSE`, 6 ns a read here against 26), and no latency is recorded.
     #[inline]
     pub(crate) fn io_clock_ns(&self) -> u64 {
-        if self.settings.track_io_timing {
-            return self.now_ns();
-        }
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
+        let clock = if self.settings.track_io_timing {
+            libc::CLOCK_MONOTONIC
+        } else {
+            libc::CLOCK_MONOTONIC_COARSE
         };
-        // SAFETY: `ts` is a valid out-pointer; CLOCK_MONOTONIC_COARSE exists on Linux.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-        (ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64).saturating_sub(self.epoch_ns)
+        clock_ns(clock).saturating_sub(self.epoch_ns)
     }
 
     /// The plain request for handle `i` (SUBMITTED), for the worker engine and sync execution.
@@ -562,11 +558,18 @@ impl Shared {
 /// The monotonic clock (the one `Instant` reads), in nanoseconds.
 #[inline]
 fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// `clock` (CLOCK_MONOTONIC or its coarse variant, both always present on Linux) in
+/// nanoseconds.
+#[inline]
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `ts` is a valid out-pointer; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    // SAFETY: `ts` is a valid out-pointer and `clock` one of the monotonic clocks.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

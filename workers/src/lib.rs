@@ -14,7 +14,8 @@
 //! - `arena.rs` — the shared buffer arena: memfd-backed memory worker processes can reach.
 //! - `process/` — worker processes: `mod.rs` the embedder's side ([`process::ProcessPool`],
 //!   its supervisor and completer threads), `control.rs` the shared control segment (request
-//!   cells, bitmaps, worker and file cells), `child.rs` the worker process itself.
+//!   cells, bitmaps, worker and file cells), `child.rs` the worker process itself, `wake.rs`
+//!   how waiting embedder threads are woken (model-checked with loom).
 
 pub mod arena;
 pub mod futex;

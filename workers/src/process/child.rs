@@ -249,21 +249,8 @@ impl Worker<'_> {
             .done
             .fetch_add(1, Ordering::Relaxed);
         let h = ctl.header();
-        let posted = h.posts.fetch_add(1, Ordering::SeqCst) + 1;
-        fence(Ordering::SeqCst);
-        if h.waiters.load(Ordering::SeqCst) != 0 {
-            // Waiters drain everything posted before they leave, so a post short of their
-            // target can wait for them; the one that reaches it wakes them all.
-            let at = h.wake_at.load(Ordering::SeqCst);
-            if posted >= at {
-                // A waiter lowering it meanwhile keeps it low: at worst an extra wake.
-                let _ =
-                    h.wake_at
-                        .compare_exchange(at, u64::MAX, Ordering::SeqCst, Ordering::SeqCst);
-                h.waiter_seq.fetch_add(1, Ordering::SeqCst);
-                futex::wake(&h.waiter_seq, u32::MAX);
-            }
-        } else if h.completer_sleeping.swap(0, Ordering::SeqCst) != 0 {
+        if !super::wake::Wake::of(h).posted() && h.completer_sleeping.swap(0, Ordering::SeqCst) != 0
+        {
             h.done_seq.fetch_add(1, Ordering::SeqCst);
             futex::wake(&h.done_seq, 1);
         }

@@ -70,7 +70,7 @@ pub(crate) struct Header {
     pub done_seq: CachePadded<AtomicU32>,
     /// Embedder threads waiting for one of their I/Os, sleeping on `waiter_seq`: a worker
     /// that posts a result wakes them (they complete what is done themselves) rather than
-    /// the completer, saving a hand-off.
+    /// the completer, saving a hand-off. The protocol on these four words is `wake.rs`'s.
     pub waiters: CachePadded<AtomicU32>,
     pub waiter_seq: CachePadded<AtomicU32>,
     /// Results posted so far (each worker counts its own).

@@ -13,13 +13,16 @@
 //!   embedder dies: the supervisor lives until the pool is dropped.
 //! - the **completer** sleeps until a worker posts a result, then hands each result to the
 //!   [`ProcessSink`] (which completes the handle, runs its callbacks and wakes its waiters
-//!   in the embedder, where the callbacks' code and data live).
+//!   in the embedder, where the callbacks' code and data live). An embedder thread waiting
+//!   for its I/Os completes what is posted itself instead (`ProcessPool::drive`); how it is
+//!   woken is `wake.rs`, model-checked.
 //!
 //! A request lost with its worker three times (a request that kills every worker that runs
 //! it) is completed as lost ([`ProcessSink::lost`]) instead of being tried for ever.
 
 mod child;
 mod control;
+mod wake;
 
 use crate::arena::{self, SharedArena};
 use crate::futex;
@@ -338,22 +341,11 @@ impl ProcessPool {
     /// never late.
     pub fn drive(&self, needs: impl Fn() -> u32) {
         let inner = &*self.inner;
-        let h = inner.ctl.header();
         drain(inner);
         if needs() == 0 {
             return;
         }
-        let seq = h.waiter_seq.load(Ordering::SeqCst);
-        h.waiters.fetch_add(1, Ordering::SeqCst);
-        let need = needs();
-        if need > 0 {
-            let target = h.posts.load(Ordering::SeqCst) + u64::from(need);
-            h.wake_at.fetch_min(target, Ordering::SeqCst);
-        }
-        if !inner.ctl.done().any() && need > 0 {
-            futex::wait(&h.waiter_seq, seq, Some(Duration::from_millis(100)));
-        }
-        h.waiters.fetch_sub(1, Ordering::SeqCst);
+        wake::Wake::of(inner.ctl.header()).wait(needs, || inner.ctl.done().any());
         // Results posted while we were counted woke us, not the completer: ours to post.
         drain(inner);
     }
@@ -409,9 +401,11 @@ fn snapshot(inner: &Inner) -> PoolSnapshot {
     }
 }
 
-/// Posts every finished request to the sink.
+/// Posts every finished request to the sink; wakes the waiters if it posted any (one may
+/// be theirs: `wake.rs`).
 fn drain(inner: &Inner) {
     let ctl = &inner.ctl;
+    let mut posted = 0;
     ctl.done().take_all(|i| {
         let c = &ctl.reqs()[i as usize];
         let st = c.state.load(Ordering::Acquire);
@@ -423,17 +417,19 @@ fn drain(inner: &Inner) {
             return; // a repaired bit for a request already posted
         }
         let (w, result) = (st >> 8, c.result.load(Ordering::Relaxed));
-        let posted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             if result == LOST {
                 inner.sink.lost(w, i);
             } else {
                 inner.sink.complete(w, i, result);
             }
         }));
-        if posted.is_err() {
+        if done.is_err() {
             inner.sink.panicked(w, i);
         }
+        posted += 1;
     });
+    wake::Wake::of(ctl.header()).drained(posted);
 }
 
 fn complete_loop(inner: &Inner) {

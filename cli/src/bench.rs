@@ -140,6 +140,9 @@ pub struct BenchReport {
     /// Worker threads running at the end of the run (worker method only; a self-sizing pool
     /// shows how far it grew).
     pub workers: Option<u32>,
+    /// Worker processes only: waits that slept to their 100 ms safety limit although an
+    /// awaited I/O had completed (missed wake-ups; 0 unless there is a bug).
+    pub missed_wakes: Option<u64>,
     /// Failed I/Os (and short ones).
     pub errors: u64,
     /// The first failure, in words (None: none failed).
@@ -327,7 +330,9 @@ pub fn run(
     issuer.end_batch();
     let seconds = start.elapsed().as_secs_f64();
     let cpu_seconds = process_cpu_seconds(&aio) - cpu_before;
-    let workers = aio.worker_pool().map(|p| p.workers.len() as u32);
+    let pool = aio.worker_pool();
+    let workers = pool.as_ref().map(|p| p.workers.len() as u32);
+    let missed_wakes = pool.filter(|p| p.kind == "process").map(|p| p.missed_wakes);
     let avg_device_queue = queue_ms_before
         .zip(device_queue_ms(&opts.filename))
         .map(|(a, b)| b.saturating_sub(a) as f64 / 1000.0 / seconds);
@@ -362,6 +367,7 @@ pub fn run(
         cpu_seconds,
         cpu_us_per_io: cpu_seconds * 1e6 / ios.max(1) as f64,
         workers,
+        missed_wakes,
         lat_us: Latency {
             p50: us(0.5),
             p99: us(0.99),

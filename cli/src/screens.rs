@@ -62,8 +62,14 @@ fn pool_line(pool: &Option<WorkerPoolRow>) -> String {
         p.replaced
     );
     if p.kind == "process" {
+        // Missed wake-ups are a bug's symptom: said only when there are any.
+        let missed = if p.missed_wakes > 0 {
+            format!(", missed wakes {}", p.missed_wakes)
+        } else {
+            String::new()
+        };
         format!(
-            "{line}, requeued {}, ran locally {})",
+            "{line}, requeued {}, ran locally {}{missed})",
             p.requeued, p.ran_locally
         )
     } else {

@@ -588,6 +588,41 @@ fn a_refused_user_is_told_so() {
     );
 }
 
+/// Guards the wake protocol between worker processes and an issuer waiting for their
+/// results (`workers/src/process/wake.rs`): the pool counts every wait that slept to its
+/// 100 ms safety limit although an awaited I/O had completed meanwhile. Before the fix
+/// this very run (page-cache reads at depth 8, three worker processes, 2 s) counted 15: a
+/// result the completer thread drained completed the issuer's I/O without waking it.
+#[test]
+fn waiting_on_worker_processes_misses_no_wake_up() {
+    let d = dir();
+    let f = d.path().join("f");
+    file_with(&f, 4 << 20);
+    let o = run(&[
+        "bench",
+        "--filename",
+        f.to_str().unwrap(),
+        "--size",
+        "4M",
+        "--iodepth",
+        "8",
+        "--io-method",
+        "worker",
+        "--io-workers",
+        "3",
+        "--runtime",
+        "2",
+        "--json",
+        "-c",
+        "io_worker_kind=process",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let j = &json_lines(&o)[0];
+    assert_eq!(j["errors"], 0, "{out}");
+    assert_eq!(j["missed_wakes"], 0, "{out}");
+}
+
 /// `-c io_worker_kind=process` works on every command that does I/O: the reads and writes go
 /// to worker processes (`ran_locally` 0 where the command reports the pool), and nothing is
 /// left behind.

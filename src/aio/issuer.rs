@@ -289,7 +289,7 @@ impl Issuer {
             if self
                 .aio
                 .method
-                .submit_and_wait(shared, self.slot, handles, need)
+                .submit_and_wait(shared, self.slot, handles, need, seen)
             {
                 info.end_wait();
                 continue;

@@ -112,6 +112,10 @@ pub struct WorkerPoolRow {
     pub ran_locally: u64,
     /// I/Os queued again because the worker process executing them died, since start.
     pub requeued: u64,
+    /// Worker processes: waits that slept to their 100 ms safety limit although an awaited
+    /// I/O had completed (a missed wake-up), since start. Always 0 unless there is a bug.
+    #[serde(default)]
+    pub missed_wakes: u64,
     /// Every running worker, lowest number first.
     pub workers: Vec<WorkerRow>,
 }
@@ -142,6 +146,7 @@ pub(crate) fn worker_pool(shared: &Shared) -> Option<WorkerPoolRow> {
         kind: if snap.processes { "process" } else { "thread" }.to_string(),
         ran_locally: snap.local,
         requeued: snap.requeued,
+        missed_wakes: snap.missed_wakes,
         workers: snap
             .workers
             .into_iter()

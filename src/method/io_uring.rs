@@ -488,7 +488,14 @@ impl IoMethod for Uring {
         }
     }
 
-    fn submit_and_wait(&self, shared: &Shared, issuer: u32, handles: &[u32], n: u32) -> bool {
+    fn submit_and_wait(
+        &self,
+        shared: &Shared,
+        issuer: u32,
+        handles: &[u32],
+        n: u32,
+        _seen: u32,
+    ) -> bool {
         let Some(ring) = self.ring(issuer) else {
             return false;
         };
@@ -641,8 +648,15 @@ impl IoMethod for UringMethod {
     fn wait_one(&self, shared: &Shared, i: u32, generation: u64) -> bool {
         self.uring.wait_one(shared, i, generation)
     }
-    fn submit_and_wait(&self, shared: &Shared, issuer: u32, handles: &[u32], n: u32) -> bool {
-        self.uring.submit_and_wait(shared, issuer, handles, n)
+    fn submit_and_wait(
+        &self,
+        shared: &Shared,
+        issuer: u32,
+        handles: &[u32],
+        n: u32,
+        seen: u32,
+    ) -> bool {
+        self.uring.submit_and_wait(shared, issuer, handles, n, seen)
     }
     fn inject_submit_error(&self, errno: i32) {
         self.uring.inject_submit_error(errno)

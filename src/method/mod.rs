@@ -44,9 +44,19 @@ pub(crate) trait IoMethod: Send + Sync {
 
     /// Optional. Submits `handles` (as [`IoMethod::submit`]; may be empty), then blocks until
     /// about `n` more of `issuer`'s I/Os complete, driving completion from the calling thread
-    /// (the issuer). Returns false when the method cannot wait that way (after submitting);
-    /// the issuer then sleeps until a completer wakes it.
-    fn submit_and_wait(&self, shared: &Shared, issuer: u32, handles: &[u32], _n: u32) -> bool {
+    /// (the issuer). `seen` is the issuer's completion count (`IssuerSlot::completed`) the
+    /// caller read before it counted what is complete: the `n` are completions after it, so a
+    /// completion between the caller's count and this call is not waited for twice. Returns
+    /// false when the method cannot wait that way (after submitting); the issuer then sleeps
+    /// until a completer wakes it.
+    fn submit_and_wait(
+        &self,
+        shared: &Shared,
+        issuer: u32,
+        handles: &[u32],
+        _n: u32,
+        _seen: u32,
+    ) -> bool {
         if !handles.is_empty() {
             self.submit(shared, issuer, handles);
         }

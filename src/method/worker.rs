@@ -212,7 +212,14 @@ impl IoMethod for WorkerMethod {
 
     /// Worker processes: the issuer completes what the workers post itself while it waits,
     /// instead of being woken by the completer thread once that has (one hand-off fewer).
-    fn submit_and_wait(&self, shared: &Shared, issuer: u32, handles: &[u32], n: u32) -> bool {
+    fn submit_and_wait(
+        &self,
+        shared: &Shared,
+        issuer: u32,
+        handles: &[u32],
+        n: u32,
+        seen: u32,
+    ) -> bool {
         let Engine::Processes(procs) = &self.engine else {
             if !handles.is_empty() {
                 self.submit(shared, issuer, handles);
@@ -220,7 +227,9 @@ impl IoMethod for WorkerMethod {
             return false;
         };
         let info = &shared.issuers[issuer as usize];
-        let seen = info.completed.load(Ordering::SeqCst);
+        // Counted from the caller's `seen`, not from now: a completion that arrived after the
+        // caller counted would otherwise be waited for twice — for a result that never
+        // comes, the waiter slept its 100 ms safety timeout.
         if !handles.is_empty() {
             submit_to_processes(procs, shared, handles);
         }

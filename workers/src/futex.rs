@@ -7,9 +7,10 @@
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
-/// Blocks while `*word == expected`, or until woken, a signal arrives, or `timeout` passes.
-/// Spurious returns are allowed; callers re-check their condition in a loop.
-pub fn wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+/// Blocks while `*word == expected`, or until woken, a signal arrives, or `timeout` passes;
+/// returns true if it returned because `timeout` passed. Spurious returns are allowed;
+/// callers re-check their condition in a loop.
+pub fn wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) -> bool {
     let ts = timeout.map(|d| libc::timespec {
         tv_sec: d.as_secs() as libc::time_t,
         tv_nsec: d.subsec_nanos() as libc::c_long,
@@ -19,7 +20,7 @@ pub fn wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
         .map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: `word` is a live, 4-byte-aligned atomic for the duration of the call, and `ts_ptr`
     // is null or points at `ts`, which outlives the call. FUTEX_WAIT only reads both.
-    unsafe {
+    let r = unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
@@ -28,8 +29,9 @@ pub fn wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
             ts_ptr,
             std::ptr::null::<u32>(),
             0u32,
-        );
-    }
+        )
+    };
+    r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ETIMEDOUT)
 }
 
 /// Wakes up to `count` waiters blocked on `word`.

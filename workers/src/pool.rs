@@ -117,6 +117,10 @@ pub struct PoolSnapshot {
     pub local: u64,
     /// I/Os queued again because the worker process executing them died.
     pub requeued: u64,
+    /// Worker processes: times an embedder thread waiting for its I/Os slept to its 100 ms
+    /// safety limit although one of them had completed — a wake-up the pool missed. 0
+    /// unless the wake protocol (`process/wake.rs`) is wrong.
+    pub missed_wakes: u64,
 }
 
 /// Reads a pool's [`PoolSnapshot`] without keeping the pool alive (for a view that lives in
@@ -397,6 +401,7 @@ fn snapshot(s: &Shared) -> PoolSnapshot {
         processes: false,
         local: 0,
         requeued: 0,
+        missed_wakes: 0,
     }
 }
 

@@ -106,6 +106,8 @@ struct Inner {
     replaced: AtomicU32,
     /// Requests queued again after their worker died.
     requeued: AtomicU64,
+    /// Waiter sleeps that ran to their safety limit although an awaited I/O completed.
+    missed_wakes: AtomicU64,
     /// A wake since the supervisor last looked found an idle worker for every request it
     /// queued: the queue did not back up all along, so that interval does not grow the pool.
     calm: AtomicBool,
@@ -198,6 +200,7 @@ impl ProcessPool {
             retired: AtomicU32::new(0),
             replaced: AtomicU32::new(0),
             requeued: AtomicU64::new(0),
+            missed_wakes: AtomicU64::new(0),
             calm: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             completer_stop: AtomicBool::new(false),
@@ -345,7 +348,9 @@ impl ProcessPool {
         if needs() == 0 {
             return;
         }
-        wake::Wake::of(inner.ctl.header()).wait(needs, || inner.ctl.done().any());
+        if wake::Wake::of(inner.ctl.header()).wait(needs, || inner.ctl.done().any()) {
+            inner.missed_wakes.fetch_add(1, Ordering::Relaxed);
+        }
         // Results posted while we were counted woke us, not the completer: ours to post.
         drain(inner);
     }
@@ -398,6 +403,7 @@ fn snapshot(inner: &Inner) -> PoolSnapshot {
         processes: true,
         local: inner.local.load(Ordering::Relaxed),
         requeued: inner.requeued.load(Ordering::Relaxed),
+        missed_wakes: inner.missed_wakes.load(Ordering::Relaxed),
     }
 }
 

@@ -34,8 +34,9 @@ pub(crate) trait Futex32 {
     fn load(&self, o: Ordering) -> u32;
     fn fetch_add(&self, v: u32, o: Ordering) -> u32;
     fn fetch_sub(&self, v: u32, o: Ordering) -> u32;
-    /// Sleeps while the word holds `expected`, for at most `timeout` (or spuriously).
-    fn wait(&self, expected: u32, timeout: Duration);
+    /// Sleeps while the word holds `expected`, for at most `timeout` (or spuriously);
+    /// true if the timeout ended it.
+    fn wait(&self, expected: u32, timeout: Duration) -> bool;
     fn wake_all(&self);
 }
 
@@ -76,23 +77,27 @@ impl<'a> Wake<'a, std::sync::atomic::AtomicU32, std::sync::atomic::AtomicU64> {
 impl<F: Futex32, W: Word64> Wake<'_, F, W> {
     /// The waiter's half: counts itself in, sets its target from `needs` (results it still
     /// needs) and sleeps unless it needs none or `any_done` sees a result to drain. The
-    /// caller drains after this returns, then calls [`Wake::drained`] with what it completed.
-    pub(crate) fn wait(&self, needs: impl Fn() -> u32, any_done: impl Fn() -> bool) {
+    /// caller drains after this returns. Returns true if a wake-up was missed: the sleep
+    /// ran to its safety limit although one of the awaited I/Os completed meanwhile (never,
+    /// if this protocol is right; the pool counts it for the view).
+    pub(crate) fn wait(&self, needs: impl Fn() -> u32, any_done: impl Fn() -> bool) -> bool {
         let seq = self.waiter_seq.load(SeqCst);
         self.waiters.fetch_add(1, SeqCst);
         (self.fence)(SeqCst);
         let need = needs();
+        let mut missed = false;
         if need > 0 {
             let target = self.posts.load(SeqCst) + u64::from(need);
             self.wake_at.fetch_min(target, SeqCst);
             // Against a poster: either it reads our target after its post, or we read its
             // done bit here.
             (self.fence)(SeqCst);
-            if !any_done() {
-                self.waiter_seq.wait(seq, WAIT_LIMIT);
+            if !any_done() && self.waiter_seq.wait(seq, WAIT_LIMIT) {
+                missed = needs() < need && self.waiter_seq.load(SeqCst) == seq;
             }
         }
         self.waiters.fetch_sub(1, SeqCst);
+        missed
     }
 
     /// The poster's half, after its done bit is set. Returns whether anyone waits; if no
@@ -146,8 +151,8 @@ impl Futex32 for std::sync::atomic::AtomicU32 {
         self.fetch_sub(v, o)
     }
     #[inline]
-    fn wait(&self, expected: u32, timeout: Duration) {
-        crate::futex::wait(self, expected, Some(timeout));
+    fn wait(&self, expected: u32, timeout: Duration) -> bool {
+        crate::futex::wait(self, expected, Some(timeout))
     }
     #[inline]
     fn wake_all(&self) {
@@ -201,11 +206,12 @@ mod loom_tests {
         fn fetch_sub(&self, v: u32, o: Ordering) -> u32 {
             self.word.fetch_sub(v, o)
         }
-        fn wait(&self, expected: u32, _timeout: Duration) {
+        fn wait(&self, expected: u32, _timeout: Duration) -> bool {
             let g = self.lock.lock().unwrap();
             if self.word.load(SeqCst) == expected {
                 drop(self.changed.wait(g).unwrap());
             }
+            false
         }
         fn wake_all(&self) {
             let _g = self.lock.lock().unwrap();
@@ -306,8 +312,10 @@ mod loom_tests {
                 if self.needs(ios) == 0 {
                     return;
                 }
-                self.wake()
+                let missed = self
+                    .wake()
                     .wait(|| self.needs(ios), || self.done.load(SeqCst) != 0);
+                assert!(!missed);
                 self.drain();
             }
         }

@@ -12,6 +12,11 @@
 //!
 //! Modes: `raw-pread`, `sync`, `sync-slice` (`read_exact_into` on the calling thread's
 //! issuer), `raw-uring`, `io_uring`.
+//!
+//! It also prints the process's CPU time (user + system, `getrusage`) per read over the
+//! reading loop alone: where the CPU's instruction counters are not exposed, the ratio of
+//! those times between a dbaio mode and its raw loop is the whole read's cost, kernel
+//! included, that the instruction ratio stands for (docs/benchmarks.md).
 
 use dbaio::{Aio, IoBuf, IoMethodKind, OpenOptions, Settings};
 use std::os::fd::AsRawFd;
@@ -38,10 +43,13 @@ fn main() {
     std::fs::write(&path, vec![1u8; FILE_BLOCKS as usize * BLOCK]).unwrap();
     let file = std::fs::File::open(&path).unwrap();
     let mut sum = 0u64;
+    // Taken just before each mode's reading loop (after its set-up).
+    let cpu_before: f64;
     match mode.as_str() {
         "raw-pread" => {
             let buf = IoBuf::new(BLOCK);
             let p = buf.as_ptr() as *mut libc::c_void;
+            cpu_before = cpu_seconds();
             for off in offsets(n) {
                 // SAFETY: `buf` is a live 4 KiB allocation nothing else uses.
                 let r = unsafe { libc::pread(file.as_raw_fd(), p, BLOCK, off as libc::off_t) };
@@ -53,6 +61,7 @@ fn main() {
             let mut ring = io_uring::IoUring::new(64).unwrap();
             let buf = IoBuf::new(BLOCK);
             let fd = io_uring::types::Fd(file.as_raw_fd());
+            cpu_before = cpu_seconds();
             for off in offsets(n) {
                 let sqe = io_uring::opcode::Read::new(fd, buf.as_ptr() as *mut u8, BLOCK as u32)
                     .offset(off)
@@ -80,6 +89,7 @@ fn main() {
             let me = aio.register_issuer("instructions").unwrap();
             let f = aio.open(&path, &OpenOptions::read()).unwrap();
             let mut buf = IoBuf::new(BLOCK);
+            cpu_before = cpu_seconds();
             for off in offsets(n) {
                 let io = me.acquire().unwrap().read(&f, off, buf);
                 let c = me.wait(io);
@@ -100,6 +110,9 @@ fn main() {
             .unwrap();
             let f = aio.open(&path, &OpenOptions::read()).unwrap();
             let mut buf = IoBuf::new(BLOCK);
+            // The thread's issuer is registered on its first use, outside the timed loop.
+            aio.with_issuer(|_| ()).unwrap();
+            cpu_before = cpu_seconds();
             for off in offsets(n) {
                 aio.with_issuer(|me| me.read_exact_into(&f, off, &mut buf[..]))
                     .unwrap()
@@ -109,5 +122,16 @@ fn main() {
         }
         other => panic!("unknown mode {other} (raw-pread, sync, sync-slice, raw-uring, io_uring)"),
     }
-    println!("{mode}: {n} reads (check {sum})");
+    let cpu_ns = (cpu_seconds() - cpu_before) * 1e9 / n as f64;
+    println!("{mode}: {n} reads (check {sum}), {cpu_ns:.0} ns of CPU per read");
+}
+
+/// User + system CPU time of this process so far, in seconds.
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes one rusage into the zeroed struct we own.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable rusage.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(u.ru_utime) + t(u.ru_stime)
 }

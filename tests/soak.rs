@@ -1,5 +1,6 @@
 //! Soak (`--ignored`; run by hand, see docs/reliability.md): ten million mixed I/Os — reads,
-//! writes, a few fsyncs — on every method, from two issuer threads each keeping 16 in flight,
+//! writes, a few fsyncs — on every method (the worker method with threads and with worker
+//! processes), from two issuer threads each keeping 16 in flight,
 //! in and out of batch mode, some dropped in flight, with faults armed (EIO, short reads,
 //! transient EAGAIN). At the end the aios view is empty and the process has the descriptors
 //! it started with; on each method, resident memory grew less than 1% between the end of a
@@ -7,13 +8,25 @@
 //!
 //!     cargo test --release --test soak -- --ignored --nocapture
 
-use dbaio::{Aio, FaultAction, FaultRule, IoBuf, IoMethodKind, Op, OpenOptions, Settings};
+use dbaio::{
+    Aio, FaultAction, FaultRule, IoBuf, IoMethodKind, IoWorkerKind, Op, OpenOptions, Settings,
+};
 use std::time::Instant;
 
 const TOTAL: u64 = 10_000_000;
 
+/// Open descriptors, except the shared buffer arena's memfd: once worker processes have
+/// started, the arena stays for the life of the process (buffers allocated from it outlive
+/// any one subsystem), and so does its one descriptor.
 fn open_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd").unwrap().count()
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            std::fs::read_link(e.path())
+                .map_or(true, |t| !t.to_string_lossy().starts_with("/memfd:dbaio-arena"))
+        })
+        .count()
 }
 
 fn rss_kb() -> u64 {
@@ -91,16 +104,23 @@ fn ten_million_ios() {
     let path = dir.path().join("soak");
     std::fs::write(&path, vec![0x5au8; 8 << 20]).unwrap();
     let fds_before = open_fds();
-    let methods: Vec<_> = IoMethodKind::ALL
+    let mut methods: Vec<_> = IoMethodKind::ALL
         .into_iter()
         .filter(|&m| m != IoMethodKind::IoUring || dbaio::io_uring_available().is_ok())
+        .map(|m| (m, IoWorkerKind::Thread, m.to_string()))
         .collect();
+    methods.push((
+        IoMethodKind::Worker,
+        IoWorkerKind::Process,
+        "worker (processes)".to_string(),
+    ));
     let per_method = TOTAL / methods.len() as u64;
     let mut total = 0;
-    for (i, &m) in methods.iter().enumerate() {
+    for (i, (method, kind, m)) in methods.iter().enumerate() {
         let t0 = Instant::now();
         let aio = Aio::start(Settings {
-            io_method: m,
+            io_method: *method,
+            io_worker_kind: *kind,
             max_issuers: 4,
             ..Settings::default()
         })

@@ -338,9 +338,11 @@ impl ProcessPool {
 
     /// Completes what the workers have finished, on the calling thread; then, unless
     /// `needs` says the caller's I/Os are complete (0), sleeps until the workers have posted
-    /// at least as many more results as it says are still needed (or 100 ms pass) and
-    /// completes again. Waiters call this in a loop: it saves the completer's hand-off for
-    /// the I/Os they wait on. Posts for other issuers count too, so a waiter may wake early,
+    /// at least as many more results as it says are still needed, or someone else completed
+    /// results (one may be the caller's), and completes again (`wake.rs`; a 100 ms limit is
+    /// the safety net, counted in `missed_wakes` if it ever ends a wait that should have
+    /// been woken). Waiters call this in a loop: it saves the completer's hand-off for the
+    /// I/Os they wait on. Posts for other issuers count too, so a waiter may wake early,
     /// never late.
     pub fn drive(&self, needs: impl Fn() -> u32) {
         let inner = &*self.inner;

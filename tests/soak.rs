@@ -23,8 +23,9 @@ fn open_fds() -> usize {
         .unwrap()
         .filter_map(Result::ok)
         .filter(|e| {
-            std::fs::read_link(e.path())
-                .map_or(true, |t| !t.to_string_lossy().starts_with("/memfd:dbaio-arena"))
+            std::fs::read_link(e.path()).map_or(true, |t| {
+                !t.to_string_lossy().starts_with("/memfd:dbaio-arena")
+            })
         })
         .count()
 }

@@ -424,6 +424,26 @@ pub fn prometheus(all: &All) -> String {
                 w.worker, w.tid, w.ios_done
             );
         }
+        if p.kind == "process" {
+            let counters = [
+                (
+                    "dbaio_worker_requeued_total",
+                    "I/Os queued again because the worker process executing them died.",
+                    p.requeued,
+                ),
+                (
+                    "dbaio_worker_missed_wakes_total",
+                    "Waits that slept to their safety limit although an awaited I/O had completed (0 unless there is a bug).",
+                    p.missed_wakes,
+                ),
+            ];
+            for (name, help, value) in counters {
+                let _ = writeln!(
+                    o,
+                    "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+                );
+            }
+        }
     }
     let _ = writeln!(
         o,

@@ -623,6 +623,29 @@ fn waiting_on_worker_processes_misses_no_wake_up() {
     assert_eq!(j["missed_wakes"], 0, "{out}");
 }
 
+/// A process pool's requeued and missed-wake counts reach `--prometheus` (the second is the
+/// one to alert on).
+#[test]
+fn process_pool_counters_reach_prometheus() {
+    let all: dbaio_cli::screens::All = serde_json::from_value(serde_json::json!({
+        "pid": 1, "io_method": "worker", "uptime_s": 2.0, "aios": [], "waits": [], "stats": [],
+        "worker_pool": {
+            "min": 1, "max": 4, "queued": 0, "grown": 0, "retired": 0, "replaced": 2,
+            "kind": "process", "ran_locally": 0, "requeued": 3, "missed_wakes": 1,
+            "workers": [{"worker": 0, "tid": 99, "state": "idle", "ios_done": 5}]
+        }
+    }))
+    .unwrap();
+    let p = dbaio_cli::screens::prometheus(&all);
+    assert!(p.contains("\ndbaio_worker_requeued_total 3\n"), "{p}");
+    assert!(p.contains("\ndbaio_worker_missed_wakes_total 1\n"), "{p}");
+    assert!(
+        dbaio_cli::screens::stats_table(&all).contains("missed wakes 1"),
+        "{}",
+        dbaio_cli::screens::stats_table(&all)
+    );
+}
+
 /// `-c io_worker_kind=process` works on every command that does I/O: the reads and writes go
 /// to worker processes (`ran_locally` 0 where the command reports the pool), and nothing is
 /// left behind.

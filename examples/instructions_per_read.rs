@@ -128,10 +128,8 @@ fn main() {
 
 /// User + system CPU time of this process so far, in seconds.
 fn cpu_seconds() -> f64 {
-    // SAFETY: getrusage writes one rusage into the zeroed struct we own.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `u` is a valid, writable rusage.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
-    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    t(u.ru_utime) + t(u.ru_stime)
+    use nix::sys::resource::{UsageWho, getrusage};
+    let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
+    let u = getrusage(UsageWho::RUSAGE_SELF).expect("getrusage of this process");
+    t(u.user_time()) + t(u.system_time())
 }

@@ -73,6 +73,9 @@ fn scenario(m: IoMethodKind) {
     let aio = Aio::start(Settings {
         io_method: m,
         max_issuers: 4,
+        // The held read must reach a worker (a page-cache hit would run, and be held, in
+        // the issuer at submit).
+        io_worker_try_cached: false,
         ..Settings::default()
     })
     .unwrap();

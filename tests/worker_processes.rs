@@ -22,6 +22,9 @@ fn settings(workers: u32) -> Settings {
         io_workers: workers,
         max_issuers: 8,
         max_files: 16,
+        // Every read here must reach a worker process (the files are cached: a hit would be
+        // read in the embedder at submit).
+        io_worker_try_cached: false,
         ..Settings::default()
     }
 }

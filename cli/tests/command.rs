@@ -615,6 +615,9 @@ fn waiting_on_worker_processes_misses_no_wake_up() {
         "--json",
         "-c",
         "io_worker_kind=process",
+        // The reads must reach the processes: the file is cached.
+        "-c",
+        "io_worker_try_cached=off",
     ]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");

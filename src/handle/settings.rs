@@ -198,6 +198,12 @@ pub struct Settings {
     pub io_uring_registered_files: bool,
     /// `io_worker_queue_size`: entries in the worker queue (16..65536, default 256).
     pub io_worker_queue_size: u32,
+    /// `io_worker_try_cached`: with the worker method, a buffered (not O_DIRECT) read is
+    /// first tried in the issuer without blocking (`preadv2` with `RWF_NOWAIT`); only a read
+    /// the page cache cannot serve whole goes to a worker (default on). A page-cache hit then
+    /// costs one system call instead of a hand-off and two wakeups; a file whose reads keep
+    /// missing is tried only now and then (docs/settings.md).
+    pub io_worker_try_cached: bool,
     /// `max_issuers`: how many issuers may be registered at once (1..4096, default 64).
     pub max_issuers: u32,
     /// `max_files`: files open in the subsystem at once (1..1048576, default 1024).
@@ -238,6 +244,7 @@ impl Default for Settings {
             io_uring_fallback: IoUringFallback::Error,
             io_uring_registered_files: true,
             io_worker_queue_size: 256,
+            io_worker_try_cached: true,
             max_issuers: 64,
             max_files: 1024,
             introspection_socket: None,
@@ -285,6 +292,7 @@ pub const PARAMETERS: &[&str] = &[
     "io_uring_fallback",
     "io_uring_registered_files",
     "io_worker_queue_size",
+    "io_worker_try_cached",
     "max_issuers",
     "max_files",
     "introspection_socket",
@@ -586,6 +594,9 @@ impl Settings {
             "io_uring_registered_files" => {
                 self.io_uring_registered_files = parse_bool("io_uring_registered_files", value)?
             }
+            "io_worker_try_cached" => {
+                self.io_worker_try_cached = parse_bool("io_worker_try_cached", value)?
+            }
             "io_worker_queue_size" => {
                 self.io_worker_queue_size =
                     parse_int("io_worker_queue_size", value, Unit::None, bs, 16, 65536)? as u32
@@ -802,7 +813,7 @@ impl Settings {
              maintenance_io_concurrency = {}\nio_combine_limit = {}\nio_max_combine_limit = {}\n\
              block_size = {}\nbuffer_pool_size = {}\ndirect_io = {}\nbuffer_pool_prefault = {}\nhuge_pages = {}\n\
              track_io_timing = {}\ntransparent_huge_pages = {}\nio_uring_fallback = {}\n\
-             io_uring_registered_files = {}\nio_worker_queue_size = {}\nmax_issuers = {}\nmax_files = {}\n\
+             io_uring_registered_files = {}\nio_worker_queue_size = {}\nio_worker_try_cached = {}\nmax_issuers = {}\nmax_files = {}\n\
              introspection_socket = '{}'\nio_advice_budget = {}\n",
             self.io_method,
             self.io_workers,
@@ -837,6 +848,7 @@ impl Settings {
             fb,
             onoff(self.io_uring_registered_files),
             self.io_worker_queue_size,
+            onoff(self.io_worker_try_cached),
             self.max_issuers,
             self.max_files,
             self.introspection_socket

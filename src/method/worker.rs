@@ -14,15 +14,15 @@
 
 use super::IoMethod;
 use crate::handle::error::AioError;
-use crate::handle::op::HandleFlags;
+use crate::handle::op::{HandleFlags, Op};
 use crate::handle::settings::{IoMethodKind, IoWorkerKind, Settings};
 use crate::handle::shared::Completed;
 use crate::handle::shared::Shared;
 use crate::handle::slot::{Executor, HandleState};
 use dbaio_workers::process::{ProcessConfig, ProcessPool, ProcessSink};
-use dbaio_workers::{CompletionSink, WorkerPool};
+use dbaio_workers::{Cached, CompletionSink, WorkerPool};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
 
 /// Posts worker completions into the shared table.
 struct Sink(Arc<Shared>);
@@ -82,6 +82,76 @@ impl ProcessSink for ProcSink {
 
 pub(crate) struct WorkerMethod {
     engine: Engine,
+    /// `io_worker_try_cached`: buffered reads are first tried here, without blocking.
+    cached: Option<CachedReads>,
+}
+
+/// What the issuer has learnt about trying each file's buffered reads without blocking: per
+/// file slot, how many tries in a row missed the page cache (or [`UNSUPPORTED`]).
+struct CachedReads {
+    misses: Box<[AtomicU8]>,
+    /// Counts skipped tries on files that keep missing, so that one in [`SAMPLE`] still tries.
+    tick: AtomicU32,
+}
+
+/// A file whose file system refuses non-blocking reads (tmpfs): never tried again while open.
+const UNSUPPORTED: u8 = u8::MAX;
+/// Misses in a row after which a file's reads are tried only one time in [`SAMPLE`]: a cold
+/// file then costs the issuer one wasted system call per `SAMPLE` reads, not one per read.
+const MISSES_BEFORE_SAMPLING: u8 = 8;
+const SAMPLE: u32 = 32;
+/// Larger reads always go to a worker: copying more than this (the largest combined read,
+/// `io_max_combine_limit`) would hold up the issuer's other submissions.
+const MAX_TRY_BYTES: u64 = 1 << 20;
+
+impl CachedReads {
+    /// Runs buffered read `i` (SUBMITTED, claimed by the caller) in the calling thread if
+    /// the page cache holds all of it; true if it did (the read is complete).
+    fn try_read(&self, shared: &Shared, i: u32) -> bool {
+        let s = shared.slot(i);
+        if s.op() != Op::Readv
+            || !s.flags().contains(HandleFlags::BUFFERED)
+            || s.length.load(Ordering::Relaxed) > MAX_TRY_BYTES
+        {
+            return false;
+        }
+        let Some(misses) = self.misses.get(s.file.load(Ordering::Relaxed) as usize) else {
+            return false;
+        };
+        let n = misses.load(Ordering::Relaxed);
+        if n == UNSUPPORTED {
+            return false;
+        }
+        if n >= MISSES_BEFORE_SAMPLING {
+            let t = self.tick.load(Ordering::Relaxed).wrapping_add(1);
+            self.tick.store(t, Ordering::Relaxed);
+            if t % SAMPLE != 0 {
+                return false;
+            }
+        }
+        // SAFETY: the handle is SUBMITTED and claimed by the caller; its iovecs name memory
+        // the issuer parks in the handle until reclaim, which cannot come before the
+        // completion below.
+        match unsafe { dbaio_workers::try_read_cached(&shared.request(i)) } {
+            Cached::Done(bytes) => {
+                if n != 0 {
+                    misses.store(0, Ordering::Relaxed);
+                }
+                if shared.complete_catching(i, bytes, Executor::Issuer) == Completed::Retry {
+                    shared.perform_synchronously(i, Executor::Issuer);
+                }
+                true
+            }
+            Cached::Miss => {
+                misses.store(n.saturating_add(1).min(UNSUPPORTED - 1), Ordering::Relaxed);
+                false
+            }
+            Cached::Unsupported => {
+                misses.store(UNSUPPORTED, Ordering::Relaxed);
+                false
+            }
+        }
+    }
 }
 
 enum Engine {
@@ -131,7 +201,11 @@ impl WorkerMethod {
                 Engine::Processes(pool)
             }
         };
-        Ok(WorkerMethod { engine })
+        let cached = settings.io_worker_try_cached.then(|| CachedReads {
+            misses: (0..settings.max_files).map(|_| AtomicU8::new(0)).collect(),
+            tick: AtomicU32::new(0),
+        });
+        Ok(WorkerMethod { engine, cached })
     }
 }
 
@@ -150,13 +224,16 @@ impl IoMethod for WorkerMethod {
     fn submit(&self, shared: &Shared, _issuer: u32, handles: &[u32]) {
         let pool = match &self.engine {
             Engine::Threads(pool) => pool,
-            Engine::Processes(procs) => return submit_to_processes(procs, shared, handles),
+            Engine::Processes(procs) => return self.submit_to_processes(procs, shared, handles),
         };
         let mut queued = 0u32;
         let mut overflow_from = None;
         for (k, &i) in handles.iter().enumerate() {
             if !shared.claim_submit(i) {
                 continue; // a waiter found it staged and ran it
+            }
+            if self.read_cached(shared, i) {
+                continue;
             }
             match queue(pool, shared, i) {
                 true => queued += 1,
@@ -231,13 +308,20 @@ impl IoMethod for WorkerMethod {
         // caller counted would otherwise be waited for twice — for a result that never
         // comes, the waiter slept its 100 ms safety timeout.
         if !handles.is_empty() {
-            submit_to_processes(procs, shared, handles);
+            self.submit_to_processes(procs, shared, handles);
         }
         procs.drive(|| n.saturating_sub(info.completed.load(Ordering::SeqCst).wrapping_sub(seen)));
         true
     }
 
     fn file_opened(&self, slot: u32, fd: std::os::fd::RawFd) {
+        if let Some(m) = self
+            .cached
+            .as_ref()
+            .and_then(|c| c.misses.get(slot as usize))
+        {
+            m.store(0, Ordering::Relaxed);
+        }
         if let Engine::Processes(procs) = &self.engine {
             procs.file_opened(slot, fd);
         }
@@ -268,30 +352,41 @@ fn queue(pool: &WorkerPool, shared: &Shared, i: u32) -> bool {
     !s.claim_queued_exact(generation)
 }
 
-/// Submits to worker processes: each handle goes to its request cell, or, when a process
-/// cannot reach its memory, runs here after the others are on their way.
-fn submit_to_processes(procs: &ProcessPool, shared: &Shared, handles: &[u32]) {
-    let mut queued = 0u32;
-    let mut here = 0usize;
-    let mut local = [0u32; 64];
-    for &i in handles {
-        if !shared.claim_submit(i) {
-            continue; // a waiter found it staged and ran it
+impl WorkerMethod {
+    /// `io_worker_try_cached`: runs buffered read `i` (claimed) here if the page cache holds
+    /// it all; true if it did.
+    fn read_cached(&self, shared: &Shared, i: u32) -> bool {
+        self.cached.as_ref().is_some_and(|c| c.try_read(shared, i))
+    }
+
+    /// Submits to worker processes: each handle goes to its request cell, or, when a process
+    /// cannot reach its memory, runs here after the others are on their way.
+    fn submit_to_processes(&self, procs: &ProcessPool, shared: &Shared, handles: &[u32]) {
+        let mut queued = 0u32;
+        let mut here = 0usize;
+        let mut local = [0u32; 64];
+        for &i in handles {
+            if !shared.claim_submit(i) {
+                continue; // a waiter found it staged and ran it
+            }
+            if self.read_cached(shared, i) {
+                continue;
+            }
+            let generation = shared.slot(i).generation.load(Ordering::Relaxed) as u32;
+            // SAFETY: the handle is SUBMITTED; its iovecs name memory the issuer parks in the
+            // handle until reclaim, which waits for the completion the pool posts.
+            if unsafe { procs.try_queue(i, generation, &shared.request(i)) } {
+                queued += 1;
+            } else if here < local.len() {
+                local[here] = i;
+                here += 1;
+            } else {
+                shared.perform_synchronously(i, Executor::Issuer);
+            }
         }
-        let generation = shared.slot(i).generation.load(Ordering::Relaxed) as u32;
-        // SAFETY: the handle is SUBMITTED; its iovecs name memory the issuer parks in the
-        // handle until reclaim, which waits for the completion the pool posts.
-        if unsafe { procs.try_queue(i, generation, &shared.request(i)) } {
-            queued += 1;
-        } else if here < local.len() {
-            local[here] = i;
-            here += 1;
-        } else {
+        procs.wake(queued);
+        for &i in &local[..here] {
             shared.perform_synchronously(i, Executor::Issuer);
         }
-    }
-    procs.wake(queued);
-    for &i in &local[..here] {
-        shared.perform_synchronously(i, Executor::Issuer);
     }
 }

@@ -28,7 +28,10 @@ fn scenario(m: IoMethodKind) {
     let d = dir();
     let path = data_file(&d, "f", 1 << 20);
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let mut b = Aio::builder(settings(m));
+    let mut s = settings(m);
+    // The read must reach a worker: a page-cache hit would otherwise run in the issuer.
+    s.io_worker_try_cached = false;
+    let mut b = Aio::builder(s);
     let cb = b.callback(RecordThread(Arc::clone(&seen))).unwrap();
     let aio = b.start().unwrap();
     let (to_issuer, issuer_rx) = mpsc::channel::<()>();

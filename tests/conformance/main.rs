@@ -10,6 +10,7 @@ mod advice;
 mod any_thread;
 mod batch_mode;
 mod buffer_pool;
+mod cached_reads;
 mod callbacks;
 mod checksum_accounting;
 mod close_file;

@@ -19,7 +19,9 @@ fn rows_of(aio: &dbaio::Aio, issuer: &str) -> Vec<AioRow> {
 fn scenario(m: IoMethodKind) {
     let d = dir();
     let path = data_file(&d, "f", 1 << 20);
-    let aio = start(m);
+    // The held read must reach a worker: a page-cache hit would otherwise run (and be held)
+    // in the issuer.
+    let aio = start_with(m, |s| s.io_worker_try_cached = false);
     let me = aio.register_issuer("paused").unwrap();
     let f = aio.open(&path, &OpenOptions::read()).unwrap();
     assert!(

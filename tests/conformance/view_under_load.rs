@@ -22,7 +22,9 @@ fn scenario(m: IoMethodKind) {
     let d = dir();
     let path = d.path().join("load");
     std::fs::write(&path, vec![1u8; 40 << 20]).unwrap();
-    let aio = start(m);
+    // The file is cached: with the default, the worker method would read it all in the
+    // issuers, and the view would never show a worker executing.
+    let aio = start_with(m, |s| s.io_worker_try_cached = false);
     let stop = AtomicBool::new(false);
     let mut seen = 0usize;
     let mut by_worker = 0usize;

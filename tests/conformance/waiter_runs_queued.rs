@@ -12,7 +12,10 @@ use std::time::Duration;
 fn on_processes() {
     let d = dir();
     let path = data_file(&d, "f", 65536);
-    let aio = start_with(IoMethodKind::Worker, |s| s.io_workers = 1);
+    let aio = start_with(IoMethodKind::Worker, |s| {
+        s.io_workers = 1;
+        s.io_worker_try_cached = false; // the reads must be queued, not run at submit
+    });
     let me = aio.register_issuer("waits").unwrap();
     let f = aio.open(&path, &OpenOptions::read()).unwrap();
     aio.inject_fault(FaultRule::new(FaultAction::Delay(Duration::ZERO)).offsets(8192..8193));
@@ -45,7 +48,10 @@ fn scenario(m: IoMethodKind) {
     }
     let d = dir();
     let path = data_file(&d, "f", 65536);
-    let aio = start_with(m, |s| s.io_workers = 1);
+    let aio = start_with(m, |s| {
+        s.io_workers = 1;
+        s.io_worker_try_cached = false; // the reads must be queued, not run at submit
+    });
     let _release = ReleaseHeldOnDrop(aio.clone());
     let me = aio.register_issuer("waits").unwrap();
     let f = aio.open(&path, &OpenOptions::read()).unwrap();

@@ -19,6 +19,7 @@ fn on_processes() {
         s.io_worker_launch_interval = 0;
         s.io_worker_idle_timeout = 100;
         s.introspection_socket = Some(socket.clone());
+        s.io_worker_try_cached = false; // every read must reach the pool
     });
     let pool = aio.worker_pool().unwrap();
     assert_eq!((pool.min, pool.max, pool.workers.len()), (1, 3, 1));
@@ -91,6 +92,7 @@ fn scenario(m: IoMethodKind) {
         s.io_worker_launch_interval = 0;
         s.io_worker_idle_timeout = 100;
         s.introspection_socket = Some(socket.clone());
+        s.io_worker_try_cached = false; // every read must reach the pool
     });
     if m != IoMethodKind::Worker {
         assert_eq!(aio.worker_pool(), None);

@@ -7,7 +7,9 @@
 //!
 //! File map:
 //! - `request.rs` — [`Request`], [`OpCode`] and [`perform`], the blocking executor that the
-//!   `sync` method, the worker threads and io_uring's retry path all share.
+//!   `sync` method, the worker threads and io_uring's retry path all share; and
+//!   [`try_read_cached`], the non-blocking page-cache read an issuer tries before it hands a
+//!   buffered read to a worker.
 //! - `pool.rs` — [`WorkerPool`]: a bounded queue, the lowest idle worker woken on submit, sized
 //!   between a minimum and a maximum by demand ([`PoolSize`]), drain on stop.
 //! - `futex.rs` — the futex wait/wake used for wakeups (works in shared mappings too).
@@ -26,4 +28,4 @@ mod request;
 pub use pool::{
     CompletionSink, MAX_WORKERS, PoolObserver, PoolSize, PoolSnapshot, WorkerPool, WorkerRow,
 };
-pub use request::{OpCode, Request, perform};
+pub use request::{Cached, OpCode, Request, perform, try_read_cached};

@@ -2,7 +2,8 @@
 //! submit (`io_worker_try_cached`, default on): one non-blocking system call instead of a
 //! hand-off to a worker and two wakeups. A read the cache cannot serve whole — its pages
 //! dropped, an O_DIRECT file, a short read at the end of the file — still goes to a worker,
-//! and every read returns what it returns on the other methods.
+//! as does a read over 16 KiB (workers copy those in parallel), and every read returns what
+//! it returns on the other methods.
 //! Guards against: a cached read paying for a worker's wakeup; a non-blocking attempt that
 //! hands back a partial or wrong result as if it were whole.
 
@@ -76,6 +77,10 @@ fn scenario(m: IoMethodKind) {
     assert_eq!(c.result().status, Status::Partial);
     assert_eq!(c.bytes(), 4096);
     assert_pattern(&c.into_buf()[..4096], len - 4096);
+    // Cached, but over 16 KiB: workers copy those in parallel.
+    let c = me.wait(me.acquire().unwrap().read(&f, 262144, IoBuf::new(65536)));
+    c.check().unwrap();
+    assert_pattern(&c.into_buf(), 262144);
     // Not cached any more.
     drop_from_cache(&path, 65536, 16384);
     let c = me.wait(me.acquire().unwrap().read(&f, 65536, IoBuf::new(16384)));
@@ -120,8 +125,8 @@ fn scenario(m: IoMethodKind) {
         );
         assert_eq!(
             queued_ios(&aio, "cached"),
-            3,
-            "the short, the dropped and the O_DIRECT read"
+            4,
+            "the short, the large, the dropped and the O_DIRECT read"
         );
         // Off: the same cached read goes to a worker.
         let off = start_with(m, |s| s.io_worker_try_cached = false);

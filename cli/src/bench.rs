@@ -143,6 +143,10 @@ pub struct BenchReport {
     /// Worker processes only: waits that slept to their 100 ms safety limit although an
     /// awaited I/O had completed (missed wake-ups; 0 unless there is a bug).
     pub missed_wakes: Option<u64>,
+    /// Worker method: I/Os the issuer ran itself instead of a worker — page-cache hits
+    /// served at submit (`io_worker_try_cached`), the overflow of a full queue, memory a
+    /// worker process cannot reach.
+    pub ran_in_issuer: Option<u64>,
     /// Failed I/Os (and short ones).
     pub errors: u64,
     /// The first failure, in words (None: none failed).
@@ -333,6 +337,15 @@ pub fn run(
     let pool = aio.worker_pool();
     let workers = pool.as_ref().map(|p| p.workers.len() as u32);
     let missed_wakes = pool.filter(|p| p.kind == "process").map(|p| p.missed_wakes);
+    let ran_in_issuer = (aio.io_method() == IoMethodKind::Worker).then(|| {
+        aio.stats()
+            .into_iter()
+            .filter(|r| r.issuer == "bench")
+            .flat_map(|r| r.executors)
+            .filter(|e| e.executor == "issuer")
+            .map(|e| e.ios)
+            .sum()
+    });
     let avg_device_queue = queue_ms_before
         .zip(device_queue_ms(&opts.filename))
         .map(|(a, b)| b.saturating_sub(a) as f64 / 1000.0 / seconds);
@@ -368,6 +381,7 @@ pub fn run(
         cpu_us_per_io: cpu_seconds * 1e6 / ios.max(1) as f64,
         workers,
         missed_wakes,
+        ran_in_issuer,
         lat_us: Latency {
             p50: us(0.5),
             p99: us(0.99),

@@ -723,3 +723,59 @@ fn every_command_runs_on_worker_processes() {
         "{err}"
     );
 }
+
+/// `dbaio bench` says how many of the worker method's reads the issuer served itself: a
+/// cached file's 4 KiB reads are page-cache hits run at submit (`io_worker_try_cached`,
+/// default on); with it off, none are.
+#[test]
+fn bench_reports_reads_served_at_submit() {
+    let d = dir();
+    let f = d.path().join("f");
+    file_with(&f, 4 << 20);
+    let path = f.to_str().unwrap();
+    let probe = std::fs::File::open(&f).unwrap();
+    let mut b = [0u8; 4096];
+    let iov = libc::iovec {
+        iov_base: b.as_mut_ptr().cast(),
+        iov_len: b.len(),
+    };
+    // SAFETY: `iov` names `b`, alive and unused elsewhere during the call.
+    let r = unsafe {
+        libc::preadv2(
+            std::os::fd::AsRawFd::as_raw_fd(&probe),
+            &iov,
+            1,
+            0,
+            libc::RWF_NOWAIT,
+        )
+    };
+    if r < 0 {
+        eprintln!(
+            "SKIPPED bench_reports_reads_served_at_submit: non-blocking reads refused here ({})",
+            std::io::Error::last_os_error()
+        );
+        return;
+    }
+    for (setting, served) in [("on", true), ("off", false)] {
+        let o = run(&[
+            "bench",
+            "--filename",
+            path,
+            "--size",
+            "4M",
+            "--io-method",
+            "worker",
+            "--runtime",
+            "0.3",
+            "--json",
+            "-c",
+            &format!("io_worker_try_cached={setting}"),
+        ]);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{err}");
+        let j = &json_lines(&o)[0];
+        assert_eq!(j["errors"], 0, "{out}");
+        let n = j["ran_in_issuer"].as_u64().unwrap();
+        assert_eq!(n > 0, served, "io_worker_try_cached={setting}: {out}");
+    }
+}

@@ -10,6 +10,10 @@
 //! in the shared arena), a process executes it, and the pool's completer thread completes it
 //! here, where the callbacks live. An I/O whose memory a process cannot reach (a buffer made
 //! before the arena existed, an `unlink` path) runs in the issuer, counted in the view.
+//!
+//! With either kind, a buffered read of up to 16 KiB is first tried in the issuer at submit
+//! without blocking (`io_worker_try_cached`, [`CachedReads`]): a page-cache hit completes
+//! there, and only a miss is handed to a worker.
 //! See `docs/design.md`, "Methods" and "Worker processes".
 
 use super::IoMethod;
@@ -86,8 +90,10 @@ pub(crate) struct WorkerMethod {
     cached: Option<CachedReads>,
 }
 
-/// What the issuer has learnt about trying each file's buffered reads without blocking: per
-/// file slot, how many tries in a row missed the page cache (or [`UNSUPPORTED`]).
+/// What the issuers have learnt about trying each file's buffered reads without blocking:
+/// per file slot, how many tries in a row missed the page cache (or [`UNSUPPORTED`]). Shared
+/// by all issuers and updated with plain loads and stores: two issuers racing on one file
+/// only blur the count, which is a heuristic.
 struct CachedReads {
     misses: Box<[AtomicU8]>,
     /// Counts skipped tries on files that keep missing, so that one in [`SAMPLE`] still tries.

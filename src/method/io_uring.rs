@@ -236,12 +236,9 @@ impl Uring {
                 continue;
             }
             let op = self.build(shared, i);
-            shared
-                .slot(i)
-                .executor
-                .store(Executor::Ring.encode(), Ordering::Relaxed);
-            let in_flight = counter.fetch_add(1, Ordering::Relaxed);
             let s = shared.slot(i);
+            s.executor.store(Executor::Ring.encode(), Ordering::Relaxed);
+            let in_flight = counter.fetch_add(1, Ordering::Relaxed);
             let punt = self.punt_large_reads
                 && s.flags().contains(HandleFlags::BUFFERED)
                 && s.op() == Op::Readv

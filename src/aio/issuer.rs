@@ -31,6 +31,10 @@ use std::sync::atomic::Ordering;
 /// `PGAIO_SUBMIT_BATCH_SIZE`).
 pub const SUBMIT_BATCH_SIZE: usize = 32;
 
+/// How many of its newest unfinished I/Os an issuer about to sleep offers its method to run
+/// itself (`IoMethod::submit_and_wait`).
+const HELP_CANDIDATES: usize = 4;
+
 /// A registered issuer. Create one per thread with [`Aio::register_issuer`](crate::Aio).
 pub struct Issuer {
     pub(crate) aio: Arc<AioInner>,
@@ -253,7 +257,8 @@ impl Issuer {
     /// [`InFlight`] will redeem is complete (returns at once if one already is, or if none is
     /// in flight; I/Os dropped in flight are reclaimed as they finish and do not count).
     /// Redeem finished ones with [`InFlight::is_done`] and [`Issuer::wait`]. Under io_uring
-    /// the issuer reaps its ring.
+    /// the issuer reaps its ring; under the worker method, rather than sleep, it runs one of
+    /// its newest I/Os that no worker has picked up yet itself (executor `waiter`).
     pub fn wait_any(&self) {
         self.wait_for_completions(1);
     }
@@ -281,16 +286,20 @@ impl Issuer {
                 return;
             }
             let need = want - complete;
+            let (own, found) = self.newest_unfinished();
             info.begin_wait(
                 WaitEvent::AioIoCompletions,
                 u64::from(need),
                 shared.io_clock_ns(),
             );
-            if self
-                .aio
-                .method
-                .submit_and_wait(shared, self.slot, handles, need, seen)
-            {
+            if self.aio.method.submit_and_wait(
+                shared,
+                self.slot,
+                handles,
+                need,
+                seen,
+                &own[..found],
+            ) {
                 info.end_wait();
                 continue;
             }
@@ -304,6 +313,30 @@ impl Issuer {
             info.waiting.store(0, Ordering::SeqCst);
             info.end_wait();
         }
+    }
+
+    /// Up to [`HELP_CANDIDATES`] of this issuer's newest I/Os that are not complete, as
+    /// (handle, generation), newest first: those the worker method may run on this thread
+    /// rather than sleep for (`IoMethod::submit_and_wait`).
+    fn newest_unfinished(&self) -> ([(u32, u64); HELP_CANDIDATES], usize) {
+        let shared = &self.aio.shared;
+        let l = self.local.borrow();
+        let mut own = [(0, 0); HELP_CANDIDATES];
+        let mut found = 0;
+        let mut li = l.tail;
+        // Bounded: the walk is paid on every wait that sleeps, on every method.
+        for _ in 0..2 * HELP_CANDIDATES {
+            if li == NIL || found == HELP_CANDIDATES {
+                break;
+            }
+            let s = shared.slot(self.base + li);
+            if !s.state().is_complete() {
+                own[found] = (self.base + li, s.generation.load(Ordering::Relaxed));
+                found += 1;
+            }
+            li = l.h[li as usize].prev;
+        }
+        (own, found)
     }
 
     /// Closes `file` for this issuer: submits staged I/Os, waits for this issuer's in-flight

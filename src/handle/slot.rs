@@ -269,6 +269,13 @@ impl HandleSlot {
                 .is_ok()
     }
 
+    /// Like [`HandleSlot::claim_queued_exact`], but looks before it locks: for a caller that
+    /// tries several handles, most of them already taken by workers.
+    pub(crate) fn claim_queued_if(&self, generation: u64) -> bool {
+        self.exec_claim.load(Ordering::Relaxed) == generation << 1 | 1
+            && self.claim_queued_exact(generation)
+    }
+
     /// Claims the queued I/O of `generation` (a waiter's or the submitter's view).
     pub(crate) fn claim_queued_exact(&self, generation: u64) -> bool {
         let queued = generation << 1 | 1;

@@ -513,6 +513,7 @@ impl IoMethod for Uring {
         handles: &[u32],
         n: u32,
         _seen: u32,
+        _own: &[(u32, u64)],
     ) -> bool {
         let Some(ring) = self.ring(issuer) else {
             return false;
@@ -673,8 +674,10 @@ impl IoMethod for UringMethod {
         handles: &[u32],
         n: u32,
         seen: u32,
+        own: &[(u32, u64)],
     ) -> bool {
-        self.uring.submit_and_wait(shared, issuer, handles, n, seen)
+        self.uring
+            .submit_and_wait(shared, issuer, handles, n, seen, own)
     }
     fn inject_submit_error(&self, errno: i32) {
         self.uring.inject_submit_error(errno)

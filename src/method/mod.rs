@@ -48,7 +48,10 @@ pub(crate) trait IoMethod: Send + Sync {
     /// caller read before it counted what is complete: the `n` are completions after it, so a
     /// completion between the caller's count and this call is not waited for twice. Returns
     /// false when the method cannot wait that way (after submitting); the issuer then sleeps
-    /// until a completer wakes it.
+    /// until a completer wakes it. `own` lists a few of the issuer's newest in-flight I/Os
+    /// (handle, generation): a method whose I/Os wait in a queue for an executor (the worker
+    /// method) runs one of those that no executor has picked up yet on the calling thread
+    /// instead of sleeping, and returns true (the caller counts again).
     fn submit_and_wait(
         &self,
         shared: &Shared,
@@ -56,6 +59,7 @@ pub(crate) trait IoMethod: Send + Sync {
         handles: &[u32],
         _n: u32,
         _seen: u32,
+        _own: &[(u32, u64)],
     ) -> bool {
         if !handles.is_empty() {
             self.submit(shared, issuer, handles);

@@ -220,6 +220,26 @@ impl WorkerMethod {
     }
 }
 
+impl WorkerMethod {
+    /// Whether handle `i` (this issuer's, in flight) is an I/O that mostly waits for the
+    /// device, which its issuer may run itself rather than sleep: an O_DIRECT read or write,
+    /// or a buffered read small enough to have been tried in the page cache first (so it
+    /// missed). Not a buffered copy from or to the page cache: those are CPU work, which the
+    /// workers already spread over the CPUs; from the page cache with 8 workers on 2 CPUs,
+    /// the issuer taking its share cost 25–42% at 32–64 KiB (docs/benchmarks.md).
+    fn waits_for_device(&self, shared: &Shared, i: u32) -> bool {
+        let s = shared.slot(i);
+        let op = s.op();
+        if !op.transfers_data() {
+            return false;
+        }
+        !s.flags().contains(HandleFlags::BUFFERED)
+            || (op == Op::Readv
+                && self.cached.is_some()
+                && s.length.load(Ordering::Relaxed) <= MAX_TRY_BYTES)
+    }
+}
+
 impl IoMethod for WorkerMethod {
     fn kind(&self) -> IoMethodKind {
         IoMethodKind::Worker
@@ -282,12 +302,15 @@ impl IoMethod for WorkerMethod {
             } else {
                 // A process has it: complete it here when it is posted.
                 let s = shared.slot(i);
-                procs.drive(|| {
-                    u32::from(
-                        s.generation.load(Ordering::Acquire) == generation
-                            && s.state() == HandleState::Submitted,
-                    )
-                });
+                procs.drive(
+                    || {
+                        u32::from(
+                            s.generation.load(Ordering::Acquire) == generation
+                                && s.state() == HandleState::Submitted,
+                        )
+                    },
+                    || false,
+                );
             }
             return true;
         }
@@ -307,12 +330,32 @@ impl IoMethod for WorkerMethod {
         handles: &[u32],
         n: u32,
         seen: u32,
+        own: &[(u32, u64)],
     ) -> bool {
+        // The issuer is about to sleep until workers finish its I/Os; one of them still in
+        // the queue, run here, is a completion sooner than any sleep gives and, on a device,
+        // one read more in flight than the workers alone keep (a ninth executor beside 8).
+        // The newest go first: workers take the oldest, so those are the least contested.
+        let help = || {
+            own.iter().any(|&(i, generation)| {
+                if !self.waits_for_device(shared, i) {
+                    return false;
+                }
+                let taken = match &self.engine {
+                    Engine::Threads(_) => shared.slot(i).claim_queued_if(generation),
+                    Engine::Processes(procs) => procs.take_back(i, generation as u32),
+                };
+                if taken {
+                    shared.perform_synchronously(i, Executor::Waiter);
+                }
+                taken
+            })
+        };
         let Engine::Processes(procs) = &self.engine else {
             if !handles.is_empty() {
                 self.submit(shared, issuer, handles);
             }
-            return false;
+            return help();
         };
         let info = &shared.issuers[issuer as usize];
         // Counted from the caller's `seen`, not from now: a completion that arrived after the
@@ -321,7 +364,10 @@ impl IoMethod for WorkerMethod {
         if !handles.is_empty() {
             self.submit_to_processes(procs, shared, handles);
         }
-        procs.drive(|| n.saturating_sub(info.completed.load(Ordering::SeqCst).wrapping_sub(seen)));
+        procs.drive(
+            || n.saturating_sub(info.completed.load(Ordering::SeqCst).wrapping_sub(seen)),
+            help,
+        );
         true
     }
 

@@ -1,7 +1,8 @@
 //! An I/O its issuer waits for before any worker has picked it up is run by the waiter itself
 //! (the worker method's hand-off costs a wakeup and a context switch for nothing then), and
 //! is never run twice: the worker that later pops the queue entry finds it claimed and drops
-//! it. On the other methods the same program simply runs each I/O once.
+//! it. So is one an issuer has queued when it waits for any of its I/Os to complete. On the
+//! other methods the same program simply runs each I/O once.
 
 use crate::support::*;
 use dbaio::{FaultAction, FaultRule, IoBuf, IoMethodKind, OpenOptions};
@@ -27,8 +28,11 @@ fn on_processes() {
     assert_eq!(executed_by(&aio, "waits", "waiter"), 1);
     drop(stopped);
     // The worker, running again, finds the stale queue bit's request taken back and skips it.
+    // (Polled, not waited for: a waiting issuer would take this one back too.)
     let later = me.acquire().unwrap().read(&f, 16384, IoBuf::new(4096));
-    me.wait_any();
+    while !later.is_done() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     assert_pattern(&me.wait(later).into_buf(), 16384);
     assert_eq!(aio.faults_injected(), 1, "the queued read's one execution");
     assert_eq!(executed_by(&aio, "waits", "worker 0"), 1);
@@ -40,6 +44,16 @@ fn on_processes() {
         .map(|w| w.ios_done)
         .sum();
     assert_eq!(done, 1, "the worker ran only the later read");
+    // An issuer waiting for any of its I/Os, with the worker stopped, takes a queued one
+    // back and runs it instead of sleeping until the worker is free.
+    let stopped = stop_worker_process(pid);
+    let direct = aio.open(&path, &OpenOptions::read().direct(true)).unwrap();
+    let queued = me.acquire().unwrap().read(&direct, 24576, IoBuf::new(4096));
+    me.wait_any();
+    assert!(queued.is_done());
+    assert_pattern(&me.wait(queued).into_buf(), 24576);
+    assert_eq!(executed_by(&aio, "waits", "waiter"), 2);
+    drop(stopped);
 }
 
 fn scenario(m: IoMethodKind) {
@@ -79,10 +93,12 @@ fn scenario(m: IoMethodKind) {
     assert_eq!(executed_by(&aio, "waits", "waiter"), 1);
     aio.release_held();
     assert_pattern(&me.wait(busy).into_buf(), 0);
-    // A read the worker runs (wait_any never runs a queued I/O itself): by the time it is
-    // done, the worker has popped the stale entry before it and dropped it.
+    // A read the worker runs (polled: a waiting issuer would run it itself): by the time it
+    // is done, the worker has popped the stale entry before it and dropped it.
     let later = me.acquire().unwrap().read(&f, 16384, IoBuf::new(4096));
-    me.wait_any();
+    while !later.is_done() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     assert_pattern(&me.wait(later).into_buf(), 16384);
     assert_eq!(
         aio.faults_injected(),
@@ -90,6 +106,28 @@ fn scenario(m: IoMethodKind) {
         "the hold, and the queued read's one execution"
     );
     assert_eq!(executed_by(&aio, "waits", "worker 0"), 2);
+    // An issuer waiting for any of its I/Os, with the worker busy again, runs a queued one
+    // itself instead of sleeping until the worker is free.
+    aio.inject_fault(FaultRule::new(FaultAction::Hold).offsets(0..1).times(1));
+    let busy = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));
+    while !aio
+        .aios()
+        .iter()
+        .any(|r| r.issuer == "waits" && r.state == "COMPLETED_IO")
+    {
+        std::thread::yield_now();
+    }
+    // (O_DIRECT: a read that waits for the device. A buffered read the page cache may
+    // serve is CPU work the workers spread over the CPUs, and stays theirs.)
+    let direct = aio.open(&path, &OpenOptions::read().direct(true)).unwrap();
+    let queued = me.acquire().unwrap().read(&direct, 24576, IoBuf::new(4096));
+    me.wait_any();
+    assert!(queued.is_done() && !busy.is_done());
+    assert_pattern(&me.wait(queued).into_buf(), 24576);
+    assert_eq!(executed_by(&aio, "waits", "waiter"), 2);
+    aio.release_held();
+    assert_pattern(&me.wait(busy).into_buf(), 0);
+    assert_eq!(executed_by(&aio, "waits", "worker 0"), 3);
 }
 
 crate::for_every_method!(scenario);

@@ -343,11 +343,13 @@ impl ProcessPool {
     /// the safety net, counted in `missed_wakes` if it ever ends a wait that should have
     /// been woken). Waiters call this in a loop: it saves the completer's hand-off for the
     /// I/Os they wait on. Posts for other issuers count too, so a waiter may wake early,
-    /// never late.
-    pub fn drive(&self, needs: impl Fn() -> u32) {
+    /// never late. Before sleeping it calls `help`, which may run one of the caller's
+    /// queued requests itself (taken back with [`ProcessPool::take_back`]); if it ran one
+    /// (true), this returns instead of sleeping.
+    pub fn drive(&self, needs: impl Fn() -> u32, help: impl FnOnce() -> bool) {
         let inner = &*self.inner;
         drain(inner);
-        if needs() == 0 {
+        if needs() == 0 || help() {
             return;
         }
         if wake::Wake::of(inner.ctl.header()).wait(needs, || inner.ctl.done().any()) {

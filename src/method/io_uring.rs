@@ -568,7 +568,10 @@ impl IoMethod for Uring {
     }
 
     fn poll(&self, shared: &Shared, issuer: u32) {
-        if let Some(cq) = self.ring(issuer).and_then(|r| r.try_completion()) {
+        if let Some(mut cq) = self.ring(issuer).and_then(|r| r.try_completion()) {
+            // Not blocking, so nothing else brings in completions whose task work the ring
+            // holds back for the owner's next entry into the kernel: enter for them.
+            cq.flush();
             self.drain_and_release(shared, issuer, cq);
         }
     }

@@ -176,6 +176,8 @@ pub fn probe() -> Result<Support, Refused> {
 /// (whoever reaps).
 pub struct Ring {
     ring: IoUring,
+    /// Made with `COOP_TASKRUN` and `TASKRUN_FLAG`.
+    coop: bool,
     sq_lock: Mutex<()>,
     cq_lock: Mutex<()>,
     fixed_files: u32,
@@ -229,10 +231,26 @@ impl Ring {
             }
         };
         let entries = entries.max(2).next_power_of_two();
-        let ring = IoUring::builder()
-            .setup_cqsize(entries * 2)
-            .build(entries)
-            .map_err(to_refused)?;
+        // Cooperative task work (Linux 5.19): a completion's task work waits for the owner's
+        // next entry into the kernel (a system call, an interrupt's return, or a wakeup if it
+        // sleeps) instead of an inter-processor interrupt per completion; the flag says
+        // when some is pending, so a non-blocking reap knows to enter (`Completion::flush`).
+        // Older kernels refuse the flags: the ring is then made without them.
+        let mut coop = IoUring::builder();
+        coop.setup_cqsize(entries * 2)
+            .setup_coop_taskrun()
+            .setup_taskrun_flag();
+        let (ring, coop) = match coop.build(entries) {
+            Ok(r) => (r, true),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => (
+                IoUring::builder()
+                    .setup_cqsize(entries * 2)
+                    .build(entries)
+                    .map_err(to_refused)?,
+                false,
+            ),
+            Err(e) => return Err(to_refused(e)),
+        };
         if fixed_files > 0 {
             ring.submitter()
                 .register_files_sparse(fixed_files)
@@ -240,6 +258,7 @@ impl Ring {
         }
         Ok(Ring {
             ring,
+            coop,
             sq_lock: Mutex::new(()),
             cq_lock: Mutex::new(()),
             fixed_files,
@@ -332,6 +351,11 @@ impl Ring {
             ring: self,
             _guard: self.cq_lock.lock(),
         }
+    }
+
+    /// Whether the ring was made with cooperative task work (`COOP_TASKRUN`).
+    pub fn is_cooperative(&self) -> bool {
+        self.coop
     }
 
     /// Locks the completion side if no one else holds it.
@@ -565,6 +589,35 @@ impl Completion<'_> {
             n += 1;
         }
         n
+    }
+
+    /// Lets the kernel post completions whose task work is still pending (a cooperative
+    /// ring's `IORING_SQ_TASKRUN`); call before a [`Completion::drain`] that will not block:
+    /// without it the calling thread could poll an empty queue until its next system call
+    /// or timer tick. Only the ring's owner runs its task work; for another thread the
+    /// entry costs a system call and posts nothing.
+    pub fn flush(&mut self) {
+        if self.ring.coop && self.task_work_pending() {
+            // SAFETY: to_submit = 0 and min_complete = 0 with GETEVENTS only runs pending
+            // task work and returns; it touches no user memory.
+            let _ = unsafe {
+                self.ring
+                    .ring
+                    .submitter()
+                    .enter::<libc::sigset_t>(0, 0, ENTER_GETEVENTS, None)
+            };
+        }
+    }
+
+    /// `IORING_SQ_TASKRUN`, read under the submission lock if it is free (if it is not, the
+    /// holder is about to enter the kernel anyway).
+    fn task_work_pending(&self) -> bool {
+        let Some(_g) = self.ring.sq_lock.try_lock() else {
+            return false;
+        };
+        // SAFETY: `sq_lock` is held, so this is the only SubmissionQueue of the ring; only
+        // its flags word is read.
+        unsafe { self.ring.ring.submission_shared() }.taskrun()
     }
 
     /// True when no completion is ready.

@@ -673,3 +673,76 @@ impl Completion<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+
+    /// On a cooperative ring a completion's task work waits for the owner's next entry into
+    /// the kernel; `flush` is that entry for a reap that does not block. A read of an empty
+    /// pipe waits in the kernel; another thread fills the pipe while this one spins without
+    /// a system call, so the completion is held back as task work (unless a timer tick ran
+    /// it first, which the test reports), and `flush` must post it.
+    #[test]
+    fn flush_posts_a_completion_held_back_as_task_work() {
+        let ring = match Ring::new(8, 0) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("SKIPPED: io_uring refused: {}", e.cause);
+                return;
+            }
+        };
+        if !ring.is_cooperative() {
+            eprintln!("SKIPPED: this kernel refuses COOP_TASKRUN (before 5.19)");
+            return;
+        }
+        let (rd, wr) = nix::unistd::pipe().expect("pipe");
+        let mut byte = [0u8; 1];
+        let iov = libc::iovec {
+            iov_base: byte.as_mut_ptr().cast(),
+            iov_len: 1,
+        };
+        let read = Op::Readv {
+            fd: Fd::Raw(std::os::fd::AsRawFd::as_raw_fd(&rd)),
+            iov: &iov,
+            iovcnt: 1,
+            offset: u64::MAX, // the pipe's current position
+        };
+        let mut sq = ring.submission();
+        // SAFETY: `iov`, `byte` and the pipe outlive the completion, reaped below.
+        unsafe { sq.push(&read, 7, false) }.expect("room");
+        assert_eq!(sq.submit().expect("submit"), 1);
+        drop(sq);
+        let written = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let written = Arc::clone(&written);
+            std::thread::spawn(move || {
+                assert_eq!(nix::unistd::write(&wr, b"x").expect("write"), 1);
+                written.store(true, Ordering::Release);
+                wr
+            })
+        };
+        while !written.load(Ordering::Acquire) {
+            std::hint::spin_loop();
+        }
+        let mut cq = ring.completion();
+        let held_back = cq.task_work_pending();
+        if held_back {
+            assert!(
+                cq.is_empty(),
+                "task work pending, yet the completion is posted"
+            );
+        } else {
+            eprintln!("a timer tick ran the task work before the check; flush not exercised");
+        }
+        cq.flush();
+        let mut got = Vec::new();
+        assert_eq!(cq.drain(|ud, res| got.push((ud, res))), 1);
+        assert_eq!(got, [(7, 1)]);
+        assert_eq!(byte, *b"x");
+        drop(cq);
+        drop(writer.join().expect("writer"));
+    }
+}

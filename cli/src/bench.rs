@@ -145,7 +145,8 @@ pub struct BenchReport {
     pub missed_wakes: Option<u64>,
     /// Worker method: I/Os the issuer ran itself instead of a worker — page-cache hits
     /// served at submit (`io_worker_try_cached`), the overflow of a full queue, memory a
-    /// worker process cannot reach.
+    /// worker process cannot reach, queued ones it ran while waiting rather than sleep
+    /// (executors `issuer` and `waiter`).
     pub ran_in_issuer: Option<u64>,
     /// Failed I/Os (and short ones).
     pub errors: u64,
@@ -342,7 +343,7 @@ pub fn run(
             .into_iter()
             .filter(|r| r.issuer == "bench")
             .flat_map(|r| r.executors)
-            .filter(|e| e.executor == "issuer")
+            .filter(|e| e.executor == "issuer" || e.executor == "waiter")
             .map(|e| e.ios)
             .sum()
     });

@@ -218,9 +218,7 @@ impl WorkerMethod {
         });
         Ok(WorkerMethod { engine, cached })
     }
-}
 
-impl WorkerMethod {
     /// Whether handle `i` (this issuer's, in flight) is an I/O that mostly waits for the
     /// device, which its issuer may run itself rather than sleep: an O_DIRECT read or write,
     /// or a buffered read small enough to have been tried in the page cache first (so it

@@ -51,11 +51,20 @@ impl Shared {
             if result.panicked() {
                 Some("the thread executing it panicked (see the log)".to_string())
             } else if result.worker_lost() {
+                // A worker killed after its system call changed the file still counts as
+                // lost: the change may have happened (as after a device error).
+                let changes = matches!(op, Op::Writev | Op::Unlink | Op::Fallocate | Op::Ftruncate);
                 Some(format!(
-                    "worker process {} died while executing it, and so did the two before it",
+                    "worker process {} died while executing it, and so did the two before \
+                     it{}",
                     match crate::handle::slot::Executor::decode(s.executor.load(r)) {
                         crate::handle::slot::Executor::Worker(w) => w.to_string(),
                         _ => "?".to_string(),
+                    },
+                    if changes {
+                        "; whether it changed the file is unknown"
+                    } else {
+                        ""
                     }
                 ))
             } else if result.submit_failed() {

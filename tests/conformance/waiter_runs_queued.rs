@@ -5,7 +5,9 @@
 //! other methods the same program simply runs each I/O once.
 
 use crate::support::*;
-use dbaio::{FaultAction, FaultRule, IoBuf, IoMethodKind, OpenOptions};
+use dbaio::{
+    Aio, FaultAction, FaultRule, File, InFlight, IoBuf, IoMethodKind, Issuer, OpenOptions,
+};
 use std::time::Duration;
 
 /// Worker processes: the only worker is stopped (SIGSTOP) instead of held mid-completion
@@ -78,15 +80,7 @@ fn scenario(m: IoMethodKind) {
         return;
     }
     // The only worker is kept busy by a read held mid-completion.
-    aio.inject_fault(FaultRule::new(FaultAction::Hold).offsets(0..1).times(1));
-    let busy = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));
-    while !aio
-        .aios()
-        .iter()
-        .any(|r| r.issuer == "waits" && r.state == "COMPLETED_IO")
-    {
-        std::thread::yield_now();
-    }
+    let busy = hold_the_worker(&aio, &me, &f);
     // Queued behind it, and waited for: the waiter runs it.
     let queued = me.acquire().unwrap().read(&f, 8192, IoBuf::new(4096));
     assert_pattern(&me.wait(queued).into_buf(), 8192);
@@ -108,15 +102,7 @@ fn scenario(m: IoMethodKind) {
     assert_eq!(executed_by(&aio, "waits", "worker 0"), 2);
     // An issuer waiting for any of its I/Os, with the worker busy again, runs a queued one
     // itself instead of sleeping until the worker is free.
-    aio.inject_fault(FaultRule::new(FaultAction::Hold).offsets(0..1).times(1));
-    let busy = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));
-    while !aio
-        .aios()
-        .iter()
-        .any(|r| r.issuer == "waits" && r.state == "COMPLETED_IO")
-    {
-        std::thread::yield_now();
-    }
+    let busy = hold_the_worker(&aio, &me, &f);
     // (O_DIRECT: a read that waits for the device. A buffered read the page cache may
     // serve is CPU work the workers spread over the CPUs, and stays theirs.)
     let direct = aio.open(&path, &OpenOptions::read().direct(true)).unwrap();
@@ -128,6 +114,21 @@ fn scenario(m: IoMethodKind) {
     aio.release_held();
     assert_pattern(&me.wait(busy).into_buf(), 0);
     assert_eq!(executed_by(&aio, "waits", "worker 0"), 3);
+}
+
+/// Starts a read at offset 0 that a fault rule holds mid-completion, and waits until the
+/// only worker is held by it.
+fn hold_the_worker<'a>(aio: &Aio, me: &'a Issuer, f: &File) -> InFlight<'a> {
+    aio.inject_fault(FaultRule::new(FaultAction::Hold).offsets(0..1).times(1));
+    let busy = me.acquire().unwrap().read(f, 0, IoBuf::new(4096));
+    while !aio
+        .aios()
+        .iter()
+        .any(|r| r.issuer == "waits" && r.state == "COMPLETED_IO")
+    {
+        std::thread::yield_now();
+    }
+    busy
 }
 
 crate::for_every_method!(scenario);

@@ -11,7 +11,8 @@
 //!     valgrind --tool=callgrind target/release/examples/instructions_per_read io_uring 30000
 //!
 //! Modes: `raw-pread`, `sync`, `sync-slice` (`read_exact_into` on the calling thread's
-//! issuer), `raw-uring`, `io_uring`.
+//! issuer), `raw-uring`, `io_uring`; a third argument `timing=off` sets `track_io_timing =
+//! off` for dbaio's modes.
 //!
 //! It also prints the process's CPU time (user + system, `getrusage`) per read over the
 //! reading loop alone: where the CPU's instruction counters are not exposed, the ratio of
@@ -38,6 +39,9 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let mode = args.next().unwrap_or_else(|| "sync".into());
     let n: u64 = args.next().and_then(|v| v.parse().ok()).unwrap_or(100_000);
+    // A third argument `timing=off` runs dbaio's modes with `track_io_timing = off`
+    // (PostgreSQL's default): no fine clock read on the I/O path.
+    let track_io_timing = args.next().is_none_or(|v| v != "timing=off");
     let dir = tempfile::tempdir_in(".").unwrap();
     let path = dir.path().join("hot");
     std::fs::write(&path, vec![1u8; FILE_BLOCKS as usize * BLOCK]).unwrap();
@@ -83,6 +87,7 @@ fn main() {
             let aio = Aio::start(Settings {
                 io_method: method,
                 buffer_pool_size: 0,
+                track_io_timing,
                 ..Settings::default()
             })
             .unwrap();
@@ -105,6 +110,7 @@ fn main() {
             let aio = Aio::start(Settings {
                 io_method: IoMethodKind::Sync,
                 buffer_pool_size: 0,
+                track_io_timing,
                 ..Settings::default()
             })
             .unwrap();

@@ -22,7 +22,7 @@ use crate::handle::op::{HandleFlags, Op};
 use crate::handle::settings::{IoMethodKind, IoWorkerKind, Settings};
 use crate::handle::shared::Completed;
 use crate::handle::shared::Shared;
-use crate::handle::slot::{Executor, HandleState};
+use crate::handle::slot::{Executor, HandleSlot, HandleState};
 use dbaio_workers::process::{ProcessConfig, ProcessPool, ProcessSink};
 use dbaio_workers::{Cached, CompletionSink, WorkerPool};
 use std::sync::Arc;
@@ -115,15 +115,20 @@ const SAMPLE: u32 = 32;
 /// tried; combined reads go to the workers.
 const MAX_TRY_BYTES: u64 = 16 << 10;
 
+/// A buffered read of at most [`MAX_TRY_BYTES`]: the reads tried in the page cache at
+/// submit, so those that reach the queue missed it.
+fn small_buffered_read(s: &HandleSlot) -> bool {
+    s.op() == Op::Readv
+        && s.flags().contains(HandleFlags::BUFFERED)
+        && s.length.load(Ordering::Relaxed) <= MAX_TRY_BYTES
+}
+
 impl CachedReads {
     /// Runs buffered read `i` (SUBMITTED, claimed by the caller) in the calling thread if
     /// the page cache holds all of it; true if it did (the read is complete).
     fn try_read(&self, shared: &Shared, i: u32) -> bool {
         let s = shared.slot(i);
-        if s.op() != Op::Readv
-            || !s.flags().contains(HandleFlags::BUFFERED)
-            || s.length.load(Ordering::Relaxed) > MAX_TRY_BYTES
-        {
+        if !small_buffered_read(s) {
             return false;
         }
         let Some(misses) = self.misses.get(s.file.load(Ordering::Relaxed) as usize) else {
@@ -227,14 +232,9 @@ impl WorkerMethod {
     /// the issuer taking its share cost 25–42% at 32–64 KiB (docs/benchmarks.md).
     fn waits_for_device(&self, shared: &Shared, i: u32) -> bool {
         let s = shared.slot(i);
-        let op = s.op();
-        if !op.transfers_data() {
-            return false;
-        }
-        !s.flags().contains(HandleFlags::BUFFERED)
-            || (op == Op::Readv
-                && self.cached.is_some()
-                && s.length.load(Ordering::Relaxed) <= MAX_TRY_BYTES)
+        s.op().transfers_data()
+            && (!s.flags().contains(HandleFlags::BUFFERED)
+                || (self.cached.is_some() && small_buffered_read(s)))
     }
 }
 

@@ -224,7 +224,7 @@ struct BenchArgs {
     #[arg(short = 'c', value_name = "NAME=VALUE")]
     set: Vec<String>,
     /// Refill submissions are grouped in batches of at most this many I/Os (1 .. 32).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 2)]
     batch: u64,
     /// Wait for at least this many completions before refilling (0: iodepth/8).
     #[arg(long, default_value_t = 0)]

@@ -50,6 +50,9 @@ pub struct PrewarmReport {
     pub io_method: String,
     /// Buffer pool size in blocks.
     pub buffer_pool_blocks: u64,
+    /// io_method worker: the workers running when the reads ended (a self-sizing pool grows
+    /// with the load); `null` for the other methods.
+    pub workers: Option<u32>,
     /// Blocks that could not be read or failed verification, with PostgreSQL's messages.
     pub errors: Vec<String>,
 }
@@ -178,6 +181,7 @@ pub fn run(opts: &PrewarmOptions) -> Result<PrewarmReport, String> {
         r.reads += st.ios;
     }
     r.seconds = t0.elapsed().as_secs_f64();
+    r.workers = aio.worker_pool().map(|p| p.workers.len() as u32);
     r.bytes = r.blocks * block;
     r.bytes_per_sec = r.bytes as f64 / r.seconds.max(1e-9);
     // Done: shutting down first spares each file's close its buffer scan.

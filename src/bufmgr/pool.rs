@@ -299,16 +299,28 @@ impl BufferPool {
     }
 
     /// Finds (and pins) the buffer for `tag`, assigning an unpinned victim if it is not in the
-    /// pool: the current buffer of `ring` if it can be reused, else one from the clock sweep
-    /// (which then takes the ring's slot). `None` when every buffer is pinned.
+    /// pool: the current buffer of `ring` if it can be reused, else the buffer right after
+    /// `after` (the previous block's, in a combined read) if nobody pins it and it was used at
+    /// most once, else one from the clock sweep. A ring records whichever it got. `None` when
+    /// every buffer is pinned.
+    ///
+    /// The neighbour rule keeps a combined read in one contiguous piece of memory on a pool
+    /// that has been recycled, where the sweep's victims are scattered: a device that maps
+    /// every piece of a request separately serves scattered reads much more slowly
+    /// (docs/design.md, "The buffer manager"). Like a ring, it takes a page used once a pass
+    /// of the clock early; pages used twice or more are left to the sweep.
     pub(crate) fn lookup_or_assign(
         &self,
         tag: Tag,
         mut ring: Option<&mut BufferRing>,
+        after: Option<u32>,
     ) -> Option<Lookup> {
         let key = tag.pack();
         let p = tag.partition();
         let mut from_ring = ring.as_ref().and_then(|r| r.candidate());
+        let mut neighbour = after
+            .map(|b| b + 1)
+            .filter(|&b| (b as usize) < self.descs.len());
         // A victim can be refused (pinned meanwhile, or hit-pinned, which the sweep does not
         // see); give up after as many refusals as there are buffers.
         for _ in 0..=self.descs.len() {
@@ -322,7 +334,10 @@ impl BufferPool {
             // The ring's buffer is tried once; a refused one goes back to the sweep.
             let v = match from_ring.take().filter(|&b| self.pin_reusable(b)) {
                 Some(b) => b,
-                None => self.victim()?,
+                None => match neighbour.take().filter(|&b| self.pin_reusable(b)) {
+                    Some(b) => b,
+                    None => self.victim()?,
+                },
             };
             let d = &self.descs[v as usize];
             let old = (d.state.load(Ordering::Acquire) & TAG_VALID != 0)

@@ -171,7 +171,7 @@ impl Issuer {
         tag: Tag,
     ) -> Result<PinnedBuffer<'a>, AioError> {
         let b = pool
-            .lookup_or_assign(tag, None)
+            .lookup_or_assign(tag, None, None)
             .ok_or(AioError::NoUnpinnedBuffers)?
             .buffer();
         Ok(PinnedBuffer::new(self, pool, b, SHARED_PIN))
@@ -255,7 +255,7 @@ impl Issuer {
             return Ok(StartedRead::Hit { hit_pin });
         }
         let b0 = pool
-            .lookup_or_assign(tag(first), ring.as_deref_mut())
+            .lookup_or_assign(tag(first), ring.as_deref_mut(), None)
             .ok_or(AioError::NoUnpinnedBuffers)?
             .buffer();
         out.push(b0);
@@ -271,7 +271,8 @@ impl Issuer {
         }
         let max = max.min(self.aio.shared.max_iov).min(MAX_IO_COMBINE_LIMIT);
         for block in first + 1..first.saturating_add(max) {
-            let Some(found) = pool.lookup_or_assign(tag(block), ring.as_deref_mut()) else {
+            let after = out.last().copied();
+            let Some(found) = pool.lookup_or_assign(tag(block), ring.as_deref_mut(), after) else {
                 break; // every buffer pinned: read what we have
             };
             let b = found.buffer();

@@ -14,6 +14,7 @@ mod cached_reads;
 mod callbacks;
 mod checksum_accounting;
 mod close_file;
+mod contiguous_reads;
 mod cross_method_data;
 mod detached;
 mod drop_in_flight;

@@ -1,7 +1,8 @@
 //! Worker processes under attack (issue 12): workers SIGKILLed while a mixed read/write load
 //! runs over self-describing blocks lose no data and no completion, and are replaced; a
 //! request that kills every worker that runs it fails with an error naming the lost worker;
-//! killing the embedding process leaves no worker behind.
+//! killing the embedding process leaves no worker behind; a result no one waits for is
+//! completed by the completer even while it naps.
 //!
 //! The kill run lasts `DBAIO_KILL_SECS` seconds (default 10) and kills a worker every
 //! `DBAIO_KILL_EVERY_MS` milliseconds (default 100).
@@ -423,6 +424,37 @@ fn killing_the_embedder_leaves_no_worker() {
             "workers {pids:?} outlived their embedder"
         );
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_result_no_one_waits_for_completes_while_the_completer_naps() {
+    // Right after the issuer has completed results itself (a wait), the completer naps
+    // instead of sleeping, and workers do not wake it for results no one waits for. Such a
+    // result must still complete by itself: here the issuer only watches the handle's state
+    // (`is_done`, which completes nothing), so only the completer can finish the I/O.
+    let d = dir();
+    let path = d.path().join("f");
+    std::fs::write(&path, vec![9u8; 1 << 20]).unwrap();
+    let aio = Aio::start(settings(2)).unwrap();
+    let me = aio.register_issuer("watcher").unwrap();
+    let f = aio.open(&path, &OpenOptions::read()).unwrap();
+    for n in 0..300u64 {
+        let waited = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));
+        assert!(me.wait(waited).into_buf().iter().all(|&b| b == 9));
+        let watched = me
+            .acquire()
+            .unwrap()
+            .read(&f, (n * 4096) % (1 << 20), IoBuf::new(4096));
+        let t = Instant::now();
+        while !watched.is_done() {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "round {n}: a result no one waited for was never completed"
+            );
+            std::hint::spin_loop();
+        }
+        assert!(me.wait(watched).into_buf().iter().all(|&b| b == 9));
     }
 }
 

@@ -9,7 +9,8 @@
 //! by itself after the idle timeout when the pool is above its minimum.
 
 use super::control::{
-    Control, DONE, FileCell, Layout, MAGIC, QUEUED, RUNNING, W_BUSY, W_IDLE, W_RETIRED, state_word,
+    COMPLETER_NAPPING, Control, DONE, FileCell, Layout, MAGIC, QUEUED, RUNNING, W_BUSY, W_IDLE,
+    W_RETIRED, state_word,
 };
 use crate::futex;
 use nix::sys::signal::Signal;
@@ -249,8 +250,16 @@ impl Worker<'_> {
             .done
             .fetch_add(1, Ordering::Relaxed);
         let h = ctl.header();
-        if !super::wake::Wake::of(h).posted() && h.completer_sleeping.swap(0, Ordering::SeqCst) != 0
-        {
+        if super::wake::Wake::of(h).posted() {
+            return; // a waiter completes it
+        }
+        // Dekker with the completer's store-then-check of the done bitmap: either it sees
+        // our bit or we see how it sleeps. A napping completer wakes by itself.
+        fence(Ordering::SeqCst);
+        if h.completer_sleeping.load(Ordering::SeqCst) == COMPLETER_NAPPING {
+            return;
+        }
+        if h.completer_sleeping.swap(0, Ordering::SeqCst) != 0 {
             h.done_seq.fetch_add(1, Ordering::SeqCst);
             futex::wake(&h.done_seq, 1);
         }

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 /// Most iovecs one request carries (PostgreSQL's `PG_IOV_MAX`); more run in the embedder.
 pub const MAX_IOV: usize = 128;
 /// Segment format tag ("dbaioPW1").
-pub(crate) const MAGIC: u64 = 0x3157_506f_6961_6264;
+pub(crate) const MAGIC: u64 = 0x3257_506f_6961_6264;
 
 /// Request cell states (low 8 bits of `ReqCell::state`; bits 8.. hold the worker number).
 pub(crate) const FREE: u32 = 0;
@@ -80,6 +80,31 @@ pub(crate) struct Header {
     /// post reaches it raises it to `u64::MAX` and wakes them all, so a waiter that needs
     /// four results is woken once, not four times (as a thread-pool waiter's `wake_at`).
     pub wake_at: CachePadded<AtomicU64>,
+    /// When an embedder thread last completed results in `drive` (CLOCK_MONOTONIC ns; the
+    /// completer thread does not count). While that is recent the completer naps instead
+    /// of sleeping (`completer_sleeping` = `COMPLETER_NAPPING`), and workers do not wake it.
+    pub drained_ns: CachePadded<AtomicU64>,
+}
+
+/// `completer_sleeping`: the completer sleeps until a worker wakes it.
+pub(crate) const COMPLETER_SLEEPING: u32 = 1;
+/// `completer_sleeping`: the completer naps for at most `COMPLETER_NAP` and wakes by
+/// itself; a worker whose post no one waits for leaves it be. It naps while an embedder
+/// thread drained within the last `DRAINER_ACTIVE_NS`: that thread (an issuer between two
+/// waits) will most likely be back within microseconds and complete the result itself, and
+/// a wake per post would cost the completer a context switch for every few I/Os.
+pub(crate) const COMPLETER_NAPPING: u32 = 2;
+/// How recent an embedder thread's drain must be for the completer to nap.
+pub(crate) const DRAINER_ACTIVE_NS: u64 = 100_000;
+/// The completer's nap: the longest a result no one waits for stays undrained while an
+/// embedder thread is draining others.
+pub(crate) const COMPLETER_NAP: std::time::Duration = std::time::Duration::from_micros(200);
+
+/// CLOCK_MONOTONIC in nanoseconds: one clock for the embedder and its worker processes.
+pub(crate) fn monotonic_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).map_or(0, |t| {
+        t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+    })
 }
 
 /// One worker's cell.

@@ -348,15 +348,20 @@ impl ProcessPool {
     /// (true), this returns instead of sleeping.
     pub fn drive(&self, needs: impl Fn() -> u32, help: impl FnOnce() -> bool) {
         let inner = &*self.inner;
+        let h = inner.ctl.header();
         drain(inner);
+        h.drained_ns
+            .store(control::monotonic_ns(), Ordering::Relaxed);
         if needs() == 0 || help() {
             return;
         }
-        if wake::Wake::of(inner.ctl.header()).wait(needs, || inner.ctl.done().any()) {
+        if wake::Wake::of(h).wait(needs, || inner.ctl.done().any()) {
             inner.missed_wakes.fetch_add(1, Ordering::Relaxed);
         }
         // Results posted while we were counted woke us, not the completer: ours to post.
         drain(inner);
+        h.drained_ns
+            .store(control::monotonic_ns(), Ordering::Relaxed);
     }
 }
 
@@ -447,7 +452,16 @@ fn complete_loop(inner: &Inner) {
     loop {
         drain(inner);
         let seq = h.done_seq.load(Ordering::SeqCst);
-        h.completer_sleeping.store(1, Ordering::SeqCst);
+        // Nap while an embedder thread drains (see `COMPLETER_NAPPING`), else sleep until
+        // a worker posts a result no one waits for.
+        let since = control::monotonic_ns().saturating_sub(h.drained_ns.load(Ordering::Relaxed));
+        let nap = since < control::DRAINER_ACTIVE_NS;
+        let how = if nap {
+            control::COMPLETER_NAPPING
+        } else {
+            control::COMPLETER_SLEEPING
+        };
+        h.completer_sleeping.store(how, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         if inner.ctl.done().any() {
             h.completer_sleeping.store(0, Ordering::SeqCst);
@@ -456,7 +470,8 @@ fn complete_loop(inner: &Inner) {
         if inner.completer_stop.load(Ordering::SeqCst) {
             return;
         }
-        futex::wait(&h.done_seq, seq, None);
+        futex::wait(&h.done_seq, seq, nap.then_some(control::COMPLETER_NAP));
+        h.completer_sleeping.store(0, Ordering::SeqCst);
     }
 }
 

@@ -85,9 +85,18 @@ fn scenario(m: IoMethodKind) {
         }
     });
     aio.check_buffer_mapping().unwrap();
+    drop(rel);
+    drop(aio);
 
     // A failed read in a ring scan fails its blocks only; its buffers go back into the ring
-    // and are reused for later blocks with the right bytes.
+    // and are reused for later blocks with the right bytes. A fresh pool: blocks the scans
+    // above left cached (a block both scans pinned is used twice, and waits for the clock
+    // sweep) would be hits, and the scan's first read would not be at offset 0.
+    let aio = start_with(m, |s| {
+        s.buffer_pool_size = 256;
+        s.max_issuers = 3;
+    });
+    let rel = Relation::open(&aio, &big, &OpenOptions::read().direct(true)).unwrap();
     aio.inject_fault(
         FaultRule::new(FaultAction::Errno(libc::EIO))
             .on_file(&rel.segments()[0])

@@ -139,7 +139,7 @@ struct VerifyArgs {
     /// Worker threads for the worker method (the io_workers setting; 0: sized by load).
     #[arg(long, default_value = "4")]
     io_workers: String,
-    /// Reads (of up to 128 kB) in flight.
+    /// Reads (of up to 512 kB unless -c io_combine_limit says otherwise) in flight.
     #[arg(long, default_value_t = 16)]
     iodepth: u64,
     /// Read through the page cache instead of O_DIRECT.
@@ -367,6 +367,7 @@ fn default_method(asked: &Option<String>) -> Option<String> {
 fn prewarm_cmd(a: PrewarmArgs) -> Outcome {
     let method = default_method(&a.io_method);
     let mut settings = options::settings(&a.set, &[("io_method", method.as_deref())])?;
+    options::bulk_reads(&mut settings, &a.set);
     settings.buffer_pool_size = match &a.buffer_pool {
         Some(size) => {
             // As the setting, in blocks or with a unit (plain numbers are blocks).
@@ -410,13 +411,14 @@ fn prewarm_cmd(a: PrewarmArgs) -> Outcome {
 
 fn verify_cmd(a: VerifyArgs) -> Outcome {
     let method = default_method(&a.io_method);
-    let settings = options::settings(
+    let mut settings = options::settings(
         &a.set,
         &[
             ("io_method", method.as_deref()),
             ("io_workers", Some(&a.io_workers)),
         ],
     )?;
+    options::bulk_reads(&mut settings, &a.set);
     let opts = dbaio_cli::checksums::VerifyOptions {
         settings,
         depth: options::in_range("iodepth", a.iodepth, 1, 256)? as u32,

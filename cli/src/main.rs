@@ -535,11 +535,8 @@ fn bench_cmd(a: BenchArgs) -> Outcome {
     // One method when it is named (as a flag or with -c), else the comparison of all: sync,
     // worker threads, io_uring, then worker processes (last: from their start on, every
     // buffer of this process comes from the shared arena), unless `io_worker_kind` is set.
-    let named = a.io_method.is_some() || a.set.iter().any(|kv| kv.trim().starts_with("io_method"));
-    let kind_named = a
-        .set
-        .iter()
-        .any(|kv| kv.trim().starts_with("io_worker_kind"));
+    let named = a.io_method.is_some() || options::given(&a.set, "io_method");
+    let kind_named = options::given(&a.set, "io_worker_kind");
     let methods: Vec<(IoMethodKind, IoWorkerKind)> = if named {
         vec![(settings.io_method, settings.io_worker_kind)]
     } else {
@@ -680,7 +677,7 @@ fn bench_cmd(a: BenchArgs) -> Outcome {
 
 fn unlink_bench_cmd(a: UnlinkBenchArgs) -> Outcome {
     let method = a.io_method.clone().or_else(|| {
-        let named = a.set.iter().any(|kv| kv.trim().starts_with("io_method"));
+        let named = options::given(&a.set, "io_method");
         (!named).then(|| unlink_bench::default_method().name().to_string())
     });
     let settings = options::settings(&a.set, &[("io_method", method.as_deref())])?;

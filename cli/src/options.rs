@@ -41,17 +41,19 @@ pub fn seconds(name: &str, text: &str) -> Result<Duration, String> {
 /// of 512 kB".
 pub const BULK_READ_BYTES: u32 = 512 * 1024;
 
+/// Whether a `-c NAME=VALUE` in `sets` names setting `name` (names are case-insensitive, as
+/// `Settings::set` reads them).
+pub fn given(sets: &[String], name: &str) -> bool {
+    sets.iter().any(|kv| {
+        let k = kv.split_once('=').map_or(kv.as_str(), |(k, _)| k);
+        k.trim().eq_ignore_ascii_case(name)
+    })
+}
+
 /// Raises `io_combine_limit` and `io_max_combine_limit` to [`BULK_READ_BYTES`] unless one of
 /// them was given with `-c`.
 pub fn bulk_reads(s: &mut Settings, sets: &[String]) {
-    let named = sets.iter().any(|kv| {
-        let k = kv.split_once('=').map_or(kv.as_str(), |(k, _)| k);
-        matches!(
-            k.trim().to_ascii_lowercase().as_str(),
-            "io_combine_limit" | "io_max_combine_limit"
-        )
-    });
-    if !named {
+    if !given(sets, "io_combine_limit") && !given(sets, "io_max_combine_limit") {
         let blocks =
             (BULK_READ_BYTES / s.block_size.max(1)).clamp(1, dbaio::settings::MAX_IO_COMBINE_LIMIT);
         s.io_combine_limit = blocks;

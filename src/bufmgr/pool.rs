@@ -335,12 +335,13 @@ impl BufferPool {
                 }
             }
             // The ring's buffer is tried once; a refused one goes back to the sweep.
-            let v = match from_ring.take().filter(|&b| self.pin_reusable(b)) {
+            let v = match from_ring
+                .take()
+                .filter(|&b| self.pin_reusable(b))
+                .or_else(|| neighbour.take().filter(|&b| self.pin_reusable(b)))
+            {
                 Some(b) => b,
-                None => match neighbour.take().filter(|&b| self.pin_reusable(b)) {
-                    Some(b) => b,
-                    None => self.victim()?,
-                },
+                None => self.victim()?,
             };
             let d = &self.descs[v as usize];
             let old = (d.state.load(Ordering::Acquire) & TAG_VALID != 0)

@@ -1,0 +1,101 @@
+//! The device ceiling for a read whose data must *stay* in memory: a raw `io-uring` loop
+//! reading files front to back with O_DIRECT at a fixed size and depth, into a destination
+//! region of a chosen size that it walks through in order and wraps around. With a region of
+//! a few MiB it is fio's own pattern (fio reuses `iodepth` buffers); with a region as large as
+//! the files it is what a buffer pool being prewarmed asks of the machine: every read lands in
+//! memory no read has touched before. On a virtual machine the two can differ by a third
+//! (docs/benchmarks.md, "Prewarm's ceiling is where the data lands").
+//!
+//!     destination_ceiling REGION_MB BS_KB DEPTH [huge] FILE...
+//!
+//! `huge` maps the region with MAP_HUGETLB (as `huge_pages = on` does for the pool); the
+//! region is faulted in before the clock starts, so page zeroing is not in the figure. Prints
+//! the reading time in ms and the rate.
+
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::time::Instant;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: destination_ceiling REGION_MB BS_KB DEPTH [huge] FILE...";
+    let num = |i: usize| -> usize { args.get(i).and_then(|v| v.parse().ok()).expect(usage) };
+    let (region_mb, bs_kb, depth) = (num(0), num(1), num(2));
+    let huge = args.get(3).is_some_and(|a| a == "huge");
+    let files: Vec<std::fs::File> = args[if huge { 4 } else { 3 }..]
+        .iter()
+        .map(|p| {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(p)
+                .unwrap_or_else(|e| panic!("open {p}: {e}"))
+        })
+        .collect();
+    assert!(!files.is_empty(), "{usage}");
+    let bs = bs_kb << 10;
+    let len = (region_mb << 20).max(bs * depth);
+    let len = len.div_ceil(2 << 20) * (2 << 20);
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | if huge { libc::MAP_HUGETLB } else { 0 };
+    // SAFETY: a fresh anonymous mapping; nothing else refers to it.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            -1,
+            0,
+        )
+    };
+    assert!(base != libc::MAP_FAILED, "mmap of {len} bytes failed");
+    // SAFETY: the whole mapping is ours and writable; touching it faults it in.
+    unsafe { std::ptr::write_bytes(base.cast::<u8>(), 0, len) };
+    let mut ring = io_uring::IoUring::new(depth.next_power_of_two() as u32).unwrap();
+    let sizes: Vec<u64> = files.iter().map(|f| f.metadata().unwrap().len()).collect();
+    let (mut file, mut off, mut dest) = (0usize, 0u64, 0usize);
+    let (mut in_flight, mut bytes) = (0usize, 0u64);
+    let t0 = Instant::now();
+    loop {
+        while in_flight < depth && file < files.len() {
+            let n = (sizes[file] - off).min(bs as u64) as u32;
+            // SAFETY: `dest + bs <= len`, the region outlives the ring's reads (all reaped
+            // before it is unmapped), and no two reads in flight share a range (depth * bs <=
+            // len).
+            let sqe = io_uring::opcode::Read::new(
+                io_uring::types::Fd(files[file].as_raw_fd()),
+                unsafe { base.cast::<u8>().add(dest) },
+                n,
+            )
+            .offset(off)
+            .build();
+            // SAFETY: as above.
+            unsafe { ring.submission().push(&sqe).expect("ring has room") };
+            in_flight += 1;
+            dest = if dest + 2 * bs <= len { dest + bs } else { 0 };
+            off += u64::from(n);
+            if off >= sizes[file] {
+                (file, off) = (file + 1, 0);
+            }
+        }
+        if in_flight == 0 {
+            break;
+        }
+        ring.submit_and_wait(1).unwrap();
+        for cqe in ring.completion() {
+            assert!(cqe.result() > 0, "read failed: {}", cqe.result());
+            bytes += cqe.result() as u64;
+            in_flight -= 1;
+        }
+    }
+    let s = t0.elapsed().as_secs_f64();
+    println!(
+        "{:.0} ms, {:.0} MB/s ({bytes} bytes, region {} MiB{}, {bs_kb} KiB x {depth})",
+        s * 1e3,
+        bytes as f64 / s / 1e6,
+        len >> 20,
+        if huge { " huge" } else { "" }
+    );
+    // SAFETY: every read into the region has been reaped.
+    unsafe { libc::munmap(base, len) };
+}

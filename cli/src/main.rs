@@ -104,7 +104,8 @@ struct PrewarmArgs {
     /// First segment of each relation (e.g. base/5/16403).
     #[arg(required = true)]
     files: Vec<PathBuf>,
-    /// io_method (default: io_uring if the kernel allows it, else worker).
+    /// io_method (default: io_uring if the kernel allows it, else worker; worker when -c
+    /// io_worker_kind is given).
     #[arg(long)]
     io_method: Option<String>,
     /// Read with O_DIRECT (the default; --buffered reads through the page cache).
@@ -133,7 +134,8 @@ struct VerifyArgs {
     /// The cluster's data directory.
     #[arg(long, short = 'D')]
     pgdata: PathBuf,
-    /// io_method (default: io_uring if the kernel allows it, else worker).
+    /// io_method (default: io_uring if the kernel allows it, else worker; worker when -c
+    /// io_worker_kind is given).
     #[arg(long)]
     io_method: Option<String>,
     /// Worker threads for the worker method (the io_workers setting; 0: sized by load).
@@ -350,22 +352,24 @@ fn print_json(v: &impl serde::Serialize) {
     );
 }
 
-/// The default method of the PostgreSQL tools: io_uring where the kernel allows it.
-fn default_method(asked: &Option<String>) -> Option<String> {
-    asked.clone().or_else(|| {
-        Some(
-            if dbaio::io_uring_available().is_ok() {
-                "io_uring"
-            } else {
-                "worker"
-            }
-            .to_string(),
-        )
-    })
+/// The io_method of the PostgreSQL tools: the one named (`--io-method` or `-c io_method`,
+/// which `options::settings` then checks against each other); else the worker method if `-c
+/// io_worker_kind` is given (the kind of that method's workers: naming it asks for them);
+/// else io_uring where the kernel allows it, the worker method where not.
+fn default_method(asked: &Option<String>, sets: &[String]) -> Option<String> {
+    if asked.is_some() || options::given(sets, "io_method") {
+        return asked.clone();
+    }
+    let method = if options::given(sets, "io_worker_kind") || dbaio::io_uring_available().is_err() {
+        "worker"
+    } else {
+        "io_uring"
+    };
+    Some(method.to_string())
 }
 
 fn prewarm_cmd(a: PrewarmArgs) -> Outcome {
-    let method = default_method(&a.io_method);
+    let method = default_method(&a.io_method, &a.set);
     let mut settings = options::settings(&a.set, &[("io_method", method.as_deref())])?;
     options::bulk_reads(&mut settings, &a.set);
     settings.buffer_pool_size = match &a.buffer_pool {
@@ -410,7 +414,7 @@ fn prewarm_cmd(a: PrewarmArgs) -> Outcome {
 }
 
 fn verify_cmd(a: VerifyArgs) -> Outcome {
-    let method = default_method(&a.io_method);
+    let method = default_method(&a.io_method, &a.set);
     let mut settings = options::settings(
         &a.set,
         &[

@@ -779,3 +779,48 @@ fn bench_reports_reads_served_at_submit() {
         assert_eq!(n > 0, served, "io_worker_try_cached={setting}: {out}");
     }
 }
+
+/// `prewarm` and `verify` take their method from `-c io_method` as from `--io-method` (the
+/// default once claimed a flag no one gave: "conflicting values for io_method: --io-method
+/// io_uring but -c io_method=sync"), and `-c io_worker_kind` alone asks for the worker method,
+/// whose workers it names (it used to leave the run on io_uring, silently).
+#[test]
+fn the_tools_take_their_method_from_dash_c() {
+    let d = dir();
+    let f = d.path().join("rel");
+    file_with(&f, 1 << 20);
+    let path = f.to_str().unwrap();
+    let prewarm = |extra: &[&str]| {
+        let mut args = vec!["prewarm", path, "--json"];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "prewarm {extra:?}: {err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    for m in ["sync", "worker", "io_uring"] {
+        let setting = format!("io_method={m}");
+        let v = prewarm(&["-c", &setting]);
+        if m != "io_uring" || dbaio::io_uring_available().is_ok() {
+            assert_eq!(v["io_method"], m, "{v}");
+        }
+        assert_eq!(v["bytes"], 1 << 20, "{v}");
+    }
+    let v = prewarm(&["-c", "io_worker_kind=process"]);
+    assert_eq!(v["io_method"], "worker", "{v}");
+    assert!(v["workers"].as_u64().unwrap() >= 1, "{v}");
+    // The flag and -c still have to agree.
+    let o = run(&[
+        "prewarm",
+        path,
+        "--io-method",
+        "sync",
+        "-c",
+        "io_method=worker",
+    ]);
+    let err = refused(&o, "--io-method sync with -c io_method=worker");
+    assert!(err.contains("conflicting values for io_method"), "{err}");
+    let o = run(&["verify", "-D", "/nonexistent", "-c", "io_method=sync"]);
+    let (_, err) = text(&o);
+    assert!(!err.contains("conflicting"), "{err}");
+}

@@ -170,7 +170,7 @@ impl Issuer {
             ok,
             Executor::Issuer,
         );
-        s.generation.fetch_add(1, Ordering::AcqRel);
+        s.next_generation();
         s.set_state(HandleState::Submitted, HandleState::Idle);
         s.reset();
         self.local.borrow_mut().idle.push(li);

@@ -99,7 +99,9 @@ impl<'a> Handle<'a> {
 
     /// Sets flags (see [`HandleFlags`]).
     pub fn set_flags(&mut self, flags: HandleFlags) -> &mut Self {
-        self.slot().flags.fetch_or(flags.0, Ordering::Relaxed);
+        // Only the issuer writes a handle's flags (while it holds it): no locked RMW.
+        let f = &self.slot().flags;
+        f.store(f.load(Ordering::Relaxed) | flags.0, Ordering::Relaxed);
         self
     }
 

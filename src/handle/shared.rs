@@ -505,6 +505,14 @@ impl Shared {
         // A ticket's or a detached I/O's notice hears of it before anyone can recycle it.
         self.deliver_notice(i, result);
         s.set_state(HandleState::CompletedIo, HandleState::CompletedShared);
+        self.count_completion(s);
+    }
+
+    /// Counts a completion of `s` (just COMPLETED_SHARED) for its issuer, waking the issuer
+    /// if it sleeps in [`Issuer::wait_for_completions`](crate::Issuer::wait_for_completions)
+    /// for this many.
+    #[inline]
+    pub(crate) fn count_completion(&self, s: &HandleSlot) {
         let issuer = &self.issuers[s.owner.load(Ordering::Relaxed) as usize];
         let c = issuer
             .completed

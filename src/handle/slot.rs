@@ -89,6 +89,12 @@ impl HandleState {
                 // one else can name.
                 | (Idle, Submitted)
                 | (Submitted, Idle)
+                // The direct path (`run_here` in `aio/lifecycle.rs`): an I/O without callbacks
+                // its issuer runs at once, before anyone can name it; and the reclaim of an
+                // I/O without callbacks, which has nothing local to run.
+                | (HandedOut, Submitted)
+                | (Submitted, CompletedShared)
+                | (CompletedShared, Idle)
         )
     }
 }
@@ -184,6 +190,17 @@ fn wrong_state(from: HandleState, to: HandleState, found: HandleState) -> ! {
 impl HandleSlot {
     pub(crate) fn state(&self) -> HandleState {
         HandleState::from_word(self.state.load(Ordering::Acquire))
+    }
+
+    /// Starts the handle's next generation, before the transition that recycles it. Only
+    /// the owning issuer writes the generation, so this is a load and a store, not a locked
+    /// read-modify-write; the recycling transition after it (acquire and release) keeps it
+    /// ahead of the fields that the recycling then clears, for a reader that copies them and
+    /// checks the generation again.
+    #[inline]
+    pub(crate) fn next_generation(&self) {
+        let g = self.generation.load(Ordering::Relaxed);
+        self.generation.store(g.wrapping_add(1), Ordering::Release);
     }
 
     /// The one state mutator: asserts `from → to` is legal and that the handle is in `from`

@@ -17,6 +17,7 @@ mod close_file;
 mod contiguous_reads;
 mod cross_method_data;
 mod detached;
+mod direct_path;
 mod drop_in_flight;
 mod errors;
 mod fault_kinds;

@@ -437,7 +437,7 @@ pub struct Completion {
     skip: u32,
     memory: IoMemory,
     /// The failure, or the description of a short transfer.
-    error: Option<IoError>,
+    error: Option<Box<IoError>>,
 }
 
 impl std::fmt::Debug for IoMemory {
@@ -464,7 +464,7 @@ impl Completion {
             length: o.length,
             skip,
             memory,
-            error: o.error,
+            error: o.error.map(Box::new),
         }
     }
 
@@ -517,7 +517,7 @@ impl Completion {
     /// [`Completion::is_partial`], and [`Completion::resume`].
     pub fn check(&self) -> Result<(), IoError> {
         match &self.error {
-            Some(e) => Err(e.clone()),
+            Some(e) => Err(IoError::clone(e)),
             None => Ok(()),
         }
     }
@@ -526,7 +526,7 @@ impl Completion {
     /// [`Completion::is_partial`]).
     pub fn failure(&self) -> Option<&IoError> {
         self.error
-            .as_ref()
+            .as_deref()
             .filter(|_| self.result.status == Status::Error)
     }
 

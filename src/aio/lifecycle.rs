@@ -133,7 +133,8 @@ pub(crate) struct Reclaimed {
     pub length: u64,
     pub skip: u32,
     pub memory: IoMemory,
-    pub error: Option<IoError>,
+    /// Boxed: a reclaim and its `Completion` move in a few words, not an `IoError`'s ~130 bytes.
+    pub error: Option<Box<IoError>>,
 }
 
 /// What an I/O start needs besides the handle.
@@ -546,7 +547,7 @@ impl Issuer {
         let foreign = l.h[li as usize].foreign.take();
         // A failure, or a short transfer (described the same way: "read only N of M bytes").
         let error = matches!(result.status, Status::Error | Status::Partial)
-            .then(|| self.aio.shared.describe(idx, result, foreign.as_ref()));
+            .then(|| Box::new(self.aio.shared.describe(idx, result, foreign.as_ref())));
         if result.status == Status::Warning {
             // A callback's warning (a zeroed page, an ignored checksum failure): said once,
             // by the issuer, as PostgreSQL's WARNING.

@@ -6,10 +6,11 @@
 //! memory no read has touched before. On a virtual machine the two can differ by a third
 //! (docs/benchmarks.md, "Prewarm's ceiling is where the data lands").
 //!
-//!     destination_ceiling REGION_MB BS_KB DEPTH [huge] FILE...
+//!     destination_ceiling REGION_MB BS_KB DEPTH [huge] [fresh] FILE...
 //!
-//! `huge` maps the region with MAP_HUGETLB (as `huge_pages = on` does for the pool); the
-//! region is faulted in before the clock starts, so page zeroing is not in the figure. Prints
+//! `huge` maps the region with MAP_HUGETLB (as `huge_pages = on` does for the pool). The
+//! region is faulted in before the clock starts, so page zeroing is not in the figure, unless
+//! `fresh` is given: then the reads fault it in, as they do for a pool just mapped. Prints
 //! the reading time in ms and the rate.
 
 use std::os::fd::AsRawFd;
@@ -18,11 +19,18 @@ use std::time::Instant;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: destination_ceiling REGION_MB BS_KB DEPTH [huge] FILE...";
+    let usage = "usage: destination_ceiling REGION_MB BS_KB DEPTH [huge] [fresh] FILE...";
     let num = |i: usize| -> usize { args.get(i).and_then(|v| v.parse().ok()).expect(usage) };
     let (region_mb, bs_kb, depth) = (num(0), num(1), num(2));
-    let huge = args.get(3).is_some_and(|a| a == "huge");
-    let files: Vec<std::fs::File> = args[if huge { 4 } else { 3 }..]
+    let mut first_file = 3;
+    let mut flag = |name: &str| {
+        let given = args.get(first_file).is_some_and(|a| a == name);
+        first_file += usize::from(given);
+        given
+    };
+    let huge = flag("huge");
+    let fresh = flag("fresh");
+    let files: Vec<std::fs::File> = args[first_file..]
         .iter()
         .map(|p| {
             std::fs::OpenOptions::new()
@@ -49,8 +57,10 @@ fn main() {
         )
     };
     assert!(base != libc::MAP_FAILED, "mmap of {len} bytes failed");
-    // SAFETY: the whole mapping is ours and writable; touching it faults it in.
-    unsafe { std::ptr::write_bytes(base.cast::<u8>(), 0, len) };
+    if !fresh {
+        // SAFETY: the whole mapping is ours and writable; touching it faults it in.
+        unsafe { std::ptr::write_bytes(base.cast::<u8>(), 0, len) };
+    }
     let mut ring = io_uring::IoUring::new(depth.next_power_of_two() as u32).unwrap();
     let sizes: Vec<u64> = files.iter().map(|f| f.metadata().unwrap().len()).collect();
     let (mut file, mut off, mut dest) = (0usize, 0u64, 0usize);
@@ -90,11 +100,12 @@ fn main() {
     }
     let s = t0.elapsed().as_secs_f64();
     println!(
-        "{:.0} ms, {:.0} MB/s ({bytes} bytes, region {} MiB{}, {bs_kb} KiB x {depth})",
+        "{:.0} ms, {:.0} MB/s ({bytes} bytes, region {} MiB{}{}, {bs_kb} KiB x {depth})",
         s * 1e3,
         bytes as f64 / s / 1e6,
         len >> 20,
-        if huge { " huge" } else { "" }
+        if huge { " huge" } else { "" },
+        if fresh { " fresh" } else { "" }
     );
     // SAFETY: every read into the region has been reaped.
     unsafe { libc::munmap(base, len) };

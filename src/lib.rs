@@ -49,6 +49,7 @@
 //! | **`aio/`** | **the API an engine calls** |
 //! | `aio/subsystem.rs` | [`Aio`]: open files, wait from any thread, shutdown |
 //! | `aio/issuer.rs` | [`Issuer`]: acquire, batch mode, submit, wait, reclaim, close |
+//! | `aio/lifecycle.rs` | the steps behind it: define, stage, the direct path, reclaim |
 //! | `aio/io.rs` | [`Handle`], [`InFlight`], [`Completion`]: what callers hold |
 //! | `aio/iobuf.rs` | [`IoBuf`]: owned aligned I/O memory |
 //! | `aio/file.rs` | [`File`], [`OpenOptions`], byte-range locks |
@@ -69,7 +70,9 @@
 //! Beside the library: `workers/` (the worker engine: threads, or processes over a memfd
 //! control segment and the shared buffer arena), `uring/` (the io_uring engine),
 //! `pg/` (PostgreSQL's page and cluster formats), `cli/` (the `dbaio` command) and `redb/`
-//! (`dbaio-redb`: redb's storage backend on dbaio, the worked example of embedding).
+//! (`dbaio-redb`: redb's storage backend on dbaio, the worked example of embedding);
+//! `examples/` holds the measuring programs `docs/benchmarks.md` runs (instructions per read,
+//! slice overhead, the pool-sized device ceiling).
 
 mod aio;
 mod bufmgr;

@@ -440,9 +440,11 @@ impl Issuer {
 
     /// The direct path of an I/O its issuer runs at once (the sync method, a SYNCHRONOUS
     /// handle, an op the method lacks) when nothing needs the full protocol's steps: no
-    /// callbacks and no fault rules armed. No one else can name the I/O before `start`
-    /// returns (its `InFlight` or wait reference does not exist yet, and a stale wait
-    /// reference checks the generation), so it goes HANDED_OUT → SUBMITTED →
+    /// callbacks and no fault rules armed. Until `start` returns, no other thread can claim
+    /// the I/O (only a STAGED handle can be claimed) or attach a notice to it (that takes its
+    /// `InFlight`); one holding a wait reference (`Handle::wait_ref`, or a stale one) can
+    /// only sleep on the state word, and the transitions, compare-and-swaps that keep its
+    /// waiter bit, wake it as on the full path. So it goes HANDED_OUT → SUBMITTED →
     /// COMPLETED_SHARED in two transitions instead of five, and completes without the
     /// callback loop, the fault site and the notice check (a notice attaches later, to an I/O
     /// already complete, and is delivered then). The view, the wait event, the statistics

@@ -48,19 +48,12 @@ fn scenario(m: IoMethodKind) {
                     "{r:?}"
                 );
                 if r.state == "SUBMITTED" {
-                    assert_eq!(r.operation.as_deref(), Some("readv"), "{r:?}");
-                    assert_eq!(r.length, Some(MIB), "{r:?}");
-                    assert_eq!(r.off.unwrap() % MIB, 0, "{r:?}");
-                    assert_eq!(r.f_sync, Some(true), "{r:?}");
+                    assert_running_own_read(&r, MIB);
                     assert_eq!(r.executor, "issuer", "{r:?}");
-                    assert_eq!(r.raw_result, None, "{r:?}");
                     running_seen = true;
                 }
             }
-            wait_seen |= aio
-                .waits()
-                .iter()
-                .any(|w| w.issuer == "direct" && w.wait_event == "DataFileRead");
+            wait_seen |= waits_on(&aio, "direct", "DataFileRead");
             running_seen && wait_seen
         });
         stop.store(true, Ordering::Relaxed);

@@ -36,18 +36,10 @@ fn scenario(m: IoMethodKind) {
         eventually(120, "the inline read in the view", || {
             assert!(!reader.is_finished(), "the reader died");
             for r in aio.aios().into_iter().filter(|r| r.issuer == "inline") {
-                assert_eq!(r.state, "SUBMITTED", "{r:?}");
-                assert_eq!(r.operation.as_deref(), Some("readv"), "{r:?}");
-                assert_eq!(r.length, Some(MIB), "{r:?}");
-                assert_eq!(r.off.unwrap() % MIB, 0, "{r:?}");
-                assert_eq!(r.f_sync, Some(true), "{r:?}");
-                assert_eq!(r.raw_result, None, "{r:?}");
+                assert_running_own_read(&r, MIB);
                 row_seen = true;
             }
-            wait_seen |= aio
-                .waits()
-                .iter()
-                .any(|w| w.issuer == "inline" && w.wait_event == "DataFileRead");
+            wait_seen |= waits_on(&aio, "inline", "DataFileRead");
             row_seen && wait_seen
         });
         stop.store(true, Ordering::Relaxed);

@@ -260,3 +260,22 @@ pub fn executed_by(aio: &Aio, issuer: &str, executor: &str) -> u64 {
         .map(|e| e.ios)
         .sum()
 }
+
+/// Checks the view's row of a read its issuer runs itself (the inline or the direct path)
+/// while it runs: SUBMITTED, `readv` of `len` bytes at a multiple of `len`, flagged
+/// SYNCHRONOUS, no result yet.
+pub fn assert_running_own_read(r: &dbaio::AioRow, len: u64) {
+    assert_eq!(r.state, "SUBMITTED", "{r:?}");
+    assert_eq!(r.operation.as_deref(), Some("readv"), "{r:?}");
+    assert_eq!(r.length, Some(len), "{r:?}");
+    assert_eq!(r.off.unwrap() % len, 0, "{r:?}");
+    assert_eq!(r.f_sync, Some(true), "{r:?}");
+    assert_eq!(r.raw_result, None, "{r:?}");
+}
+
+/// Whether issuer `issuer` is waiting on `event` in the view's waits.
+pub fn waits_on(aio: &Aio, issuer: &str, event: &str) -> bool {
+    aio.waits()
+        .iter()
+        .any(|w| w.issuer == issuer && w.wait_event == event)
+}

@@ -460,25 +460,16 @@ impl Issuer {
         s.staged_ns.store(since, r);
         s.executor.store(Executor::Issuer.encode(), r);
         s.set_state(HandleState::HandedOut, HandleState::Submitted);
-        let info = self.info();
-        let op = s.op();
-        let req = shared.request(idx);
         let mut attempts = 0u8;
         let raw = loop {
-            info.begin_wait(WaitEvent::for_sync_op(op), u64::from(idx), since);
-            // SAFETY: the iovecs and path of a SUBMITTED handle name memory the issuer parked
-            // in the handle until reclaim, which cannot happen before this completion.
-            let raw = catch_unwind(AssertUnwindSafe(|| unsafe { dbaio_workers::perform(&req) }));
-            info.end_wait();
-            match raw {
-                Ok(raw)
+            match shared.execute_once(idx, Some(self.info()), since) {
+                Some(raw)
                     if (raw == -libc::EAGAIN || raw == -libc::EINTR) && attempts < MAX_ATTEMPTS =>
                 {
                     attempts += 1;
                     since = shared.io_clock_ns();
                 }
-                Ok(raw) => break Some(raw),
-                Err(_) => break None,
+                other => break other,
             }
         };
         if attempts > 0 {
@@ -491,7 +482,7 @@ impl Issuer {
         s.raw_result.store(raw, r);
         s.completed_ns.store(shared.io_clock_ns(), r);
         s.distilled
-            .store(IoResult::from_raw(op, raw, s.length.load(r)).pack(), r);
+            .store(IoResult::from_raw(s.op(), raw, s.length.load(r)).pack(), r);
         s.set_state(HandleState::Submitted, HandleState::CompletedShared);
         // Not counted in the issuer's completion counter: that counter only wakes the issuer
         // from `wait_for_completions`, which counts from a value it reads itself, and this

@@ -337,21 +337,7 @@ impl Shared {
         // read fewer per synchronous I/O); a retry's begins now.
         let mut since = self.slot(i).staged_ns.load(Ordering::Relaxed);
         loop {
-            let req = self.request(i);
-            if let Some(info) = issuer {
-                info.begin_wait(
-                    WaitEvent::for_sync_op(self.slot(i).op()),
-                    u64::from(i),
-                    since,
-                );
-            }
-            // SAFETY: the iovecs and path of a SUBMITTED handle name memory the issuer parked
-            // in the handle until reclaim, which cannot happen before the completion below.
-            let raw = catch_unwind(AssertUnwindSafe(|| unsafe { dbaio_workers::perform(&req) }));
-            if let Some(info) = issuer {
-                info.end_wait();
-            }
-            let Ok(raw) = raw else {
+            let Some(raw) = self.execute_once(i, issuer.map(|c| &**c), since) else {
                 self.fail_panicked(i, executor);
                 return;
             };
@@ -360,6 +346,32 @@ impl Shared {
             }
             since = self.io_clock_ns();
         }
+    }
+
+    /// Executes handle `i` (SUBMITTED, claimed by the caller) once in the calling thread: its
+    /// raw result, or `None` if executing it panicked. With `issuer` (the I/O's own issuer
+    /// runs it) the issuer's wait event names the I/O meanwhile, its wait begun at `since`.
+    pub(crate) fn execute_once(
+        &self,
+        i: u32,
+        issuer: Option<&IssuerSlot>,
+        since: u64,
+    ) -> Option<i32> {
+        let req = self.request(i);
+        if let Some(info) = issuer {
+            info.begin_wait(
+                WaitEvent::for_sync_op(self.slot(i).op()),
+                u64::from(i),
+                since,
+            );
+        }
+        // SAFETY: the iovecs and path of a SUBMITTED handle name memory the issuer parked in
+        // the handle until reclaim, which cannot happen before the I/O completes, after this.
+        let raw = catch_unwind(AssertUnwindSafe(|| unsafe { dbaio_workers::perform(&req) }));
+        if let Some(info) = issuer {
+            info.end_wait();
+        }
+        raw.ok()
     }
 
     /// Completes handle `i` (SUBMITTED) with raw result `raw`: fault injection, then — unless
@@ -505,14 +517,6 @@ impl Shared {
         // A ticket's or a detached I/O's notice hears of it before anyone can recycle it.
         self.deliver_notice(i, result);
         s.set_state(HandleState::CompletedIo, HandleState::CompletedShared);
-        self.count_completion(s);
-    }
-
-    /// Counts a completion of `s` (just COMPLETED_SHARED) for its issuer, waking the issuer
-    /// if it sleeps in [`Issuer::wait_for_completions`](crate::Issuer::wait_for_completions)
-    /// for this many.
-    #[inline]
-    pub(crate) fn count_completion(&self, s: &HandleSlot) {
         let issuer = &self.issuers[s.owner.load(Ordering::Relaxed) as usize];
         let c = issuer
             .completed

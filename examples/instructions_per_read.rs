@@ -11,8 +11,10 @@
 //!     valgrind --tool=callgrind target/release/examples/instructions_per_read io_uring 30000
 //!
 //! Modes: `raw-pread`, `sync`, `sync-slice` (`read_exact_into` on the calling thread's
-//! issuer), `raw-uring`, `io_uring`; a third argument `timing=off` sets `track_io_timing =
-//! off` for dbaio's modes.
+//! issuer), `raw-uring`, `io_uring`. Further arguments: `timing=off` sets `track_io_timing =
+//! off` for dbaio's modes; `direct=FILE` reads 4 KiB blocks of an existing FILE with O_DIRECT
+//! instead (every read goes to the device: the block layer and the driver are then part of
+//! both sides; the file is only read).
 //!
 //! It also prints the process's CPU time (user + system, `getrusage`) per read over the
 //! reading loop alone: where the CPU's instruction counters are not exposed, the ratio of
@@ -25,13 +27,13 @@ use std::os::fd::AsRawFd;
 const FILE_BLOCKS: u64 = 16384;
 const BLOCK: usize = 4096;
 
-fn offsets(n: u64) -> impl Iterator<Item = u64> {
+fn offsets(n: u64, blocks: u64) -> impl Iterator<Item = u64> {
     let mut x = 0x2545_f491_4f6c_dd1du64;
     (0..n).map(move |_| {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        (x % FILE_BLOCKS) * BLOCK as u64
+        (x % blocks) * BLOCK as u64
     })
 }
 
@@ -39,13 +41,40 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let mode = args.next().unwrap_or_else(|| "sync".into());
     let n: u64 = args.next().and_then(|v| v.parse().ok()).unwrap_or(100_000);
-    // A third argument `timing=off` runs dbaio's modes with `track_io_timing = off`
-    // (PostgreSQL's default): no fine clock read on the I/O path.
-    let track_io_timing = args.next().is_none_or(|v| v != "timing=off");
+    // `timing=off` runs dbaio's modes with `track_io_timing = off` (PostgreSQL's default: no
+    // fine clock read on the I/O path); `direct=FILE` reads FILE with O_DIRECT.
+    let mut track_io_timing = true;
+    let mut direct: Option<std::path::PathBuf> = None;
+    for a in args {
+        match a.split_once('=') {
+            Some(("timing", "off")) => track_io_timing = false,
+            Some(("direct", f)) => direct = Some(f.into()),
+            _ => panic!("unknown argument {a} (timing=off, direct=FILE)"),
+        }
+    }
     let dir = tempfile::tempdir_in(".").unwrap();
-    let path = dir.path().join("hot");
-    std::fs::write(&path, vec![1u8; FILE_BLOCKS as usize * BLOCK]).unwrap();
-    let file = std::fs::File::open(&path).unwrap();
+    let (path, blocks) = match &direct {
+        Some(f) => (
+            f.clone(),
+            std::fs::metadata(f).unwrap().len() / BLOCK as u64,
+        ),
+        None => {
+            let path = dir.path().join("hot");
+            std::fs::write(&path, vec![1u8; FILE_BLOCKS as usize * BLOCK]).unwrap();
+            (path, FILE_BLOCKS)
+        }
+    };
+    assert!(blocks > 0, "{} holds no whole 4 KiB block", path.display());
+    let file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        let flags = if direct.is_some() { libc::O_DIRECT } else { 0 };
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(flags)
+            .open(&path)
+            .unwrap()
+    };
+    let options = OpenOptions::read().direct(direct.is_some());
     let mut sum = 0u64;
     // Taken just before each mode's reading loop (after its set-up).
     let cpu_before: f64;
@@ -54,7 +83,7 @@ fn main() {
             let buf = IoBuf::new(BLOCK);
             let p = buf.as_ptr() as *mut libc::c_void;
             cpu_before = cpu_seconds();
-            for off in offsets(n) {
+            for off in offsets(n, blocks) {
                 // SAFETY: `buf` is a live 4 KiB allocation nothing else uses.
                 let r = unsafe { libc::pread(file.as_raw_fd(), p, BLOCK, off as libc::off_t) };
                 assert_eq!(r, BLOCK as isize);
@@ -66,7 +95,7 @@ fn main() {
             let buf = IoBuf::new(BLOCK);
             let fd = io_uring::types::Fd(file.as_raw_fd());
             cpu_before = cpu_seconds();
-            for off in offsets(n) {
+            for off in offsets(n, blocks) {
                 let sqe = io_uring::opcode::Read::new(fd, buf.as_ptr() as *mut u8, BLOCK as u32)
                     .offset(off)
                     .build();
@@ -92,10 +121,10 @@ fn main() {
             })
             .unwrap();
             let me = aio.register_issuer("instructions").unwrap();
-            let f = aio.open(&path, &OpenOptions::read()).unwrap();
+            let f = aio.open(&path, &options).unwrap();
             let mut buf = IoBuf::new(BLOCK);
             cpu_before = cpu_seconds();
-            for off in offsets(n) {
+            for off in offsets(n, blocks) {
                 let io = me.acquire().unwrap().read(&f, off, buf);
                 let c = me.wait(io);
                 c.check().unwrap();
@@ -114,12 +143,12 @@ fn main() {
                 ..Settings::default()
             })
             .unwrap();
-            let f = aio.open(&path, &OpenOptions::read()).unwrap();
+            let f = aio.open(&path, &options).unwrap();
             let mut buf = IoBuf::new(BLOCK);
             // The thread's issuer is registered on its first use, outside the timed loop.
             aio.with_issuer(|_| ()).unwrap();
             cpu_before = cpu_seconds();
-            for off in offsets(n) {
+            for off in offsets(n, blocks) {
                 aio.with_issuer(|me| me.read_exact_into(&f, off, &mut buf[..]))
                     .unwrap()
                     .unwrap();

@@ -12,6 +12,8 @@
 //!   buffered read to a worker.
 //! - `pool.rs` — [`WorkerPool`]: a bounded queue, the lowest idle worker woken on submit, sized
 //!   between a minimum and a maximum by demand ([`PoolSize`]), drain on stop.
+//! - `tally.rs` — `WakeTally`, the count of met and short wakes per sizing window that decides
+//!   whether a self-sizing pool (threads or processes) grows.
 //! - `futex.rs` — the futex wait/wake used for wakeups (works in shared mappings too).
 //! - `arena.rs` — the shared buffer arena: memfd-backed memory worker processes can reach.
 //! - `process/` — worker processes: `mod.rs` the embedder's side ([`process::ProcessPool`],
@@ -24,6 +26,7 @@ pub mod futex;
 mod pool;
 pub mod process;
 mod request;
+mod tally;
 
 pub use pool::{
     CompletionSink, MAX_WORKERS, PoolObserver, PoolSize, PoolSnapshot, WorkerPool, WorkerRow,

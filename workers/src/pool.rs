@@ -10,10 +10,11 @@
 //! Waking the *lowest* idle worker concentrates work on low-numbered workers, so the ones above
 //! them stay idle when they are not needed, and can leave.
 //!
-//! **Sizing.** Time is cut into windows at least the launch interval long. A wake that finds
-//! an idle worker (or one already coming) for every request beyond those the coming workers
-//! will take makes its window calm; a wake that finds too few, at the end of a window that was
-//! not calm, starts one more worker, unless the pool is at its maximum. A worker that sleeps
+//! **Sizing.** Time is cut into windows at least the launch interval long. A wake is *met* if
+//! it finds an idle worker for every request beyond those the coming workers will take, and
+//! *short* if not; a short wake at the end of a window that was not calm (more than three
+//! short wakes for each met one, `tally.rs`) starts one more worker, unless the pool is at its
+//! maximum. A worker that sleeps
 //! for the idle timeout without being woken leaves, unless the pool is at its minimum. A
 //! fixed pool is one whose minimum and maximum are equal.
 //!
@@ -23,6 +24,7 @@
 
 use crate::futex;
 use crate::request::{Request, perform};
+use crate::tally::WakeTally;
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
@@ -173,12 +175,10 @@ struct Shared {
     slots: Box<[CachePadded<Slot>]>,
     size: PoolSize,
     /// Start of the present sizing window, in ns since `born`. The pool grows at
-    /// the end of a window of at least the launch interval in which every wake found too few
-    /// idle workers.
+    /// the end of a window of at least the launch interval that was not calm.
     window_start: AtomicU64,
-    /// A wake in this window found an idle worker for every request it queued: the queue did
-    /// not back up all along, so the window does not grow the pool.
-    calm: AtomicBool,
+    /// How the wakes of this window went (calm or not).
+    tally: WakeTally,
     /// Workers claimed by a wake and not yet back at the queue (they will each take a
     /// request). May dip below 0 for a moment (a worker can notice its claim before the
     /// claimer counts it); read as at least 0.
@@ -243,7 +243,7 @@ impl WorkerPool {
             slots,
             size,
             window_start: AtomicU64::new(0),
-            calm: AtomicBool::new(false),
+            tally: WakeTally::default(),
             on_the_way: AtomicI32::new(0),
             returning: CachePadded::new(AtomicI32::new(0)),
 
@@ -324,9 +324,10 @@ impl WorkerPool {
         let want = queued.min(backlog.saturating_sub(on_the_way + returning));
         let woken = wake_idle(s, want);
         if woken < want {
+            s.tally.short();
             maybe_grow(&self.shared);
-        } else if !s.calm.load(Ordering::Relaxed) {
-            s.calm.store(true, Ordering::Relaxed);
+        } else {
+            s.tally.met();
         }
     }
 }
@@ -406,7 +407,7 @@ fn snapshot(s: &Shared) -> PoolSnapshot {
 }
 
 /// Called when a wake found too few idle workers. At the end of a sizing window (at least the
-/// launch interval long) in which no wake was satisfied, starts one more worker, unless the
+/// launch interval long) that was not calm ([`WakeTally`]), starts one more worker, unless the
 /// pool is at its maximum. A queue that backs up now and then (a worker still on its way back
 /// to idle when the next request comes) does not grow the pool; one that stays backed up
 /// grows it by one worker per interval.
@@ -428,8 +429,8 @@ fn maybe_grow(shared: &Arc<Shared>) {
     {
         return;
     }
-    if s.calm.swap(false, Ordering::Relaxed) {
-        return; // the window saw a satisfied wake
+    if s.tally.close() {
+        return; // the window was calm: enough of its wakes found enough workers
     }
     match launch(shared) {
         Ok(true) => {

@@ -28,6 +28,7 @@ use crate::arena::{self, SharedArena};
 use crate::futex;
 use crate::pool::{PoolSize, PoolSnapshot, WorkerRow};
 use crate::request::{OpCode, Request};
+use crate::tally::WakeTally;
 use control::{
     Control, DONE, FREE, LOST, Layout, MAGIC, QUEUED, W_ABSENT, W_BUSY, W_IDLE, W_RETIRED,
     W_STARTING,
@@ -108,9 +109,10 @@ struct Inner {
     requeued: AtomicU64,
     /// Waiter sleeps that ran to their safety limit although an awaited I/O completed.
     missed_wakes: AtomicU64,
-    /// A wake since the supervisor last looked found an idle worker for every request it
-    /// queued: the queue did not back up all along, so that interval does not grow the pool.
-    calm: AtomicBool,
+    /// How the wakes since the supervisor last looked went: not calm (no wake found enough
+    /// idle workers, or more than three found too few for each that did) is a queue that
+    /// backs up.
+    tally: WakeTally,
     stopping: AtomicBool,
     completer_stop: AtomicBool,
     /// Wakes the supervisor (pool stopping).
@@ -201,7 +203,7 @@ impl ProcessPool {
             replaced: AtomicU32::new(0),
             requeued: AtomicU64::new(0),
             missed_wakes: AtomicU64::new(0),
-            calm: AtomicBool::new(false),
+            tally: WakeTally::default(),
             stopping: AtomicBool::new(false),
             completer_stop: AtomicBool::new(false),
             // SAFETY: eventfd returned a fresh descriptor that we now own.
@@ -318,8 +320,10 @@ impl ProcessPool {
     pub fn wake(&self, n: u32) {
         if n > 0 {
             fence(Ordering::SeqCst);
-            if wake_idle(&self.inner.ctl, n) == n && !self.inner.calm.load(Ordering::Relaxed) {
-                self.inner.calm.store(true, Ordering::Relaxed);
+            if wake_idle(&self.inner.ctl, n) == n {
+                self.inner.tally.met();
+            } else {
+                self.inner.tally.short();
             }
         }
     }
@@ -654,11 +658,11 @@ fn supervise(inner: &Arc<Inner>, ready: std::sync::mpsc::Sender<io::Result<()>>)
             run_queue_here(inner);
         }
         // Grow by one after a whole launch interval in which requests waited with no idle
-        // worker: no wake in it found enough idle workers (a depth-1 issuer that now and then
-        // meets its worker on the way back to idle does not grow the pool), and the queue is
-        // backed up at its end.
+        // worker: the interval was not calm (a depth-1 issuer that now and then meets its
+        // worker on the way back to idle does not grow the pool), and the queue is backed up
+        // at its end.
         if dynamic {
-            let calm = inner.calm.swap(false, Ordering::Relaxed);
+            let calm = inner.tally.close();
             let backed_up = !calm && ctl.queued().any() && h.idle.load(Ordering::SeqCst) == 0;
             let since = *backed_up_since.get_or_insert_with(Instant::now);
             if !backed_up {

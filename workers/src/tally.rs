@@ -1,0 +1,75 @@
+//! [`WakeTally`]: how the wakes of one sizing window went, for deciding whether a
+//! self-sizing pool (threads or processes) grows.
+//!
+//! A wake is *met* when it found an idle worker (or one already coming) for every request it
+//! queued, and *short* when it did not. A window is *calm* when at least one wake in it was
+//! met and no more than three were short for each met one; a pool grows at the end of a
+//! window that was not calm and while requests still wait. So a depth-1 issuer that now and
+//! then meets its worker on the way back to idle (measured: up to half of its wakes short)
+//! does not grow the pool, and a pool a worker or two short of the load does, although a
+//! batch landing as workers come back meets a wake now and then (measured at depth 32 with 14
+//! of 16 workers: 1 met wake in 8 to 30). A window with no wake at all is not calm: requests
+//! waited and nobody came.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Met and short wakes in the present sizing window. The counts are kept with plain loads and
+/// stores, not read-modify-writes: a wake costs its submitter no locked instruction, and an
+/// increment lost to a race between two submitters only blurs a count that is a majority
+/// vote anyway.
+#[derive(Default)]
+pub(crate) struct WakeTally {
+    met: AtomicU32,
+    short: AtomicU32,
+}
+
+fn bump(c: &AtomicU32) {
+    c.store(
+        c.load(Ordering::Relaxed).saturating_add(1),
+        Ordering::Relaxed,
+    );
+}
+
+impl WakeTally {
+    /// A wake found enough workers.
+    pub(crate) fn met(&self) {
+        bump(&self.met);
+    }
+
+    /// A wake found too few workers.
+    pub(crate) fn short(&self) {
+        bump(&self.short);
+    }
+
+    /// Ends the window and starts the next: true if it was calm.
+    pub(crate) fn close(&self) -> bool {
+        let met = self.met.swap(0, Ordering::Relaxed);
+        let short = self.short.swap(0, Ordering::Relaxed);
+        met > 0 && short <= met.saturating_mul(3)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WakeTally;
+
+    #[test]
+    fn a_window_is_calm_unless_most_wakes_are_short() {
+        let t = WakeTally::default();
+        assert!(!t.close(), "a window without a met wake is not calm");
+        t.met();
+        for _ in 0..3 {
+            t.short();
+        }
+        assert!(
+            t.close(),
+            "3 short wakes to 1 met: calm (a depth-1 issuer's races)"
+        );
+        assert!(!t.close(), "closing starts the next window from nothing");
+        t.met();
+        for _ in 0..4 {
+            t.short();
+        }
+        assert!(!t.close(), "4 short wakes to 1 met: the queue backs up");
+    }
+}

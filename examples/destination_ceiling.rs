@@ -6,12 +6,14 @@
 //! memory no read has touched before. On a virtual machine the two can differ by a third
 //! (docs/benchmarks.md, "Prewarm's ceiling is where the data lands").
 //!
-//!     destination_ceiling REGION_MB BS_KB DEPTH [huge] [fresh] FILE...
+//!     destination_ceiling REGION_MB BS_KB DEPTH [huge] [fresh|background] FILE...
 //!
 //! `huge` maps the region with MAP_HUGETLB (as `huge_pages = on` does for the pool). The
 //! region is faulted in before the clock starts, so page zeroing is not in the figure, unless
-//! `fresh` is given: then the reads fault it in, as they do for a pool just mapped. Prints
-//! the reading time in ms and the rate.
+//! `fresh` is given: then the reads fault it in, as they do for a pool just mapped; or
+//! `background`: a second thread faults it in front to back in 16 MiB steps
+//! (MADV_POPULATE_WRITE) while the reads run, as the pool's prefault thread does. Prints the
+//! reading time in ms and the rate.
 
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
@@ -19,7 +21,8 @@ use std::time::Instant;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: destination_ceiling REGION_MB BS_KB DEPTH [huge] [fresh] FILE...";
+    let usage =
+        "usage: destination_ceiling REGION_MB BS_KB DEPTH [huge] [fresh|background] FILE...";
     let num = |i: usize| -> usize { args.get(i).and_then(|v| v.parse().ok()).expect(usage) };
     let (region_mb, bs_kb, depth) = (num(0), num(1), num(2));
     let mut first_file = 3;
@@ -30,6 +33,7 @@ fn main() {
     };
     let huge = flag("huge");
     let fresh = flag("fresh");
+    let background = !fresh && flag("background");
     let files: Vec<std::fs::File> = args[first_file..]
         .iter()
         .map(|p| {
@@ -57,10 +61,31 @@ fn main() {
         )
     };
     assert!(base != libc::MAP_FAILED, "mmap of {len} bytes failed");
-    if !fresh {
+    if !fresh && !background {
         // SAFETY: the whole mapping is ours and writable; touching it faults it in.
         unsafe { std::ptr::write_bytes(base.cast::<u8>(), 0, len) };
     }
+    let addr = base as usize;
+    let prefault = background.then(|| {
+        std::thread::spawn(move || {
+            const STEP: usize = 16 << 20;
+            let t = Instant::now();
+            for off in (0..len).step_by(STEP) {
+                // SAFETY: the range lies in the mapping, which is unmapped only after this
+                // thread is joined; MADV_POPULATE_WRITE only faults pages in (data the reads
+                // put there stays).
+                let r = unsafe {
+                    libc::madvise(
+                        (addr + off) as *mut libc::c_void,
+                        STEP.min(len - off),
+                        libc::MADV_POPULATE_WRITE,
+                    )
+                };
+                assert_eq!(r, 0, "MADV_POPULATE_WRITE (Linux 5.14 or later)");
+            }
+            t.elapsed()
+        })
+    });
     let mut ring = io_uring::IoUring::new(depth.next_power_of_two() as u32).unwrap();
     let sizes: Vec<u64> = files.iter().map(|f| f.metadata().unwrap().len()).collect();
     let (mut file, mut off, mut dest) = (0usize, 0u64, 0usize);
@@ -103,13 +128,18 @@ fn main() {
         }
     }
     let s = t0.elapsed().as_secs_f64();
+    let populated = prefault.map(|t| t.join().unwrap());
     println!(
-        "{:.0} ms, {:.0} MB/s ({bytes} bytes, region {} MiB{}{}, {bs_kb} KiB x {depth})",
+        "{:.0} ms, {:.0} MB/s ({bytes} bytes, region {} MiB{}{}, {bs_kb} KiB x {depth}){}",
         s * 1e3,
         bytes as f64 / s / 1e6,
         len >> 20,
         if huge { " huge" } else { "" },
-        if fresh { " fresh" } else { "" }
+        if fresh { " fresh" } else { "" },
+        populated.map_or(String::new(), |d| format!(
+            ", faulted in by a second thread in {} ms",
+            d.as_millis()
+        ))
     );
     // SAFETY: every read into the region has been reaped.
     unsafe { libc::munmap(base, len) };

@@ -170,10 +170,19 @@ impl Worker<'_> {
             ms => Some(Duration::from_millis(ms)),
         };
         cell.state.store(W_BUSY, Ordering::SeqCst);
+        // This worker's bit in `coming` is set while it is on its way to the queue (it posted
+        // a result, or a submitter claimed it); it leaves once it has taken a request or is
+        // visible as idle.
+        let arrived = || {
+            if h.coming.load(Ordering::Relaxed) & bit != 0 {
+                h.coming.fetch_and(!bit, Ordering::SeqCst);
+            }
+        };
         loop {
             self.sweep_files();
             if let Some(i) = ctl.queued().take_one(self.cursor) {
                 self.cursor = i as usize + 1;
+                arrived();
                 self.execute(i);
                 continue;
             }
@@ -185,6 +194,8 @@ impl Worker<'_> {
             let seen = cell.word.load(Ordering::SeqCst);
             cell.state.store(W_IDLE, Ordering::Relaxed);
             h.idle.fetch_or(bit, Ordering::SeqCst);
+            // Visible as idle before no longer counted as coming.
+            arrived();
             fence(Ordering::SeqCst);
             if ctl.queued().any() || h.stop.load(Ordering::SeqCst) != 0 {
                 h.idle.fetch_and(!bit, Ordering::SeqCst);
@@ -228,6 +239,8 @@ impl Worker<'_> {
         false
     }
 
+    /// Executes request `i` if it is still queued and posts its result (counting this worker
+    /// as coming to the queue before the post can wake anyone).
     fn execute(&mut self, i: u32) {
         let ctl = self.ctl;
         let c = &ctl.reqs()[i as usize];
@@ -243,6 +256,9 @@ impl Worker<'_> {
             return; // taken back by a waiter, or a stale bit
         }
         let result = self.perform(i);
+        ctl.header()
+            .coming
+            .fetch_or(1u64 << self.id, Ordering::SeqCst);
         c.result.store(result, Ordering::Relaxed);
         c.state.store(state_word(DONE, self.id), Ordering::Release);
         ctl.done().set(i);

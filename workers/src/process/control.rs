@@ -65,6 +65,12 @@ pub(crate) struct Header {
     pub close_seq: AtomicU32,
     /// Bit `w` set: worker `w` is idle and may be claimed by a submitter.
     pub idle: CachePadded<AtomicU64>,
+    /// Bit `w` set: worker `w` is on its way to the queue — a submitter claimed it, or it has
+    /// just posted a result — and takes a request there without another wake. Only pool
+    /// sizing reads it (a wake that found too few idle workers but enough coming ones is
+    /// met); wakeups do not depend on it, so a bit left set by a death only holds growth
+    /// back until the repair clears it.
+    pub coming: CachePadded<AtomicU64>,
     /// The completer thread sleeps on `done_seq` after setting this.
     pub completer_sleeping: CachePadded<AtomicU32>,
     pub done_seq: CachePadded<AtomicU32>,
@@ -344,6 +350,9 @@ impl Control {
             }
         }
         self.header().idle.fetch_and(!(1u64 << w), Ordering::SeqCst);
+        self.header()
+            .coming
+            .fetch_and(!(1u64 << w), Ordering::SeqCst);
         requeued
     }
 }
@@ -366,12 +375,19 @@ impl Bits<'_> {
         self.l1.iter().any(|w| w.load(Ordering::SeqCst) != 0)
     }
 
-    /// Set bits (approximate while others change them).
+    /// Set bits (approximate while others change them). Reads only the first-level words
+    /// the second level marks, so a submitter can afford it on every wake.
     pub fn count(&self) -> usize {
-        self.l0
-            .iter()
-            .map(|w| w.load(Ordering::Relaxed).count_ones() as usize)
-            .sum()
+        let mut n = 0;
+        for (k, l1) in self.l1.iter().enumerate() {
+            let mut marked = l1.load(Ordering::Relaxed);
+            while marked != 0 {
+                let w = k * 64 + marked.trailing_zeros() as usize;
+                marked &= marked - 1;
+                n += self.l0[w].load(Ordering::Relaxed).count_ones() as usize;
+            }
+        }
+        n
     }
 
     /// Clears the second-level bit of empty word `w`, then sets it again if a bit arrived

@@ -320,7 +320,15 @@ impl ProcessPool {
     pub fn wake(&self, n: u32) {
         if n > 0 {
             fence(Ordering::SeqCst);
-            if wake_idle(&self.inner.ctl, n) == n {
+            let ctl = &self.inner.ctl;
+            // Workers woken earlier or just done with a request, and not yet back at the
+            // queue, each take a request there without a wake (counted before this wake
+            // adds its own); the queue may hold earlier requests too, which they take first.
+            // The wake is met if it found an idle worker for every request beyond those.
+            let coming = ctl.header().coming.load(Ordering::SeqCst).count_ones();
+            let backlog = ctl.queued().count() as u32;
+            let want = n.min(backlog.saturating_sub(coming));
+            if wake_idle(ctl, n) >= want {
                 self.inner.tally.met();
             } else {
                 self.inner.tally.short();
@@ -380,6 +388,8 @@ fn wake_idle(ctl: &Control, want: u32) -> u32 {
         }
         let bit = mask & mask.wrapping_neg();
         if h.idle.fetch_and(!bit, Ordering::SeqCst) & bit != 0 {
+            // On its way to the queue until it takes a request or sleeps again.
+            h.coming.fetch_or(bit, Ordering::SeqCst);
             let cell = &ctl.workers()[bit.trailing_zeros() as usize];
             cell.word.fetch_add(1, Ordering::SeqCst);
             futex::wake(&cell.word, 1);

@@ -18,6 +18,7 @@ use super::iobuf::IoBuf;
 use super::lifecycle::{Local, LocalHandle, NIL};
 use super::subsystem::AioInner;
 use crate::handle::error::AioError;
+use crate::handle::slot::Executor;
 use crate::handle::slot::{HandleState, WaitRef};
 use crate::handle::wait_event::WaitEvent;
 use dbaio_workers::futex;
@@ -286,6 +287,17 @@ impl Issuer {
                 return;
             }
             let need = want - complete;
+            // A lone I/O, staged, with nothing else of ours in flight: under a method that
+            // runs awaited I/O here, run it rather than hand it over and sleep until it is
+            // done (`IoMethod::runs_awaited_io_here`).
+            if let [i] = handles {
+                if total == 1 && self.aio.method.runs_awaited_io_here() {
+                    if shared.claim_submit(*i) {
+                        shared.perform_synchronously(*i, Executor::Issuer);
+                    }
+                    continue;
+                }
+            }
             let (own, found) = self.newest_unfinished();
             info.begin_wait(
                 WaitEvent::AioIoCompletions,

@@ -226,12 +226,33 @@ impl Issuer {
         (complete, total)
     }
 
+    /// Before the issuer blocks on handle `idx`: submits what is staged. Under a method that
+    /// [runs awaited I/O here](crate::method::IoMethod::runs_awaited_io_here), `idx` itself,
+    /// if still staged, is not handed over but run on this thread once the others are on
+    /// their way: the issuer would only sleep until an executor had done it.
     pub(super) fn submit_if_staged(&self, idx: u32) {
-        if matches!(
-            self.aio.shared.slot(idx).state(),
+        let shared = &self.aio.shared;
+        if !matches!(
+            shared.slot(idx).state(),
             HandleState::Defined | HandleState::Staged
         ) {
-            self.submit_staged();
+            return;
+        }
+        let mut l = self.local.borrow_mut();
+        let li = idx - self.base;
+        let mine = self.aio.method.runs_awaited_io_here()
+            && l.staged
+                .iter()
+                .position(|&s| s == li)
+                .map(|k| l.staged.remove(k))
+                .is_some();
+        if mine {
+            l.link(li);
+        }
+        self.submit_staged_locked(&mut l);
+        drop(l);
+        if mine && shared.claim_submit(idx) {
+            shared.perform_synchronously(idx, Executor::Issuer);
         }
     }
 

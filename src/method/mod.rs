@@ -26,6 +26,16 @@ pub(crate) trait IoMethod: Send + Sync {
     /// lacks).
     fn needs_synchronous_execution(&self, shared: &Shared, i: u32) -> bool;
 
+    /// Optional. True if an I/O its issuer is about to block on, staged and not yet handed
+    /// over, is better run on the issuer than handed to an executor and waited for (worker
+    /// threads: the hand-off costs a wakeup and two context switches for a result the issuer
+    /// would sleep through anyway). False where the hand-off is the point (worker processes
+    /// isolate I/O code from the embedder) or costs nothing extra (io_uring submits and
+    /// waits in one system call).
+    fn runs_awaited_io_here(&self) -> bool {
+        false
+    }
+
     /// Optional. Prepares issuer slot `issuer` before its first I/O (io_uring: its ring).
     fn init_issuer(&self, _shared: &Shared, _issuer: u32) -> Result<(), AioError> {
         Ok(())

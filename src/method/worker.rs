@@ -250,6 +250,10 @@ impl IoMethod for WorkerMethod {
             .contains(HandleFlags::REFERENCES_LOCAL)
     }
 
+    fn runs_awaited_io_here(&self) -> bool {
+        matches!(self.engine, Engine::Threads(_))
+    }
+
     fn submit(&self, shared: &Shared, _issuer: u32, handles: &[u32]) {
         let pool = match &self.engine {
             Engine::Threads(pool) => pool,

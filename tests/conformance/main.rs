@@ -8,6 +8,7 @@ mod support;
 mod acquire_all_busy;
 mod advice;
 mod any_thread;
+mod awaited_staged;
 mod batch_mode;
 mod buffer_pool;
 mod cached_reads;

@@ -30,8 +30,8 @@ pub(crate) trait IoMethod: Send + Sync {
     /// over, is better run on the issuer than handed to an executor and waited for (worker
     /// threads: the hand-off costs a wakeup and two context switches for a result the issuer
     /// would sleep through anyway). False where the hand-off is the point (worker processes
-    /// isolate I/O code from the embedder) or costs nothing extra (io_uring submits and
-    /// waits in one system call).
+    /// isolate I/O code from the embedder) or wakes no thread (io_uring: the kernel runs the
+    /// queue entry).
     fn runs_awaited_io_here(&self) -> bool {
         false
     }

@@ -291,7 +291,11 @@ impl Issuer {
             // runs awaited I/O here, run it rather than hand it over and sleep until it is
             // done (`IoMethod::runs_awaited_io_here`).
             if let [i] = handles {
-                if total == 1 && self.aio.method.runs_awaited_io_here() {
+                // `total` counts the I/Os an `InFlight` will redeem: this one must be it (a
+                // detached op staged beside an earlier read is not what the caller awaits).
+                let awaited =
+                    total == 1 && self.local.borrow().h[(*i - self.base) as usize].claimed;
+                if awaited && self.aio.method.runs_awaited_io_here() {
                     if shared.claim_submit(*i) {
                         shared.perform_synchronously(*i, Executor::Issuer);
                     }

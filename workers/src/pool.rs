@@ -323,6 +323,9 @@ impl WorkerPool {
         let backlog = s.queue.len() as u32;
         let want = queued.min(backlog.saturating_sub(on_the_way + returning));
         let woken = wake_idle(s, want);
+        if s.size.is_fixed() {
+            return; // nothing to tally
+        }
         if woken < want {
             s.tally.short();
             maybe_grow(&self.shared);

@@ -57,6 +57,8 @@ struct Worker<'a> {
     files: HashMap<u32, (u64, OwnedFd)>,
     close_seq: u32,
     cursor: usize,
+    /// A self-sizing pool: this worker keeps its bit in `Header::coming`.
+    sized: bool,
 }
 
 fn run(arg: &str) -> Result<(), String> {
@@ -154,6 +156,7 @@ fn run(arg: &str) -> Result<(), String> {
         files: HashMap::new(),
         close_seq: h.close_seq.load(Ordering::Acquire),
         cursor: id as usize * 64,
+        sized: h.min.load(Ordering::Relaxed) < h.max.load(Ordering::Relaxed),
     };
     w.serve();
     Ok(())
@@ -172,7 +175,7 @@ impl Worker<'_> {
         cell.state.store(W_BUSY, Ordering::SeqCst);
         // This worker's bit in `coming` is set while it is on its way to the queue (it posted
         // a result, or a submitter claimed it); it leaves once it has taken a request or is
-        // visible as idle.
+        // visible as idle. Only a self-sizing pool keeps the mask (`sized`).
         let arrived = || {
             if h.coming.load(Ordering::Relaxed) & bit != 0 {
                 h.coming.fetch_and(!bit, Ordering::SeqCst);
@@ -256,9 +259,11 @@ impl Worker<'_> {
             return; // taken back by a waiter, or a stale bit
         }
         let result = self.perform(i);
-        ctl.header()
-            .coming
-            .fetch_or(1u64 << self.id, Ordering::SeqCst);
+        if self.sized {
+            ctl.header()
+                .coming
+                .fetch_or(1u64 << self.id, Ordering::SeqCst);
+        }
         c.result.store(result, Ordering::Relaxed);
         c.state.store(state_word(DONE, self.id), Ordering::Release);
         ctl.done().set(i);

@@ -66,10 +66,10 @@ pub(crate) struct Header {
     /// Bit `w` set: worker `w` is idle and may be claimed by a submitter.
     pub idle: CachePadded<AtomicU64>,
     /// Bit `w` set: worker `w` is on its way to the queue — a submitter claimed it, or it has
-    /// just posted a result — and takes a request there without another wake. Only pool
-    /// sizing reads it (a wake that found too few idle workers but enough coming ones is
-    /// met); wakeups do not depend on it, so a bit left set by a death only holds growth
-    /// back until the repair clears it.
+    /// just posted a result — and takes a request there without another wake. Kept by
+    /// self-sizing pools only, and only their sizing reads it (a wake that found too few idle
+    /// workers but enough coming ones is met); wakeups do not depend on it, so a bit left set
+    /// by a death only holds growth back until the repair clears it.
     pub coming: CachePadded<AtomicU64>,
     /// The completer thread sleeps on `done_seq` after setting this.
     pub completer_sleeping: CachePadded<AtomicU32>,

@@ -264,7 +264,7 @@ impl ProcessPool {
             c.epoch.store(0, Ordering::Release);
         }
         ctl.header().close_seq.fetch_add(1, Ordering::AcqRel);
-        wake_idle(ctl, u32::MAX);
+        wake_idle(ctl, u32::MAX, false);
     }
 
     /// Queues handle `slot`'s request `req` (generation `generation`) for the workers; false
@@ -318,21 +318,26 @@ impl ProcessPool {
 
     /// Wakes up to `n` idle workers after queueing (lowest-numbered first).
     pub fn wake(&self, n: u32) {
-        if n > 0 {
-            fence(Ordering::SeqCst);
-            let ctl = &self.inner.ctl;
-            // Workers woken earlier or just done with a request, and not yet back at the
-            // queue, each take a request there without a wake (counted before this wake
-            // adds its own); the queue may hold earlier requests too, which they take first.
-            // The wake is met if it found an idle worker for every request beyond those.
-            let coming = ctl.header().coming.load(Ordering::SeqCst).count_ones();
-            let backlog = ctl.queued().count() as u32;
-            let want = n.min(backlog.saturating_sub(coming));
-            if wake_idle(ctl, n) >= want {
-                self.inner.tally.met();
-            } else {
-                self.inner.tally.short();
-            }
+        if n == 0 {
+            return;
+        }
+        fence(Ordering::SeqCst);
+        let ctl = &self.inner.ctl;
+        if self.inner.size.min == self.inner.size.max {
+            wake_idle(ctl, n, false); // a fixed pool: nothing to tally
+            return;
+        }
+        // Workers woken earlier or just done with a request, and not yet back at the queue,
+        // each take a request there without a wake (counted before this wake adds its own);
+        // the queue may hold earlier requests too, which they take first. The wake is met if
+        // it found an idle worker for every request beyond those.
+        let coming = ctl.header().coming.load(Ordering::SeqCst).count_ones();
+        let backlog = ctl.queued().count() as u32;
+        let want = n.min(backlog.saturating_sub(coming));
+        if wake_idle(ctl, n, true) >= want {
+            self.inner.tally.met();
+        } else {
+            self.inner.tally.short();
         }
     }
 
@@ -377,8 +382,9 @@ impl ProcessPool {
     }
 }
 
-/// Claims and wakes up to `want` idle workers, lowest first; returns how many.
-fn wake_idle(ctl: &Control, want: u32) -> u32 {
+/// Claims and wakes up to `want` idle workers, lowest first; returns how many. `coming`: mark
+/// them in `Header::coming` (self-sizing pools, whose wakes count the workers on their way).
+fn wake_idle(ctl: &Control, want: u32, coming: bool) -> u32 {
     let h = ctl.header();
     let mut woken = 0;
     while woken < want {
@@ -388,8 +394,10 @@ fn wake_idle(ctl: &Control, want: u32) -> u32 {
         }
         let bit = mask & mask.wrapping_neg();
         if h.idle.fetch_and(!bit, Ordering::SeqCst) & bit != 0 {
-            // On its way to the queue until it takes a request or sleeps again.
-            h.coming.fetch_or(bit, Ordering::SeqCst);
+            if coming {
+                // On its way to the queue until it takes a request or sleeps again.
+                h.coming.fetch_or(bit, Ordering::SeqCst);
+            }
             let cell = &ctl.workers()[bit.trailing_zeros() as usize];
             cell.word.fetch_add(1, Ordering::SeqCst);
             futex::wake(&cell.word, 1);
@@ -661,7 +669,7 @@ fn supervise(inner: &Arc<Inner>, ready: std::sync::mpsc::Sender<io::Result<()>>)
                     Err(e) => eprintln!("dbaio: could not replace I/O worker process {w}: {e}"),
                 }
             }
-            wake_idle(ctl, requeued.max(1));
+            wake_idle(ctl, requeued.max(1), false);
         }
         if h.live.load(Ordering::SeqCst) == 0 {
             // No worker could be started: the embedder executes what is queued.

@@ -33,6 +33,10 @@ pub struct All {
     /// The worker pool (worker method only).
     #[serde(default)]
     pub worker_pool: Option<WorkerPoolRow>,
+    /// Missed wake-ups the safety nets caught, every issuer, since start (0 unless there is
+    /// a bug in dbaio).
+    #[serde(default)]
+    pub backstop_wakes: u64,
 }
 
 /// The worker pool in one line (`workers 3 (1 .. 16, 1 busy, 0 queued; grown 2, retired 0,
@@ -447,6 +451,11 @@ pub fn prometheus(all: &All) -> String {
     }
     let _ = writeln!(
         o,
+        "# HELP dbaio_backstop_wakes_total Waits a safety-net timeout ended although what they waited for had happened (0 unless there is a bug).\n# TYPE dbaio_backstop_wakes_total counter\ndbaio_backstop_wakes_total {}",
+        all.backstop_wakes
+    );
+    let _ = writeln!(
+        o,
         "# HELP dbaio_ios_in_flight Handles not idle per issuer.\n# TYPE dbaio_ios_in_flight gauge"
     );
     let mut in_flight: HashMap<&str, usize> = HashMap::new();
@@ -545,6 +554,22 @@ pub fn stats_table(all: &All) -> String {
     if !line.is_empty() {
         let _ = writeln!(o, "{line}");
         o.push_str(&worker_lines(&all.worker_pool));
+    }
+    // A bug's symptom: said only when there are any, per issuer and in all.
+    if all.backstop_wakes > 0 {
+        let per: Vec<String> = all
+            .stats
+            .iter()
+            .filter(|s| s.backstop_wakes > 0)
+            .map(|s| format!("{} {}", s.issuer, s.backstop_wakes))
+            .collect();
+        let _ = writeln!(
+            o,
+            "backstop wakes {} (waits a safety-net timeout ended although what they waited \
+             for had happened: a bug in dbaio; {})",
+            all.backstop_wakes,
+            per.join(", ")
+        );
     }
     o
 }

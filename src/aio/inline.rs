@@ -29,7 +29,7 @@ use super::slice::DIRECT_ALIGN;
 use crate::handle::error::IoError;
 use crate::handle::op::{HandleFlags, Op};
 use crate::handle::result::IoResult;
-use crate::handle::shared::MAX_ATTEMPTS;
+use crate::handle::shared::retry_transient;
 use crate::handle::slot::{Executor, HandleSlot, HandleState};
 use crate::handle::wait_event::WaitEvent;
 use std::sync::Arc;
@@ -138,7 +138,7 @@ impl Issuer {
             // until we return (this function's contract); the fd is open while `file` is
             // borrowed.
             let raw = unsafe { transfer(fd, &iov, offset, write) };
-            if (raw == -libc::EAGAIN || raw == -libc::EINTR) && attempts < MAX_ATTEMPTS {
+            if retry_transient(raw, attempts) {
                 attempts += 1;
                 info.begin_wait(
                     WaitEvent::for_sync_op(op),

@@ -17,11 +17,12 @@ use super::io::{Completion, Handle, InFlight};
 use super::iobuf::IoBuf;
 use super::lifecycle::{Local, LocalHandle, NIL};
 use super::subsystem::AioInner;
+use crate::handle::atomics::STD_FENCE;
 use crate::handle::error::AioError;
+use crate::handle::shared::{Drive, Shared};
 use crate::handle::slot::Executor;
 use crate::handle::slot::{HandleState, WaitRef};
 use crate::handle::wait_event::WaitEvent;
-use dbaio_workers::futex;
 use std::cell::{Cell, RefCell};
 use std::ffi::CString;
 use std::marker::PhantomData;
@@ -31,10 +32,6 @@ use std::sync::atomic::Ordering;
 /// Staged I/Os are submitted automatically once this many accumulate (PostgreSQL's
 /// `PGAIO_SUBMIT_BATCH_SIZE`).
 pub const SUBMIT_BATCH_SIZE: usize = 32;
-
-/// How many of its newest unfinished I/Os an issuer about to sleep offers its method to run
-/// itself (`IoMethod::submit_and_wait`).
-const HELP_CANDIDATES: usize = 4;
 
 /// A registered issuer. Create one per thread with [`Aio::register_issuer`](crate::Aio).
 pub struct Issuer {
@@ -65,6 +62,7 @@ impl Issuer {
         // SAFETY: gettid has no preconditions.
         info.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
         *info.name.lock() = name.to_string();
+        info.backstop_wakes.store(0, Ordering::Relaxed);
         aio.stats.issuer_registered(slot, shared.now_ns());
         if let Some(a) = shared.attachment_hooks() {
             a.issuer_registered(slot);
@@ -83,6 +81,7 @@ impl Issuer {
             tail: NIL,
             in_flight: 0,
             h: (0..n).map(|_| LocalHandle::new()).collect(),
+            awaited: Vec::with_capacity(n as usize),
         };
         Ok(Issuer {
             aio: Arc::clone(aio),
@@ -248,6 +247,16 @@ impl Issuer {
                 "the wait reference belongs to another AIO subsystem",
             ));
         }
+        let s = self.aio.shared.slot(wref.index);
+        let own = wref.index.wrapping_sub(self.base) < self.aio.shared.per_issuer;
+        if own
+            && s.generation.load(Ordering::Acquire) == wref.generation
+            && matches!(s.state(), HandleState::HandedOut | HandleState::Defined)
+        {
+            return Err(AioError::ApiViolation(
+                "waiting on an I/O of this issuer that it has not started",
+            ));
+        }
         self.submit_staged();
         self.aio.wait_done(wref.index, wref.generation)?;
         self.reclaim_finished();
@@ -265,94 +274,105 @@ impl Issuer {
     }
 
     /// Like [`Issuer::wait_any`], but returns only once `n` of the in-flight I/Os (or all of
-    /// them, if fewer) are complete, counting only those an `InFlight` will redeem. Waking once per `n` completions instead of once per
-    /// completion is what keeps a deep queue cheap to drive.
+    /// them, if fewer) are complete, counting only those an `InFlight` will redeem. Waking
+    /// once per `n` completions instead of once per completion is what keeps a deep queue
+    /// cheap to drive.
+    ///
+    /// The wait watches the handles, not a count of events: each round it looks at which
+    /// of its I/Os are complete, whoever completed them (a worker, a reaper of its ring, a
+    /// thread that waited on one and ran it), lets the method move them on from here
+    /// (`IoMethod::drive_many`), and sleeps only on something every completion of the rest
+    /// wakes (its bell, or the kernel while only completions there can finish them).
     pub fn wait_for_completions(&self, n: u32) {
         let shared = &self.aio.shared;
-        let info = &shared.issuers[self.slot as usize];
+        let info = self.info();
         // Staged I/Os go to the method together with the wait (one system call on io_uring).
         let (batch, mut staged) = self.prepare_staged(&mut self.local.borrow_mut());
         loop {
-            let seen = info.completed.load(Ordering::SeqCst);
+            let seen = info.bell.seen();
             // I/Os dropped in flight are reclaimed as they finish, and never count: the
             // caller waits for the ones it will redeem.
             self.reclaim_finished();
-            let (complete, total) = self.count_complete();
+            let mut awaited = std::mem::take(&mut self.local.borrow_mut().awaited);
+            let (complete, total) = self.collect_awaited(&mut awaited);
             let want = n.max(1).min(total);
             let handles = &batch[..std::mem::take(&mut staged)];
             if complete >= want {
                 if !handles.is_empty() {
                     self.aio.method.submit(shared, self.slot, handles);
                 }
+                self.local.borrow_mut().awaited = awaited;
                 return;
             }
             let need = want - complete;
-            // A lone I/O, staged, with nothing else of ours in flight: under a method that
-            // runs awaited I/O here, run it rather than hand it over and sleep until it is
-            // done (`IoMethod::runs_awaited_io_here`).
-            if let [i] = handles {
-                // `total` counts the I/Os an `InFlight` will redeem: this one must be it (a
-                // detached op staged beside an earlier read is not what the caller awaits).
-                let awaited =
-                    total == 1 && self.local.borrow().h[(*i - self.base) as usize].claimed;
-                if awaited && self.aio.method.runs_awaited_io_here() {
-                    if shared.claim_submit(*i) {
-                        shared.perform_synchronously(*i, Executor::Issuer);
-                    }
-                    continue;
-                }
+            if self.run_lone_awaited(handles, total) {
+                self.local.borrow_mut().awaited = awaited;
+                continue;
             }
-            let (own, found) = self.newest_unfinished();
             info.begin_wait(
                 WaitEvent::AioIoCompletions,
                 u64::from(need),
                 shared.io_clock_ns(),
             );
-            if self.aio.method.submit_and_wait(
-                shared,
-                self.slot,
-                handles,
-                need,
-                seen,
-                &own[..found],
-            ) {
-                info.end_wait();
-                continue;
+            let drive = self
+                .aio
+                .method
+                .drive_many(shared, self.slot, handles, &awaited, need);
+            // The method may have completed some here, on this thread, which rings no bell:
+            // sleep only for what is still missing once it is done.
+            let left = need.saturating_sub(count_complete(shared, &awaited));
+            if drive == Drive::Sleep && left > 0 {
+                let done = || count_complete(shared, &awaited) >= need;
+                let slept = info.bell.await_rings(seen, left, STD_FENCE, done);
+                shared.note_sleep(self.slot, slept);
             }
-            info.wake_at
-                .store(seen.wrapping_add(need), Ordering::SeqCst);
-            info.waiting.store(1, Ordering::SeqCst);
-            let now = info.completed.load(Ordering::SeqCst);
-            if now.wrapping_sub(seen) < need {
-                futex::wait(&info.completed, now, None);
-            }
-            info.waiting.store(0, Ordering::SeqCst);
             info.end_wait();
+            self.local.borrow_mut().awaited = awaited;
         }
     }
 
-    /// Up to [`HELP_CANDIDATES`] of this issuer's newest I/Os that are not complete, as
-    /// (handle, generation), newest first: those the worker method may run on this thread
-    /// rather than sleep for (`IoMethod::submit_and_wait`).
-    fn newest_unfinished(&self) -> ([(u32, u64); HELP_CANDIDATES], usize) {
-        let shared = &self.aio.shared;
-        let l = self.local.borrow();
-        let mut own = [(0, 0); HELP_CANDIDATES];
-        let mut found = 0;
-        let mut li = l.tail;
-        // Bounded: the walk is paid on every wait that sleeps, on every method.
-        for _ in 0..2 * HELP_CANDIDATES {
-            if li == NIL || found == HELP_CANDIDATES {
-                break;
-            }
-            let s = shared.slot(self.base + li);
-            if !s.state().is_complete() {
-                own[found] = (self.base + li, s.generation.load(Ordering::Relaxed));
-                found += 1;
-            }
-            li = l.h[li as usize].prev;
+    /// A lone I/O, staged, with nothing else of ours in flight: under a method that runs
+    /// awaited I/O here, run it rather than hand it over and sleep until it is done
+    /// (`IoMethod::runs_awaited_io_here`). True if it ran.
+    fn run_lone_awaited(&self, handles: &[u32], total: u32) -> bool {
+        let [i] = handles else {
+            return false;
+        };
+        // `total` counts the I/Os an `InFlight` will redeem: this one must be it (a detached
+        // op staged beside an earlier read is not what the caller awaits).
+        let awaited = total == 1 && self.local.borrow().h[(*i - self.base) as usize].claimed;
+        if !awaited || !self.aio.method.runs_awaited_io_here() {
+            return false;
         }
-        (own, found)
+        let shared = &self.aio.shared;
+        if shared.claim_submit(*i) {
+            shared.run_here(*i, Executor::Issuer);
+        }
+        true
+    }
+
+    /// Fills `awaited` with this issuer's in-flight I/Os that an `InFlight` will redeem and
+    /// that are not complete, as (handle, generation), oldest first; returns (complete,
+    /// total) over the ones an `InFlight` will redeem (ones dropped in flight are not
+    /// counted: reclaim them first, or a finished one counts as progress for ever).
+    fn collect_awaited(&self, awaited: &mut Vec<(u32, u64)>) -> (u32, u32) {
+        awaited.clear();
+        let l = self.local.borrow();
+        let mut li = l.head;
+        let (mut complete, mut total) = (0, 0);
+        while li != NIL {
+            if l.h[li as usize].claimed {
+                total += 1;
+                let s = self.aio.shared.slot(self.base + li);
+                if s.state().is_complete() {
+                    complete += 1;
+                } else {
+                    awaited.push((self.base + li, s.generation.load(Ordering::Relaxed)));
+                }
+            }
+            li = l.h[li as usize].next;
+        }
+        (complete, total)
     }
 
     /// Closes `file` for this issuer: submits staged I/Os, waits for this issuer's in-flight
@@ -460,4 +480,15 @@ impl Drop for Issuer {
         info.end_wait();
         info.in_use.store(false, Ordering::Release);
     }
+}
+
+/// How many of `awaited` are complete (or recycled: long complete).
+fn count_complete(shared: &Shared, awaited: &[(u32, u64)]) -> u32 {
+    awaited
+        .iter()
+        .filter(|&&(i, g)| {
+            let s = shared.slot(i);
+            s.generation.load(Ordering::Acquire) != g || s.state().is_complete()
+        })
+        .count() as u32
 }

@@ -15,7 +15,6 @@ use crate::handle::files::NO_FILE;
 use crate::handle::notice::Notice;
 use crate::handle::op::{HandleFlags, Op};
 use crate::handle::result::{IoResult, Status};
-use crate::handle::shared::MAX_ATTEMPTS;
 use crate::handle::slot::{Executor, HandleState, WaitRef};
 use crate::handle::wait_event::WaitEvent;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -94,6 +93,9 @@ pub(super) struct Local {
     pub(super) tail: u32,
     pub(super) in_flight: u32,
     pub(super) h: Vec<LocalHandle>,
+    /// Scratch for `wait_for_completions`: the I/Os it waits for (sized at registration, so
+    /// waiting allocates nothing).
+    pub(super) awaited: Vec<(u32, u64)>,
 }
 
 impl Local {
@@ -207,25 +209,6 @@ impl Issuer {
         (batch, n)
     }
 
-    /// (complete, total) over this issuer's in-flight I/Os that an `InFlight` will redeem;
-    /// ones dropped in flight are not counted (reclaim them first, or a finished one counts
-    /// as progress for ever).
-    pub(super) fn count_complete(&self) -> (u32, u32) {
-        let l = self.local.borrow();
-        let mut li = l.head;
-        let (mut complete, mut total) = (0, 0);
-        while li != NIL {
-            if l.h[li as usize].claimed {
-                total += 1;
-                if self.aio.shared.slot(self.base + li).state().is_complete() {
-                    complete += 1;
-                }
-            }
-            li = l.h[li as usize].next;
-        }
-        (complete, total)
-    }
-
     /// Before the issuer blocks on handle `idx`: submits what is staged. Under a method that
     /// [runs awaited I/O here](crate::method::IoMethod::runs_awaited_io_here), `idx` itself,
     /// if still staged, is not handed over but run on this thread once the others are on
@@ -252,7 +235,7 @@ impl Issuer {
         self.submit_staged_locked(&mut l);
         drop(l);
         if mine && shared.claim_submit(idx) {
-            shared.perform_synchronously(idx, Executor::Issuer);
+            shared.run_here(idx, Executor::Issuer);
         }
     }
 
@@ -415,9 +398,9 @@ impl Issuer {
         let here = !is_foreign
             && (s.flags().contains(HandleFlags::SYNCHRONOUS)
                 || self.aio.method.needs_synchronous_execution(shared, idx));
-        if here && s.num_callbacks.load(r) == 0 && !shared.faults.armed() {
+        if here && s.num_callbacks.load(r) == 0 {
             l.link(li);
-            self.run_here(idx);
+            self.start_direct(idx);
             if !claimed {
                 self.reclaim_locked(&mut l, li);
             }
@@ -445,7 +428,7 @@ impl Issuer {
             l.link(li);
             // A waiter that saw it staged may have claimed it first; then it runs it.
             if shared.claim_submit(idx) {
-                shared.perform_synchronously(idx, Executor::Issuer);
+                shared.run_here(idx, Executor::Issuer);
             }
             if !claimed && s.state() == HandleState::CompletedShared {
                 self.reclaim_locked(&mut l, li);
@@ -460,54 +443,27 @@ impl Issuer {
     }
 
     /// The direct path of an I/O its issuer runs at once (the sync method, a SYNCHRONOUS
-    /// handle, an op the method lacks) when nothing needs the full protocol's steps: no
-    /// callbacks and no fault rules armed. Until `start` returns, no other thread can claim
-    /// the I/O (only a STAGED handle can be claimed) or attach a notice to it (that takes its
-    /// `InFlight`); one holding a wait reference (`Handle::wait_ref`, or a stale one) can
-    /// only sleep on the state word, and the transitions, compare-and-swaps that keep its
-    /// waiter bit, wake it as on the full path. So it goes HANDED_OUT → SUBMITTED →
-    /// COMPLETED_SHARED in two transitions instead of five, and completes without the
-    /// callback loop, the fault site and the notice check (a notice attaches later, to an I/O
-    /// already complete, and is delivered then). The view, the wait event, the statistics
-    /// and an error's message see what they see on the full path. Each transition is a
-    /// locked instruction: on a page-cache read these, more than the
-    /// instructions around them, are what the handle costs over the bare system call
+    /// handle, an op the method lacks) when it has no callbacks: nothing to run at staging,
+    /// so it goes HANDED_OUT → SUBMITTED (skipping DEFINED and STAGED) and is run and
+    /// completed by the one road every executor takes ([`Shared::run_here`]), whose
+    /// completion on the issuer's own thread is a single transition to COMPLETED_SHARED.
+    /// Until `start` returns no other thread can claim the I/O (only a STAGED handle can be
+    /// claimed) or attach a notice to it (that takes its `InFlight`); one holding a wait
+    /// reference (`Handle::wait_ref`, or a stale one) sleeps on the state word, and each
+    /// transition, a compare-and-swap that keeps its waiter bit, wakes it as on the full
+    /// path. Each transition is a locked instruction: on a page-cache read these, more than
+    /// the instructions around them, are what the handle costs over the bare system call
     /// (docs/benchmarks.md, "Instructions per 4 KiB read").
-    fn run_here(&self, idx: u32) {
+    ///
+    /// [`Shared::run_here`]: crate::handle::shared::Shared::run_here
+    fn start_direct(&self, idx: u32) {
         let shared = &self.aio.shared;
         let s = shared.slot(idx);
         let r = Ordering::Relaxed;
-        let mut since = shared.io_clock_ns();
-        s.staged_ns.store(since, r);
+        s.staged_ns.store(shared.io_clock_ns(), r);
         s.executor.store(Executor::Issuer.encode(), r);
         s.set_state(HandleState::HandedOut, HandleState::Submitted);
-        let mut attempts = 0u8;
-        let raw = loop {
-            match shared.execute_once(idx, Some(self.info()), since) {
-                Some(raw)
-                    if (raw == -libc::EAGAIN || raw == -libc::EINTR) && attempts < MAX_ATTEMPTS =>
-                {
-                    attempts += 1;
-                    since = shared.io_clock_ns();
-                }
-                other => break other,
-            }
-        };
-        if attempts > 0 {
-            s.attempts.store(attempts, r);
-        }
-        let Some(raw) = raw else {
-            shared.fail_panicked(idx, Executor::Issuer);
-            return;
-        };
-        s.raw_result.store(raw, r);
-        s.completed_ns.store(shared.io_clock_ns(), r);
-        s.distilled
-            .store(IoResult::from_raw(s.op(), raw, s.length.load(r)).pack(), r);
-        s.set_state(HandleState::Submitted, HandleState::CompletedShared);
-        // Not counted in the issuer's completion counter: that counter only wakes the issuer
-        // from `wait_for_completions`, which counts from a value it reads itself, and this
-        // thread, the issuer, finished the I/O before it could read one.
+        shared.run_here(idx, Executor::Issuer);
     }
 
     pub(super) fn run_stage_callbacks(&self, idx: u32) {

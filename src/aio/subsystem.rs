@@ -27,11 +27,12 @@ pub(crate) struct AioInner {
 }
 
 impl AioInner {
-    /// Waits until I/O `(i, generation)` is complete, letting the method drive it from this
-    /// thread when it can (io_uring reaps the issuer's ring).
+    /// Waits until I/O `(i, generation)` is complete, letting the method move it on from this
+    /// thread when it can (io_uring reaps the issuer's ring; the worker method runs it if no
+    /// worker has taken it).
     pub(crate) fn wait_done(&self, i: u32, generation: u64) -> Result<(), AioError> {
         self.shared.wait_done(i, generation, |i, g| {
-            self.method.wait_one(&self.shared, i, g)
+            self.method.drive_one(&self.shared, i, g)
         })
     }
 
@@ -201,6 +202,16 @@ impl Aio {
             t += r.advice;
         }
         t
+    }
+
+    /// Waits that a safety-net timeout ended although what they waited for had happened —
+    /// missed wake-ups, all issuers, since start. Always 0 unless dbaio has a bug; per
+    /// issuer in [`Aio::stats`] (`backstop_wakes`).
+    pub fn backstop_wakes(&self) -> u64 {
+        self.inner
+            .shared
+            .backstop_wakes
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Zeroes every issuer's statistics.

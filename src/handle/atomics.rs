@@ -1,6 +1,6 @@
-//! The atomic operations dbaio's two lock-free protocols use — the handle state word with its
-//! waiter bit (`state_word.rs`), and a buffer-pool hit against an evictor
-//! (`bufmgr/hit_pin.rs`) — as small traits. The subsystem runs the protocols on std atomics
+//! The atomic operations dbaio's lock-free protocols use — the handle state word with its
+//! waiter bit (`state_word.rs`), the issuer's bell (`bell.rs`), and a buffer-pool hit
+//! against an evictor (`bufmgr/hit_pin.rs`) — as small traits. The subsystem runs the protocols on std atomics
 //! and the futex; the model checks (`--cfg loom`, see docs/reliability.md) run the very same
 //! functions on loom's atomics, with a mutex and condition variable standing in for the
 //! futex. See `docs/design.md`, "Model checking".
@@ -20,12 +20,16 @@ pub(crate) trait Word32 {
         f: Ordering,
     ) -> Result<u32, u32>;
     fn fetch_or(&self, v: u32, o: Ordering) -> u32;
+    fn fetch_add(&self, v: u32, o: Ordering) -> u32;
+    fn fetch_sub(&self, v: u32, o: Ordering) -> u32;
+    fn swap(&self, v: u32, o: Ordering) -> u32;
 }
 
 /// A 32-bit atomic word threads can sleep on until it changes (a futex).
 pub(crate) trait FutexWord: Word32 {
-    /// Sleeps while the word holds `expected` (or spuriously; callers re-check).
-    fn wait(&self, expected: u32);
+    /// Sleeps while the word holds `expected`, for at most `limit` (or spuriously; callers
+    /// re-check). True if `limit` ended the sleep.
+    fn wait_for(&self, expected: u32, limit: std::time::Duration) -> bool;
     /// Wakes every thread asleep on the word.
     fn wake_all(&self);
 }
@@ -66,12 +70,24 @@ impl Word32 for AtomicU32 {
     fn fetch_or(&self, v: u32, o: Ordering) -> u32 {
         AtomicU32::fetch_or(self, v, o)
     }
+    #[inline]
+    fn fetch_add(&self, v: u32, o: Ordering) -> u32 {
+        AtomicU32::fetch_add(self, v, o)
+    }
+    #[inline]
+    fn fetch_sub(&self, v: u32, o: Ordering) -> u32 {
+        AtomicU32::fetch_sub(self, v, o)
+    }
+    #[inline]
+    fn swap(&self, v: u32, o: Ordering) -> u32 {
+        AtomicU32::swap(self, v, o)
+    }
 }
 
 impl FutexWord for AtomicU32 {
     #[inline]
-    fn wait(&self, expected: u32) {
-        futex::wait(self, expected, None);
+    fn wait_for(&self, expected: u32, limit: std::time::Duration) -> bool {
+        futex::wait(self, expected, Some(limit))
     }
     #[inline]
     fn wake_all(&self) {
@@ -141,14 +157,26 @@ pub(crate) mod model {
         fn fetch_or(&self, v: u32, o: Ordering) -> u32 {
             self.word.fetch_or(v, o)
         }
+        fn fetch_add(&self, v: u32, o: Ordering) -> u32 {
+            self.word.fetch_add(v, o)
+        }
+        fn fetch_sub(&self, v: u32, o: Ordering) -> u32 {
+            self.word.fetch_sub(v, o)
+        }
+        fn swap(&self, v: u32, o: Ordering) -> u32 {
+            self.word.swap(v, o)
+        }
     }
 
     impl FutexWord for LoomFutex {
-        fn wait(&self, expected: u32) {
+        /// No time in the model: a sleep lasts until a wake, so one that needed the safety
+        /// net is a deadlock loom reports.
+        fn wait_for(&self, expected: u32, _limit: std::time::Duration) -> bool {
             let g = self.lock.lock().unwrap();
             if self.word.load(Ordering::SeqCst) == expected {
                 drop(self.changed.wait(g).unwrap());
             }
+            false
         }
         fn wake_all(&self) {
             let _g = self.lock.lock().unwrap();
@@ -174,6 +202,15 @@ pub(crate) mod model {
         }
         fn fetch_or(&self, v: u32, o: Ordering) -> u32 {
             AtomicU32::fetch_or(self, v, o)
+        }
+        fn fetch_add(&self, v: u32, o: Ordering) -> u32 {
+            AtomicU32::fetch_add(self, v, o)
+        }
+        fn fetch_sub(&self, v: u32, o: Ordering) -> u32 {
+            AtomicU32::fetch_sub(self, v, o)
+        }
+        fn swap(&self, v: u32, o: Ordering) -> u32 {
+            AtomicU32::swap(self, v, o)
         }
     }
 

@@ -14,6 +14,7 @@
 
 pub(crate) mod advice_budget;
 pub(crate) mod atomics;
+pub(crate) mod bell;
 pub(crate) mod callback;
 pub(crate) mod describe;
 pub(crate) mod error;

@@ -221,7 +221,7 @@ impl Shared {
         // It may have read the word before we stored it: deliver here, once its shared
         // callbacks are done.
         while st == HandleState::CompletedIo {
-            s.sleep_while(st);
+            let _ = s.sleep_while(st);
             st = s.state();
         }
         notice.deliver(self, i, s.distilled(), foreign);

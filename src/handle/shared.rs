@@ -5,6 +5,8 @@
 //! there is no reference cycle between the subsystem and its worker threads. See
 //! `docs/design.md`, "The handle layer".
 
+use super::atomics::STD_FENCE;
+use super::bell::{Bell, Slept};
 use super::callback::{CallbackRegistry, IoContext};
 use super::error::AioError;
 use super::fault::{FaultInjector, FaultSite};
@@ -16,7 +18,6 @@ use super::slot::{Executor, HandleSlot, HandleState, WaitRef};
 use super::wait_event::WaitEvent;
 use crossbeam_utils::CachePadded;
 use dbaio_workers::Request;
-use dbaio_workers::futex;
 use parking_lot::Mutex;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -28,12 +29,12 @@ pub(crate) struct IssuerSlot {
     pub in_use: AtomicBool,
     pub tid: AtomicI32,
     pub name: Mutex<String>,
-    /// Bumped by every completion of this issuer's I/Os; the futex `wait_any` sleeps on.
-    pub completed: AtomicU32,
-    /// Non-zero while the issuer sleeps on `completed`.
-    pub waiting: AtomicU32,
-    /// The value of `completed` at which a sleeping issuer wants to be woken.
-    pub wake_at: AtomicU32,
+    /// Rung by every completion of this issuer's I/Os on another thread and by every
+    /// hand-off of its ring; where a wait for several of its I/Os sleeps (`bell.rs`).
+    pub bell: Bell<AtomicU32, AtomicU32>,
+    /// Waits on this issuer's I/Os that the safety net ended although what they waited for
+    /// had happened (missed wakes): 0 unless there is a bug. Since the issuer registered.
+    pub backstop_wakes: AtomicU64,
     /// What the issuer is waiting for now (a `WaitEvent` code; 0: nothing).
     pub wait_event: AtomicU32,
     /// What it waits on (an io_id, a count…), meaning per event.
@@ -59,6 +60,24 @@ impl IssuerSlot {
 
 /// How many times an I/O is executed in all when each attempt ends in EAGAIN or EINTR.
 pub(crate) const MAX_ATTEMPTS: u8 = 16;
+
+/// Whether attempt `attempts` (0 for the first) of an I/O that returned `raw` is to be made
+/// again: the retry policy, the same for every executor.
+#[inline]
+pub(crate) fn retry_transient(raw: i32, attempts: u8) -> bool {
+    (raw == -libc::EAGAIN || raw == -libc::EINTR) && attempts + 1 < MAX_ATTEMPTS
+}
+
+/// What a method did for a thread that waits on I/O (see `IoMethod::drive_one`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Drive {
+    /// Something may have changed (an I/O ran here, a ring was reaped, a sleep ended): the
+    /// waiter looks at the states again.
+    Progressed,
+    /// Nothing to do here: the waiter sleeps until the I/O's completer wakes it (on the
+    /// handle's state word for one I/O, on the issuer's bell for several).
+    Sleep,
+}
 
 /// What completing an I/O did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,6 +128,12 @@ pub(crate) struct Shared {
     pub advice: super::advice_budget::AdviceBudget,
     /// The worker method's pool, for the view (set once by the worker method).
     pub worker_pool: std::sync::OnceLock<dbaio_workers::PoolObserver>,
+    /// Told of every completion made on a thread other than its issuer's, after it is
+    /// published (set once by a method whose waiters sleep elsewhere: worker processes).
+    pub on_completion: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// Every missed wake a safety net caught, all issuers, since start (see `backstop_wakes`
+    /// of [`IssuerSlot`]).
+    pub backstop_wakes: AtomicU64,
     attached: Option<Attached>,
     pub epoch: Instant,
     /// `epoch` on the monotonic clock, in nanoseconds (for [`Shared::now_ns`]).
@@ -161,9 +186,13 @@ impl Shared {
                         in_use: AtomicBool::new(false),
                         tid: AtomicI32::new(0),
                         name: Mutex::new(String::new()),
-                        completed: AtomicU32::new(0),
-                        waiting: AtomicU32::new(0),
-                        wake_at: AtomicU32::new(0),
+                        bell: Bell {
+                            word: AtomicU32::new(0),
+                            followers: AtomicU32::new(0),
+                            waiting: AtomicU32::new(0),
+                            wake_at: AtomicU32::new(0),
+                        },
+                        backstop_wakes: AtomicU64::new(0),
                         wait_event: AtomicU32::new(0),
                         wait_object: AtomicU64::new(0),
                         wait_since_ns: AtomicU64::new(0),
@@ -183,6 +212,8 @@ impl Shared {
             faults: FaultInjector::default(),
             advice: super::advice_budget::AdviceBudget::new(advice_budget),
             worker_pool: std::sync::OnceLock::new(),
+            on_completion: std::sync::OnceLock::new(),
+            backstop_wakes: AtomicU64::new(0),
             attached,
             epoch: Instant::now(),
             epoch_ns: monotonic_ns(),
@@ -327,10 +358,14 @@ impl Shared {
             .try_set_state(HandleState::Staged, HandleState::Submitted)
     }
 
-    /// Executes handle `i` (SUBMITTED, claimed by the caller) in the calling thread and
-    /// completes it, executing it again after a transient error (see [`Shared::complete`]).
-    /// A panic while executing fails the I/O instead of leaving it in flight for ever.
-    pub(crate) fn perform_synchronously(&self, i: u32, executor: Executor) {
+    /// Runs handle `i` (SUBMITTED, claimed by the caller) on the calling thread and completes
+    /// it: *the* way any thread executes an I/O itself — the issuer (the sync method, a
+    /// SYNCHRONOUS handle, the direct path, a queue's overflow, an awaited I/O), a waiter that
+    /// claimed it, a worker thread, a reaper retrying an attempt. Each attempt goes through
+    /// [`Shared::complete`], so every executor has the same retry policy, fault site, state
+    /// edges, callbacks and wake-ups. A panic while executing fails the I/O instead of leaving
+    /// it in flight for ever.
+    pub(crate) fn run_here(&self, i: u32, executor: Executor) {
         let issuer = (executor == Executor::Issuer)
             .then(|| &self.issuers[self.slot(i).owner.load(Ordering::Relaxed) as usize]);
         // The first attempt's wait began when the I/O was staged, a moment ago (one clock
@@ -374,14 +409,13 @@ impl Shared {
         raw.ok()
     }
 
-    /// Completes handle `i` (SUBMITTED) with raw result `raw`: fault injection, then — unless
-    /// the result is a transient error to retry — the shared callbacks and COMPLETED_SHARED,
-    /// waking waiters. Runs in whichever thread completed the I/O.
+    /// Completes handle `i` (SUBMITTED) with raw result `raw`: *the* one completion, whatever
+    /// executed the I/O. Fault injection, then — unless the result is a transient error to
+    /// retry ([`retry_transient`]) — the shared callbacks and COMPLETED_SHARED, waking
+    /// waiters (see [`Shared::finish`]).
     ///
-    /// `Retry` leaves the handle SUBMITTED: the result was EAGAIN or EINTR (the kernel gave up
-    /// on this attempt, or a fault rule said so) and the I/O has been tried fewer than
-    /// [`MAX_ATTEMPTS`] times; the caller executes it again, outside any lock it holds, and
-    /// completes it again.
+    /// `Retry` leaves the handle SUBMITTED: the caller executes it again, outside any lock it
+    /// holds, and completes it again.
     ///
     /// A panic in here (a fault rule's, or a bug) unwinds to the caller, which must fail the
     /// I/O ([`Shared::fail_panicked`]) if it is still SUBMITTED: a worker thread does so and
@@ -394,27 +428,28 @@ impl Shared {
             HandleState::Submitted,
             "completing an I/O that is not submitted"
         );
-        let op = s.op();
-        // The injection point sees the real raw result, as PostgreSQL's does.
-        let fault = self.faults.apply(
-            &FaultSite {
-                op,
-                file: s.file.load(Ordering::Relaxed),
-                offset: s.offset.load(Ordering::Relaxed),
-                io_id: i,
-                generation: s.generation.load(Ordering::Relaxed),
-                attempt: s.attempts.load(Ordering::Relaxed),
-            },
-            raw,
-        );
-        let raw = fault.raw;
-        if (raw == -libc::EAGAIN || raw == -libc::EINTR)
-            && s.attempts.load(Ordering::Relaxed) < MAX_ATTEMPTS
-        {
-            s.attempts.fetch_add(1, Ordering::Relaxed);
+        let (raw, hold) = if self.faults.armed() {
+            let fault = self.faults.apply(
+                &FaultSite {
+                    op: s.op(),
+                    file: s.file.load(Ordering::Relaxed),
+                    offset: s.offset.load(Ordering::Relaxed),
+                    io_id: i,
+                    generation: s.generation.load(Ordering::Relaxed),
+                    attempt: s.attempts.load(Ordering::Relaxed),
+                },
+                raw,
+            );
+            (fault.raw, fault.hold)
+        } else {
+            (raw, None)
+        };
+        let attempts = s.attempts.load(Ordering::Relaxed);
+        if retry_transient(raw, attempts) {
+            s.attempts.store(attempts + 1, Ordering::Relaxed);
             return Completed::Retry;
         }
-        self.finish(i, raw, executor, None, fault.hold);
+        self.finish(i, raw, executor, None, hold);
         Completed::Done
     }
 
@@ -462,8 +497,16 @@ impl Shared {
         self.finish(i, raw, executor, Some(result), None);
     }
 
-    /// Publishes COMPLETED_IO with `raw`, runs the shared callbacks over the base result
-    /// (`base`, or the interpretation of `raw`), publishes COMPLETED_SHARED and wakes waiters.
+    /// Publishes handle `i`'s completion: the raw result, the shared callbacks over the base
+    /// result (`base`, or the interpretation of `raw`), the notice, COMPLETED_SHARED (which
+    /// wakes the handle's sleepers), and — when the completer is not the issuer's own thread —
+    /// the issuer's bell and the method's `on_completion`.
+    ///
+    /// An I/O without callbacks completed on its issuer's own thread takes the short road:
+    /// SUBMITTED → COMPLETED_SHARED in one transition, without the bell (the issuer is not
+    /// asleep: it is here). Nothing is lost by skipping COMPLETED_IO there: no callback runs
+    /// between the two, and only this same thread can attach a notice, so the notice word is
+    /// read without racing an attacher.
     fn finish(
         &self,
         i: u32,
@@ -473,18 +516,44 @@ impl Shared {
         hold: Option<u32>,
     ) {
         let s = self.slot(i);
-        let op = s.op();
-        // Written before COMPLETED_IO is published, so the view never sees that state without
-        // its raw result.
+        // Written before the state that publishes them, so the view never sees a completed
+        // state without its raw result.
         s.raw_result.store(raw, Ordering::Relaxed);
         s.executor.store(executor.encode(), Ordering::Relaxed);
         s.completed_ns.store(self.io_clock_ns(), Ordering::Relaxed);
+        let on_issuer = executor == Executor::Issuer;
+        if on_issuer && hold.is_none() && s.num_callbacks.load(Ordering::Relaxed) == 0 {
+            let result = base.unwrap_or_else(|| {
+                IoResult::from_raw(s.op(), raw, s.length.load(Ordering::Relaxed))
+            });
+            s.distilled.store(result.pack(), Ordering::Relaxed);
+            if s.notice.load(Ordering::Relaxed) != 0 {
+                self.deliver_notice(i, result);
+            }
+            s.set_state(HandleState::Submitted, HandleState::CompletedShared);
+            return;
+        }
         s.set_state(HandleState::Submitted, HandleState::CompletedIo);
         if let Some(seen) = hold {
             self.faults.hold(seen);
         }
-        let mut result =
-            base.unwrap_or_else(|| IoResult::from_raw(op, raw, s.length.load(Ordering::Relaxed)));
+        let result = self.run_shared_callbacks(i, raw, base);
+        s.distilled.store(result.pack(), Ordering::Relaxed);
+        // A ticket's or a detached I/O's notice hears of it before anyone can recycle it.
+        self.deliver_notice(i, result);
+        let owner = s.owner.load(Ordering::Relaxed);
+        s.set_state(HandleState::CompletedIo, HandleState::CompletedShared);
+        if !on_issuer {
+            self.announce_completion(owner);
+        }
+    }
+
+    /// Runs handle `i`'s shared callbacks, innermost first, over the base result; a
+    /// panicking callback fails the I/O.
+    fn run_shared_callbacks(&self, i: u32, raw: i32, base: Option<IoResult>) -> IoResult {
+        let s = self.slot(i);
+        let mut result = base
+            .unwrap_or_else(|| IoResult::from_raw(s.op(), raw, s.length.load(Ordering::Relaxed)));
         let n = s.num_callbacks.load(Ordering::Relaxed) as usize;
         let ctx = IoContext {
             shared: self,
@@ -513,32 +582,51 @@ impl Shared {
                 }
             }
         }
-        s.distilled.store(result.pack(), Ordering::Relaxed);
-        // A ticket's or a detached I/O's notice hears of it before anyone can recycle it.
-        self.deliver_notice(i, result);
-        s.set_state(HandleState::CompletedIo, HandleState::CompletedShared);
-        let issuer = &self.issuers[s.owner.load(Ordering::Relaxed) as usize];
-        let c = issuer
-            .completed
-            .fetch_add(1, Ordering::SeqCst)
-            .wrapping_add(1);
-        if issuer.waiting.load(Ordering::SeqCst) != 0
-            && c.wrapping_sub(issuer.wake_at.load(Ordering::SeqCst)) as i32 >= 0
-            && issuer.waiting.swap(0, Ordering::SeqCst) != 0
-        {
-            futex::wake(&issuer.completed, 1);
+        result
+    }
+
+    /// A completion of one of `owner`'s I/Os was published on another thread: ring its bell
+    /// and tell the method.
+    #[inline]
+    fn announce_completion(&self, owner: u32) {
+        self.issuers[owner as usize].bell.ring(STD_FENCE);
+        if let Some(hook) = self.on_completion.get() {
+            hook();
         }
     }
 
-    /// Waits until the I/O `(i, generation)` is complete (or the handle was recycled). Any
-    /// thread may call it. While the I/O is submitted, `drive(i, generation)` may complete it
-    /// from this thread (io_uring reaps the issuer's ring) and says whether it tried; if not,
-    /// the caller sleeps on the slot until the completer wakes it.
+    /// Counts a missed wake the safety net caught, on a wait for one of `owner`'s I/Os.
+    pub(crate) fn count_backstop(&self, owner: u32) {
+        self.issuers[owner as usize]
+            .backstop_wakes
+            .fetch_add(1, Ordering::Relaxed);
+        self.backstop_wakes.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(
+            issuer = owner,
+            "a wait was ended by its safety-net timeout although what it waited for had \
+             happened: a missed wake-up (a bug in dbaio)"
+        );
+    }
+
+    /// Counts a sleep's outcome: a missed wake is a bug, counted.
+    pub(crate) fn note_sleep(&self, owner: u32, slept: Slept) {
+        if slept == Slept::Missed {
+            self.count_backstop(owner);
+        }
+    }
+
+    /// Waits until the I/O `(i, generation)` is complete (or the handle was recycled): the
+    /// one wait for one I/O, from any thread. It watches the handle's state, whoever
+    /// completes it. A handle still staged in a batch is claimed and run here (executor
+    /// `waiter`): its issuer may be waiting for us. While it is submitted, `drive` lets the
+    /// method move it on from this thread (io_uring reaps the ring, the worker method runs it
+    /// if no worker has taken it); otherwise — or when `drive` says to sleep — the caller
+    /// sleeps on the handle's state word, which every transition wakes.
     pub(crate) fn wait_done(
         &self,
         i: u32,
         generation: u64,
-        mut drive: impl FnMut(u32, u64) -> bool,
+        mut drive: impl FnMut(u32, u64) -> Drive,
     ) -> Result<(), AioError> {
         let s = self.slot(i);
         loop {
@@ -548,7 +636,7 @@ impl Shared {
             }
             match st {
                 HandleState::CompletedShared | HandleState::CompletedLocal => return Ok(()),
-                HandleState::Idle | HandleState::HandedOut => {
+                HandleState::Idle => {
                     return Err(AioError::ApiViolation(
                         "waiting on an I/O that was never started",
                     ));
@@ -558,11 +646,24 @@ impl Shared {
                 // meanwhile, the claim took a newer I/O: it runs here too (nobody else will
                 // now), and the loop then finds ours long done.
                 HandleState::Staged if self.claim_submit(i) => {
-                    self.perform_synchronously(i, Executor::Waiter);
+                    self.run_here(i, Executor::Waiter);
                 }
-                HandleState::Submitted if drive(i, generation) => {}
-                _ => s.sleep_while(st),
+                HandleState::Submitted if drive(i, generation) == Drive::Progressed => {}
+                // Handed out or being defined (its issuer starts it or gives it back),
+                // claimed by another thread, running callbacks, or left to its completer.
+                _ => self.sleep_on_handle(i, generation, st),
             }
+        }
+    }
+
+    /// Sleeps until handle `i` leaves state `st` (or its generation moves on), counting a
+    /// missed wake if the safety net finds it did.
+    fn sleep_on_handle(&self, i: u32, generation: u64, st: HandleState) {
+        let s = self.slot(i);
+        if s.sleep_while(st)
+            && (s.state() != st || s.generation.load(Ordering::Acquire) != generation)
+        {
+            self.count_backstop(s.owner.load(Ordering::Relaxed));
         }
     }
 }

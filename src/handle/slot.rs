@@ -225,9 +225,10 @@ impl HandleSlot {
         state_word::transition(&self.state, from, to, STD_FENCE)
     }
 
-    /// Sleeps until the state differs from `seen` (or spuriously). The caller re-checks.
-    pub(crate) fn sleep_while(&self, seen: HandleState) {
-        state_word::sleep_while(&self.state, seen);
+    /// Sleeps until the state differs from `seen` (or spuriously), for at most the safety
+    /// net. The caller re-checks. True if the safety net ended the sleep.
+    pub(crate) fn sleep_while(&self, seen: HandleState) -> bool {
+        state_word::sleep_while(&self.state, seen)
     }
 
     pub(crate) fn op(&self) -> Op {

@@ -6,6 +6,7 @@
 //! `docs/design.md`, "Handles", and docs/reliability.md, "Model checking".
 
 use super::atomics::{Fence, FutexWord};
+use super::bell::SAFETY_NET;
 use super::slot::HandleState;
 use std::sync::atomic::Ordering;
 
@@ -54,13 +55,15 @@ pub(crate) fn transition<W: FutexWord>(
     Ok(())
 }
 
-/// Sleeps until the state differs from `seen` (or spuriously). The caller re-checks.
-pub(crate) fn sleep_while<W: FutexWord>(word: &W, seen: HandleState) {
+/// Sleeps until the state differs from `seen` (or spuriously), for at most the safety net
+/// ([`SAFETY_NET`]). The caller re-checks. True if the safety net ended the sleep (the caller
+/// tells a slow I/O from a missed wake by what it finds).
+pub(crate) fn sleep_while<W: FutexWord>(word: &W, seen: HandleState) -> bool {
     let w = word.fetch_or(WAITERS, Ordering::AcqRel) | WAITERS;
     if HandleState::from_word(w) != seen {
-        return;
+        return false;
     }
-    word.wait(w);
+    word.wait_for(w, SAFETY_NET)
 }
 
 /// The model check: every interleaving (and weak-memory outcome loom explores) of waiters
@@ -81,7 +84,7 @@ mod loom_tests {
             if st.is_complete() {
                 return;
             }
-            sleep_while(w, st);
+            let _ = sleep_while(w, st);
         }
     }
 

@@ -42,6 +42,9 @@ struct All {
     stats: Vec<crate::IssuerStatsRow>,
     advice_budget: Vec<crate::AdviceBudgetRow>,
     worker_pool: Option<crate::WorkerPoolRow>,
+    /// Missed wake-ups the safety nets caught, every issuer, since start (0 unless there is
+    /// a bug).
+    backstop_wakes: u64,
 }
 
 fn error_json(msg: &str) -> Vec<u8> {
@@ -253,6 +256,10 @@ fn answer(cmd: &str, src: &Source) -> Vec<u8> {
             stats: src.stat_rows(),
             advice_budget: src.advice_budget(),
             worker_pool: src.worker_pool(),
+            backstop_wakes: src
+                .shared
+                .backstop_wakes
+                .load(std::sync::atomic::Ordering::Relaxed),
         }),
         other => {
             let shown: String = other.chars().take(40).collect();

@@ -413,6 +413,7 @@ fn row(
             useful: advice(AdviceEvent::Useful),
             wasted: advice(AdviceEvent::Wasted),
         },
+        backstop_wakes: info.backstop_wakes.load(Ordering::Relaxed),
     }
 }
 
@@ -536,4 +537,8 @@ pub struct IssuerStatsRow {
     /// What became of its read streams' readahead advice.
     #[serde(default)]
     pub advice: AdviceRow,
+    /// Waits on its I/Os that a safety-net timeout ended although what they waited for had
+    /// happened — missed wake-ups, since it registered. 0 unless dbaio has a bug.
+    #[serde(default)]
+    pub backstop_wakes: u64,
 }

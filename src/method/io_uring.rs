@@ -1,79 +1,92 @@
 //! The `io_uring` method: one ring per issuer slot, created when the issuer registers. The
-//! issuer pushes a whole batch and submits it with one `io_uring_enter`. Anyone waiting on one
-//! of the issuer's I/Os may reap its ring under the ring's completion lock and run the shared
-//! callbacks (foreign completion), so an issuer that blocks elsewhere stalls no one. Buffered
-//! reads of 128 KiB or more are punted to io-wq (`IOSQE_ASYNC`) once more than four I/Os are
-//! in flight (PostgreSQL punts all buffered I/O so); smaller ones run inline, where a
-//! page-cache hit costs a third as much ([`INLINE_BUFFERED_MAX`]). See `docs/design.md`, "Methods".
+//! issuer pushes a whole batch and submits it with one `io_uring_enter` — the same one in
+//! which it waits, when it waits. Anyone waiting on one of the issuer's I/Os may reap its
+//! ring under the ring's completion lock and run the shared callbacks (foreign completion),
+//! so an issuer that blocks elsewhere stalls no one. Buffered reads of 128 KiB or more are
+//! punted to io-wq (`IOSQE_ASYNC`) once more than four I/Os are in flight (PostgreSQL punts
+//! all buffered I/O so); smaller ones run inline, where a page-cache hit costs a third as
+//! much ([`INLINE_BUFFERED_MAX`]). See `docs/design.md`, "Methods" and "Waiting".
 //!
-//! The protocol between the submitter (the issuer) and reapers (anyone waiting), which keeps
-//! them from deadlocking each other:
+//! How waiters share a ring (the protocol; `reap_or_follow` is its one implementation):
 //!
-//! - A handle becomes SUBMITTED only here, as it is pushed, and it is counted as unsubmitted
-//!   (`Ring::unsubmitted`) from just before its claim until the kernel has taken it.
-//! - A reaper sleeps in the kernel holding the completion lock only while nothing is
-//!   unsubmitted: whatever it waits for is then in the kernel and will complete. While
-//!   entries are unsubmitted it waits for the submitter's next submission instead.
-//! - The submitter never blocks on the completion lock while it holds unsubmitted entries:
-//!   it takes the lock only if free (to submit and wait in one system call), and otherwise
-//!   submits first.
-//! - Nothing blocking runs under the completion lock: an I/O whose attempt ended in EAGAIN or
-//!   EINTR is executed again after the lock is released.
+//! - A handle is *in the ring* ([`Uring::in_ring`]) from the moment its issuer pushes it
+//!   until the thread that reaps its completion clears the mark, under the completion lock.
+//!   A thread holding that lock and seeing the mark knows the I/O completes only through a
+//!   completion it will reap itself. An I/O not in the ring — run by its issuer (a buffered
+//!   write ext4 cannot do without blocking, an op the kernel lacks, a retired ring), claimed
+//!   staged and run by a waiter, or executed again after EAGAIN — is waited for on its
+//!   handle's state word (one I/O) or the issuer's bell (several).
+//! - One thread at a time reaps a ring: whoever takes the completion lock. Nobody ever
+//!   blocks on that lock. The holder drains, and if nothing was ready and the kernel holds
+//!   entries ([`Ring::in_kernel`] > 0, so a completion will come), sleeps in the kernel for
+//!   *one* completion, bounded by the safety net; then it drains again and lets go. Every
+//!   kernel wait is for one completion, so no other thread can leave it waiting for
+//!   completions that went elsewhere.
+//! - A waiter that finds the lock taken *follows*: it sleeps on the issuer's bell, which
+//!   every completion of the issuer's I/Os rings and which the holder rings when it lets the
+//!   ring go (with followers counted, after a fence: Dekker's pattern, model-checked in
+//!   `handle/bell.rs`). A waiter that finds its I/O pushed but not yet in the kernel follows
+//!   until the issuer hands it over (a submission rings the bell for followers).
+//! - The issuer waiting for several I/Os sleeps in the kernel only while every one it waits
+//!   for is in the ring; while one runs on another thread it follows the bell instead, and
+//!   arms the watcher thread to reap the ring if no one else does.
+//! - Nothing blocking runs under the completion lock: an I/O whose attempt ended in EAGAIN
+//!   or EINTR is executed again after the lock is released, out of the ring.
 //! - A submission the kernel refuses (other than EAGAIN/EBUSY/EINTR) retires the ring: the
 //!   I/Os it held fail with the error, and the issuer's later I/Os run synchronously. Their
 //!   entries stay in the ring's memory, never to be submitted.
-//! - A reaper's sleep in the kernel is bounded (a backstop, not the mechanism): an I/O
-//!   completed without a completion entry (failed at submission, or executed again) is
-//!   noticed.
 
 use super::IoMethod;
 use super::watcher::Watcher;
+use crate::handle::atomics::STD_FENCE;
+use crate::handle::bell::{SAFETY_NET, Slept};
 use crate::handle::error::AioError;
 use crate::handle::files::NO_FILE;
 use crate::handle::op::{HandleFlags, Op};
 use crate::handle::result::{ERROR_DATA_SUBMIT_FAILED, IoResult, Status};
 use crate::handle::settings::{IoMethodKind, Settings};
-use crate::handle::shared::{Completed, Shared};
+use crate::handle::shared::{Completed, Drive, Shared};
 use crate::handle::slot::{Executor, HandleState};
 use dbaio_uring::{Completion, Fd, Ring, Submission, Support};
 use parking_lot::Mutex;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 /// Buffered I/Os beyond this many in flight may be punted to io-wq (`IOSQE_ASYNC`), as
 /// PostgreSQL does so that io-wq's threads copy from the page cache in parallel — but only
-/// reads of at least [`PUNT_MIN_BYTES`], on a machine with a second CPU. Cached random reads
-/// at depth 32 on this 2-CPU machine, punted against inline: 4 KiB 262–273k against 572–612k
-/// IOPS (5.4–5.8 against 1.6–1.7 µs of CPU per read), 16 KiB 169k against 305k, 64 KiB 98k
-/// against 147k; at 128 KiB punting wins, 101–110k against 95–103k IOPS, with 60% more CPU
-/// (docs/benchmarks.md). The kernel reads what is not cached without io-wq anyway (async
-/// buffered reads), so the punt buys only parallel copying, which pays once a copy outweighs
-/// the hand-off (~3–4 µs).
+/// reads of at least [`PUNT_MIN_BYTES`], on a machine with a second CPU. Measured in
+/// docs/benchmarks.md ("io_uring and buffered reads"): punting small cached reads costs
+/// three times the CPU of running them inline; from 128 KiB up the parallel copy pays. The
+/// kernel reads what is not cached without io-wq anyway (async buffered reads), so the punt
+/// buys only parallel copying, which pays once a copy outweighs the hand-off.
 const INLINE_BUFFERED_MAX: u32 = 4;
 /// The smallest buffered read punted (see [`INLINE_BUFFERED_MAX`]).
 const PUNT_MIN_BYTES: u64 = 128 << 10;
 /// Fewer CPUs than this: buffered reads are never punted (nothing to copy in parallel with).
 const PUNT_MIN_CPUS: usize = 2;
-/// The longest a reaper sleeps in the kernel before it looks at its I/O again.
-const BACKSTOP: Duration = Duration::from_millis(100);
-/// Submissions refused with EAGAIN/EBUSY are tried this many times (about a second) before
-/// the refusal is taken as final.
+/// Submissions refused with EAGAIN/EBUSY are tried this many times before the refusal is
+/// taken as final.
 const SUBMIT_TRIES: u32 = 1000;
+/// Handles are pushed and submitted in groups of at most this many.
+const PUSH_GROUP: usize = 32;
 
 struct RingSlot {
     ring: OnceLock<Ring>,
+    /// Pushed entries whose completions are not reaped yet.
     in_flight: AtomicU32,
-    /// I/Os being executed again after EAGAIN/EINTR, outside the completion lock.
-    retrying: AtomicU32,
     /// The errno of a submission the kernel refused: the ring is retired (0: it is not).
     retired: AtomicI32,
+    /// The watcher reaps this ring whenever completions arrive (futures, detached I/Os):
+    /// a reaper letting go then looks once more for completions that came meanwhile.
+    watched: AtomicBool,
 }
 
 /// The rings and their protocol; shared with the watcher thread (see [`UringMethod`]).
 struct Uring {
     rings: Box<[RingSlot]>,
+    /// Per handle: pushed into its ring, completion not reaped yet (see the module doc).
+    in_ring: Box<[AtomicBool]>,
     support: Support,
     entries: u32,
     fixed_files: u32,
@@ -112,17 +125,24 @@ impl Retries {
     fn is_empty(&self) -> bool {
         self.n == 0
     }
+
+    fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.few[..self.n].iter().chain(&self.more).copied()
+    }
 }
 
 /// The handles one push queued, in order (a submission is at most a batch of 32).
 struct Pushed {
-    ids: [u32; 32],
+    ids: [u32; PUSH_GROUP],
     n: usize,
 }
 
 impl Pushed {
     fn new() -> Pushed {
-        Pushed { ids: [0; 32], n: 0 }
+        Pushed {
+            ids: [0; PUSH_GROUP],
+            n: 0,
+        }
     }
 
     fn as_slice(&self) -> &[u32] {
@@ -130,8 +150,14 @@ impl Pushed {
     }
 }
 
-/// Handles are pushed and submitted in groups of at most this many.
-const PUSH_GROUP: usize = 32;
+/// What a waiter on a ring still needs (see [`Uring::reap_or_follow`]).
+struct Want<'a> {
+    /// True while the waiter still needs a completion from this ring.
+    waiting: &'a dyn Fn() -> bool,
+    /// The issuer's own entries, published and not yet handed to the kernel: the reaping
+    /// enter submits them (only the issuer pushes, so only it may).
+    submit: &'a [u32],
+}
 
 impl Uring {
     /// Probes io_uring; `Err` is the refusal in words.
@@ -142,9 +168,12 @@ impl Uring {
                 .map(|_| RingSlot {
                     ring: OnceLock::new(),
                     in_flight: AtomicU32::new(0),
-                    retrying: AtomicU32::new(0),
                     retired: AtomicI32::new(0),
+                    watched: AtomicBool::new(false),
                 })
+                .collect(),
+            in_ring: (0..shared.handle_count())
+                .map(|_| AtomicBool::new(false))
                 .collect(),
             support,
             entries: shared.per_issuer,
@@ -168,76 +197,29 @@ impl Uring {
         self.rings[issuer as usize].retired.load(Ordering::Acquire) != 0
     }
 
-    /// Reaps every completion ready on the locked completion side; I/Os to execute again go
-    /// to `retries` (run them with [`Uring::run_retries`] once the lock is released).
-    fn drain(
-        &self,
-        shared: &Shared,
-        issuer: u32,
-        cq: &mut Completion<'_>,
-        retries: &mut Retries,
-    ) -> usize {
-        let slot = &self.rings[issuer as usize];
-        cq.drain(|user_data, res| {
-            let i = user_data as u32;
-            slot.in_flight.fetch_sub(1, Ordering::Relaxed);
-            if shared.complete_catching(i, res, Executor::Ring) == Completed::Retry {
-                retries.push(i);
-            }
-        })
+    /// Handle `i`'s I/O is in its ring (see the module documentation).
+    fn in_ring(&self, i: u32) -> bool {
+        self.in_ring[i as usize].load(Ordering::Acquire)
     }
 
-    /// Marks `retries` as being executed again (call before the completion lock goes).
-    fn retrying(&self, issuer: u32, retries: &Retries) {
-        let n = retries.n + retries.more.len();
-        if n > 0 {
-            self.rings[issuer as usize]
-                .retrying
-                .fetch_add(n as u32, Ordering::AcqRel);
-        }
-    }
+    // ---- submitting ------------------------------------------------------------------
 
-    /// Executes the I/Os of `retries` again, in this thread, without any lock held.
-    fn run_retries(&self, shared: &Shared, issuer: u32, retries: &Retries) {
-        let slot = &self.rings[issuer as usize];
-        for &i in retries.few[..retries.n].iter().chain(&retries.more) {
-            shared.perform_synchronously(i, Executor::Ring);
-            slot.retrying.fetch_sub(1, Ordering::AcqRel);
-        }
-    }
-
-    /// Reaps under an already-held completion side, then releases it and runs the retries.
-    fn drain_and_release(&self, shared: &Shared, issuer: u32, mut cq: Completion<'_>) -> usize {
-        let mut retries = Retries::new();
-        let n = self.drain(shared, issuer, &mut cq, &mut retries);
-        self.retrying(issuer, &retries);
-        drop(cq);
-        self.run_retries(shared, issuer, &retries);
-        n
-    }
-
-    /// Claims each of `handles` (at most [`PUSH_GROUP`]; STAGED → SUBMITTED) and queues it
-    /// on the locked submission side; returns the handles pushed, in order. A handle someone
-    /// else claimed (a waiter that ran it) is skipped.
-    fn push(
-        &self,
-        shared: &Shared,
-        issuer: u32,
-        sq: &mut Submission<'_>,
-        handles: &[u32],
-    ) -> Pushed {
+    /// Claims each of `handles` (at most [`PUSH_GROUP`]; STAGED → SUBMITTED), marks it in
+    /// the ring and queues it on the locked submission side; returns the handles pushed, in
+    /// order. A handle someone else claimed (a waiter that runs it) is skipped.
+    fn push(&self, issuer: u32, sq: &mut Submission<'_>, handles: &[u32]) -> Pushed {
         debug_assert!(handles.len() <= PUSH_GROUP);
+        let shared = &*self.shared;
         let mut pushed = Pushed::new();
         let counter = &self.rings[issuer as usize].in_flight;
         for &i in handles {
-            sq.reserve();
             if !shared.claim_submit(i) {
-                sq.unreserve();
                 continue;
             }
-            let op = self.build(shared, i);
+            let op = self.build(i);
             let s = shared.slot(i);
             s.executor.store(Executor::Ring.encode(), Ordering::Relaxed);
+            self.in_ring[i as usize].store(true, Ordering::Release);
             let in_flight = counter.fetch_add(1, Ordering::Relaxed);
             let punt = self.punt_large_reads
                 && s.flags().contains(HandleFlags::BUFFERED)
@@ -259,18 +241,11 @@ impl Uring {
         pushed
     }
 
-    /// Hands every queued entry (the handles `pushed`, in order) to the kernel. Refusals that
+    /// Hands the queued entries (the handles `pushed`, in order) to the kernel. Refusals that
     /// pass (EAGAIN, EBUSY: the completion queue is full) are retried, reaping first when the
-    /// completion side is free — never blocking on it, since these entries are unsubmitted.
-    /// A refusal that does not pass retires the ring and fails the entries not taken.
-    fn flush(
-        &self,
-        shared: &Shared,
-        issuer: u32,
-        ring: &Ring,
-        sq: &mut Submission<'_>,
-        pushed: &[u32],
-    ) {
+    /// completion side is free. A refusal that does not pass retires the ring and fails the
+    /// entries not taken. Followers waiting for the entries to reach the kernel are told.
+    fn flush(&self, issuer: u32, ring: &Ring, sq: &mut Submission<'_>, pushed: &[u32]) {
         let mut taken = 0;
         let mut tries = 0;
         while taken < pushed.len() {
@@ -284,29 +259,31 @@ impl Uring {
             };
             tries += 1;
             if matches!(errno, libc::EAGAIN | libc::EBUSY) && tries < SUBMIT_TRIES {
-                match ring.try_completion() {
-                    Some(cq) => {
-                        self.drain_and_release(shared, issuer, cq);
-                    }
-                    None => std::thread::sleep(Duration::from_millis(1)),
+                if let Some(cq) = ring.try_completion() {
+                    self.release(issuer, ring, self.drain_held(issuer, cq));
+                } else {
+                    std::thread::yield_now();
                 }
                 continue;
             }
-            self.retire(shared, issuer, sq, &pushed[taken..], errno);
-            return;
+            self.retire(issuer, sq, &pushed[taken..], errno);
+            break;
+        }
+        self.tell_followers(issuer);
+    }
+
+    /// Pushes and submits `handles` (any number) on the issuer's ring.
+    fn push_and_flush(&self, issuer: u32, ring: &Ring, handles: &[u32]) {
+        let mut sq = ring.submission();
+        for group in handles.chunks(PUSH_GROUP) {
+            let pushed = self.push(issuer, &mut sq, group);
+            self.flush(issuer, ring, &mut sq, pushed.as_slice());
         }
     }
 
     /// The kernel refused a submission for good: retire the ring and fail `lost`, the I/Os
     /// it did not take, with `errno`.
-    fn retire(
-        &self,
-        shared: &Shared,
-        issuer: u32,
-        sq: &mut Submission<'_>,
-        lost: &[u32],
-        errno: i32,
-    ) {
+    fn retire(&self, issuer: u32, sq: &mut Submission<'_>, lost: &[u32], errno: i32) {
         let slot = &self.rings[issuer as usize];
         slot.retired.store(errno, Ordering::Release);
         tracing::error!(
@@ -316,48 +293,170 @@ impl Uring {
             lost.len(),
             std::io::Error::from_raw_os_error(errno)
         );
+        sq.abandon();
         for &i in lost {
             slot.in_flight.fetch_sub(1, Ordering::Relaxed);
+            self.in_ring[i as usize].store(false, Ordering::Release);
             let base = IoResult {
                 status: Status::Error,
                 callback_id: 0,
                 error_data: ERROR_DATA_SUBMIT_FAILED | (errno as u32 & 0xfff),
                 result: 0,
             };
-            shared.fail(i, -errno, Executor::Ring, base);
+            self.shared.fail(i, -errno, Executor::Ring, base);
         }
-        sq.abandon();
     }
 
-    /// Reaps what is ready; with nothing ready and nothing unsubmitted, sleeps in the kernel
-    /// for one completion first (bounded). For a thread with no unsubmitted entries of its
-    /// own, so blocking on the completion side is safe.
-    fn reap_or_wait(&self, shared: &Shared, issuer: u32, ring: &Ring) {
-        let mut cq = ring.completion();
-        let mut retries = Retries::new();
-        if self.drain(shared, issuer, &mut cq, &mut retries) == 0
-            && retries.is_empty()
-            && ring.unsubmitted() == 0
-            && self.rings[issuer as usize].retrying.load(Ordering::Acquire) == 0
-        {
-            let _ = cq.wait(1, Some(BACKSTOP));
-            self.drain(shared, issuer, &mut cq, &mut retries);
-        }
-        self.retrying(issuer, &retries);
-        drop(cq);
-        self.run_retries(shared, issuer, &retries);
-    }
-
-    /// Runs `handles` synchronously, claiming each (a retired ring submits nothing).
-    fn run_inline(&self, shared: &Shared, handles: &[u32]) {
+    /// Runs `handles` on the issuer, claiming each (a retired ring submits nothing).
+    fn run_inline(&self, handles: &[u32]) {
         for &i in handles {
-            if shared.claim_submit(i) {
-                shared.perform_synchronously(i, Executor::Issuer);
+            if self.shared.claim_submit(i) {
+                self.shared.run_here(i, Executor::Issuer);
             }
         }
     }
 
-    fn build(&self, shared: &Shared, i: u32) -> dbaio_uring::Op {
+    /// Tells the issuer's followers that something they may wait for happened (entries
+    /// handed to the kernel, the ring let go).
+    fn tell_followers(&self, issuer: u32) {
+        self.shared.issuers[issuer as usize]
+            .bell
+            .ring_followers(STD_FENCE);
+    }
+
+    // ---- reaping -----------------------------------------------------------------------
+
+    /// Reaps every completion ready on the held completion side; I/Os to execute again go
+    /// to `retries`.
+    fn drain(&self, issuer: u32, cq: &mut Completion<'_>, retries: &mut Retries) -> usize {
+        let slot = &self.rings[issuer as usize];
+        cq.drain(|user_data, res| {
+            let i = user_data as u32;
+            slot.in_flight.fetch_sub(1, Ordering::Relaxed);
+            self.in_ring[i as usize].store(false, Ordering::Release);
+            if self.shared.complete_catching(i, res, Executor::Ring) == Completed::Retry {
+                retries.push(i);
+            }
+        })
+    }
+
+    /// Drains the held completion side and hands it back with what to retry.
+    fn drain_held<'r>(&self, issuer: u32, mut cq: Completion<'r>) -> (Completion<'r>, Retries) {
+        let mut retries = Retries::new();
+        self.drain(issuer, &mut cq, &mut retries);
+        (cq, retries)
+    }
+
+    /// Lets the completion side go: tells followers (one of them may reap now), looks once
+    /// more for completions that arrived meanwhile if the watcher relies on every arrival
+    /// being reaped, and executes `retries` again, outside the lock.
+    fn release(&self, issuer: u32, ring: &Ring, (cq, retries): (Completion<'_>, Retries)) {
+        drop(cq);
+        self.tell_followers(issuer);
+        if self.rings[issuer as usize].watched.load(Ordering::Acquire) {
+            self.reap_now(issuer, ring);
+        }
+        for i in retries.iter() {
+            self.shared.run_here(i, Executor::Ring);
+        }
+    }
+
+    /// Reaps whatever is ready, without waiting, if nobody else is reaping.
+    fn reap_now(&self, issuer: u32, ring: &Ring) {
+        while let Some(mut cq) = ring.try_completion() {
+            if cq.is_empty() {
+                return;
+            }
+            let held = self.drain_held(issuer, cq);
+            drop(held.0);
+            self.tell_followers(issuer);
+            for i in held.1.iter() {
+                self.shared.run_here(i, Executor::Ring);
+            }
+        }
+    }
+
+    /// One step of a wait on `issuer`'s ring, for a waiter that needs a completion from it
+    /// (`want.waiting`): reaps if no one else does — sleeping in the kernel for one
+    /// completion first when nothing is ready and the kernel holds entries — or else follows
+    /// the bell until the reaper lets go or the waiter's need changes. The issuer's
+    /// published entries (`want.submit`) are handed over either way before anything sleeps.
+    fn reap_or_follow(&self, issuer: u32, ring: &Ring, want: Want<'_>) {
+        let bell = &self.shared.issuers[issuer as usize].bell;
+        let seen = bell.seen();
+        let Some(mut cq) = ring.try_completion() else {
+            self.submit_published(issuer, ring, want.submit);
+            self.follow(issuer, seen, &|| !(want.waiting)() || !ring.is_reaping());
+            return;
+        };
+        let mut retries = Retries::new();
+        let drained = self.drain(issuer, &mut cq, &mut retries);
+        if drained > 0 || !retries.is_empty() || !(want.waiting)() {
+            self.release(issuer, ring, (cq, retries));
+            self.submit_published(issuer, ring, want.submit);
+            return;
+        }
+        if want.submit.is_empty() && ring.in_kernel() <= 0 {
+            // What we wait for is pushed but not in the kernel yet (its issuer is handing it
+            // over) or being failed: follow until that changes.
+            self.release(issuer, ring, (cq, retries));
+            self.follow(issuer, seen, &|| !(want.waiting)() || ring.in_kernel() > 0);
+            return;
+        }
+        self.wait_in_kernel(issuer, ring, &mut cq, &want);
+        self.drain(issuer, &mut cq, &mut retries);
+        self.release(issuer, ring, (cq, retries));
+    }
+
+    /// Holding the completion side with nothing ready: sleeps in the kernel for one
+    /// completion (submitting the issuer's published entries in the same call), bounded by
+    /// the safety net.
+    fn wait_in_kernel(&self, issuer: u32, ring: &Ring, cq: &mut Completion<'_>, want: &Want<'_>) {
+        let submit = !want.submit.is_empty();
+        match cq.submit_and_wait_one(submit, SAFETY_NET) {
+            Ok(w) => {
+                if w.taken > 0 {
+                    self.tell_followers(issuer);
+                }
+                if submit && w.taken < want.submit.len() {
+                    let mut sq = ring.submission();
+                    self.flush(issuer, ring, &mut sq, &want.submit[w.taken..]);
+                }
+                if w.timed_out && !(want.waiting)() {
+                    // Only a completion we reap could end what we wait for; if it ended
+                    // without one, a completion went where we did not look.
+                    self.shared.note_sleep(issuer, Slept::Missed);
+                }
+            }
+            Err(e) if submit => {
+                let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                let mut sq = ring.submission();
+                self.retire(issuer, &mut sq, want.submit, errno);
+                self.tell_followers(issuer);
+            }
+            Err(e) => tracing::warn!("waiting on io_uring failed: {e}; waiting again"),
+        }
+    }
+
+    /// Hands the issuer's published entries to the kernel (before anything sleeps).
+    fn submit_published(&self, issuer: u32, ring: &Ring, published: &[u32]) {
+        if !published.is_empty() {
+            let mut sq = ring.submission();
+            self.flush(issuer, ring, &mut sq, published);
+        }
+    }
+
+    /// Sleeps on the issuer's bell as a follower until it rings after `seen`, unless `done`
+    /// holds once registered.
+    fn follow(&self, issuer: u32, seen: u32, done: &dyn Fn() -> bool) {
+        let slept = self.shared.issuers[issuer as usize]
+            .bell
+            .follow(seen, STD_FENCE, done);
+        self.shared.note_sleep(issuer, slept);
+    }
+
+    fn build(&self, i: u32) -> dbaio_uring::Op {
+        let shared = &*self.shared;
         let s = shared.slot(i);
         let r = Ordering::Relaxed;
         let file = s.file.load(r);
@@ -397,6 +496,98 @@ impl Uring {
             Op::Invalid => unreachable!("an undefined handle is never submitted"),
         }
     }
+
+    // ---- waiting -----------------------------------------------------------------------
+
+    /// A thread waits on handle `i` (see [`IoMethod::drive_one`]).
+    fn drive_one(&self, i: u32, generation: u64) -> Drive {
+        let shared = &*self.shared;
+        let s = shared.slot(i);
+        let issuer = s.owner.load(Ordering::Relaxed);
+        let Some(ring) = self.ring(issuer) else {
+            return Drive::Sleep;
+        };
+        let mine = || {
+            s.generation.load(Ordering::Acquire) == generation
+                && s.state() == HandleState::Submitted
+        };
+        if !mine() {
+            return Drive::Progressed;
+        }
+        if !self.in_ring(i) {
+            // Running on some thread, or being executed again: its completer wakes the
+            // handle's sleepers.
+            return Drive::Sleep;
+        }
+        let waiting = || mine() && self.in_ring(i);
+        self.reap_or_follow(
+            issuer,
+            ring,
+            Want {
+                waiting: &waiting,
+                submit: &[],
+            },
+        );
+        Drive::Progressed
+    }
+
+    /// The issuer waits for `need` of `awaited` (see [`IoMethod::drive_many`]).
+    fn drive_many(
+        &self,
+        issuer: u32,
+        staged: &[u32],
+        awaited: &[(u32, u64)],
+        need: u32,
+        watch_once: &dyn Fn(),
+    ) -> Drive {
+        let Some(ring) = self.ring(issuer) else {
+            self.run_inline(staged);
+            return Drive::Sleep;
+        };
+        if self.retired(issuer) && !staged.is_empty() {
+            // Nothing more goes to the kernel; what it still holds is reaped below.
+            self.run_inline(staged);
+            return self.drive_many(issuer, &[], awaited, need, watch_once);
+        }
+        if staged.len() > PUSH_GROUP {
+            // Not one batch: submit it apart, then wait.
+            self.push_and_flush(issuer, ring, staged);
+            return self.drive_many(issuer, &[], awaited, need, watch_once);
+        }
+        let published = {
+            let mut sq = ring.submission();
+            let pushed = self.push(issuer, &mut sq, staged);
+            sq.publish();
+            pushed
+        };
+        let shared = &*self.shared;
+        let complete = |&(i, g): &(u32, u64)| {
+            let s = shared.slot(i);
+            s.generation.load(Ordering::Acquire) != g || s.state().is_complete()
+        };
+        let satisfied = || awaited.iter().filter(|a| complete(a)).count() as u32 >= need;
+        let all_in_ring = || awaited.iter().all(|a| complete(a) || self.in_ring(a.0));
+        if all_in_ring() {
+            let waiting = || !satisfied() && all_in_ring();
+            self.reap_or_follow(
+                issuer,
+                ring,
+                Want {
+                    waiting: &waiting,
+                    submit: published.as_slice(),
+                },
+            );
+            return Drive::Progressed;
+        }
+        // Some of what we wait for runs on other threads, whose completions ring the bell;
+        // the rest completes in the ring, which the watcher reaps if no one else does.
+        let seen = shared.issuers[issuer as usize].bell.seen();
+        self.submit_published(issuer, ring, published.as_slice());
+        self.reap_now(issuer, ring);
+        watch_once();
+        self.follow(issuer, seen, &|| satisfied() || all_in_ring());
+        Drive::Progressed
+    }
 }
 
 impl IoMethod for Uring {
@@ -411,8 +602,8 @@ impl IoMethod for Uring {
         }
         match s.op() {
             // A buffered write the file system cannot do without blocking would be handed to
-            // an io-wq kernel thread: ~15 us at depth 1 here against ~3 us for the pwrite it
-            // is. The issuer does it (docs/design.md, "io_uring and buffered writes").
+            // an io-wq kernel thread: several times the cost of the pwrite it is. The issuer
+            // does it (docs/design.md, "io_uring and buffered writes").
             Op::Writev => shared
                 .files
                 .slots
@@ -445,120 +636,11 @@ impl IoMethod for Uring {
         Ok(())
     }
 
-    fn submit(&self, shared: &Shared, issuer: u32, handles: &[u32]) {
-        let Some(ring) = self.ring(issuer).filter(|_| !self.retired(issuer)) else {
-            return self.run_inline(shared, handles);
-        };
-        let mut sq = ring.submission();
-        for group in handles.chunks(PUSH_GROUP) {
-            let pushed = self.push(shared, issuer, &mut sq, group);
-            self.flush(shared, issuer, ring, &mut sq, pushed.as_slice());
+    fn submit(&self, _shared: &Shared, issuer: u32, handles: &[u32]) {
+        match self.ring(issuer).filter(|_| !self.retired(issuer)) {
+            Some(ring) => self.push_and_flush(issuer, ring, handles),
+            None => self.run_inline(handles),
         }
-    }
-
-    fn wait_one(&self, shared: &Shared, i: u32, generation: u64) -> bool {
-        let s = shared.slot(i);
-        let issuer = s.owner.load(Ordering::Relaxed);
-        let Some(ring) = self.ring(issuer) else {
-            return false;
-        };
-        let slot = &self.rings[issuer as usize];
-        let mine = || {
-            s.generation.load(Ordering::Acquire) == generation
-                && s.state() == HandleState::Submitted
-        };
-        loop {
-            if !mine() {
-                return true;
-            }
-            // Entries pushed but not in the kernel yet: the submitter is handing them over
-            // (it never waits for us); wait for that rather than sleep in the kernel.
-            let epoch = ring.submit_epoch();
-            if ring.unsubmitted() > 0 && !self.retired(issuer) {
-                ring.wait_for_submission(epoch);
-                continue;
-            }
-            let mut cq = ring.completion();
-            let mut retries = Retries::new();
-            let reaped = self.drain(shared, issuer, &mut cq, &mut retries);
-            if reaped == 0
-                && retries.is_empty()
-                && mine()
-                && ring.unsubmitted() == 0
-                && slot.retrying.load(Ordering::Acquire) == 0
-            {
-                if let Err(e) = cq.wait(1, Some(BACKSTOP)) {
-                    tracing::warn!(
-                        "waiting on io_uring failed: {e}; sleeping on the handle instead"
-                    );
-                    return false;
-                }
-            } else if reaped == 0 && retries.is_empty() && mine() {
-                // Another thread is executing an I/O again outside the lock, or entries
-                // arrived meanwhile: look again shortly.
-                drop(cq);
-                std::thread::yield_now();
-                continue;
-            }
-            self.retrying(issuer, &retries);
-            drop(cq);
-            self.run_retries(shared, issuer, &retries);
-        }
-    }
-
-    fn submit_and_wait(
-        &self,
-        shared: &Shared,
-        issuer: u32,
-        handles: &[u32],
-        n: u32,
-        _seen: u32,
-        _own: &[(u32, u64)],
-    ) -> bool {
-        let Some(ring) = self.ring(issuer) else {
-            return false;
-        };
-        if handles.len() > PUSH_GROUP || self.retired(issuer) {
-            // Not one batch (or nothing to submit to): submit first, then wait apart.
-            self.submit(shared, issuer, handles);
-            self.reap_or_wait(shared, issuer, ring);
-            return true;
-        }
-        let mut sq = ring.submission();
-        let pushed = self.push(shared, issuer, &mut sq, handles);
-        let pushed = pushed.as_slice();
-        let Some(mut cq) = ring.try_completion() else {
-            // A reaper has the completion side: hand our entries over first, so that blocking
-            // on it is safe (the reaper may be asleep in the kernel waiting for them).
-            self.flush(shared, issuer, ring, &mut sq, pushed);
-            drop(sq);
-            self.reap_or_wait(shared, issuer, ring);
-            return true;
-        };
-        let mut retries = Retries::new();
-        if self.drain(shared, issuer, &mut cq, &mut retries) > 0 || !retries.is_empty() {
-            // Something finished already: submit without waiting.
-            self.retrying(issuer, &retries);
-            drop(cq);
-            self.flush(shared, issuer, ring, &mut sq, pushed);
-            drop(sq);
-            self.run_retries(shared, issuer, &retries);
-            return true;
-        }
-        // One system call: submit the batch and wait for `n` completions.
-        let taken = match sq.submit_and_wait(n) {
-            Ok(k) => k.min(pushed.len()),
-            Err(_) => 0,
-        };
-        if taken < pushed.len() {
-            // Refused, interrupted or cut short: hand over the rest the careful way.
-            drop(cq);
-            self.flush(shared, issuer, ring, &mut sq, &pushed[taken..]);
-            return true;
-        }
-        drop(sq);
-        self.drain_and_release(shared, issuer, cq);
-        true
     }
 
     fn inject_submit_error(&self, errno: i32) {
@@ -567,12 +649,15 @@ impl IoMethod for Uring {
         }
     }
 
-    fn poll(&self, shared: &Shared, issuer: u32) {
-        if let Some(mut cq) = self.ring(issuer).and_then(|r| r.try_completion()) {
+    fn poll(&self, _shared: &Shared, issuer: u32) {
+        let Some(ring) = self.ring(issuer) else {
+            return;
+        };
+        if let Some(mut cq) = ring.try_completion() {
             // Not blocking, so nothing else brings in completions whose task work the ring
             // holds back for the owner's next entry into the kernel: enter for them.
             cq.flush();
-            self.drain_and_release(shared, issuer, cq);
+            self.release(issuer, ring, self.drain_held(issuer, cq));
         }
     }
 
@@ -597,23 +682,27 @@ impl Drop for Uring {
     fn drop(&mut self) {
         // Every issuer drains before it goes, so nothing should be in flight; make sure.
         for (issuer, r) in self.rings.iter().enumerate() {
-            if let Some(ring) = r.ring.get() {
-                while r.in_flight.load(Ordering::Relaxed) > 0 {
-                    let mut cq = ring.completion();
-                    if cq.is_empty() && cq.wait(1, Some(BACKSTOP)).is_err() {
-                        break;
-                    }
-                    self.drain_and_release(&self.shared, issuer as u32, cq);
+            let Some(ring) = r.ring.get() else {
+                continue;
+            };
+            while r.in_flight.load(Ordering::Relaxed) > 0 && ring.in_kernel() > 0 {
+                let Some(mut cq) = ring.try_completion() else {
+                    break;
+                };
+                if cq.is_empty() && cq.submit_and_wait_one(false, SAFETY_NET).is_err() {
+                    break;
                 }
+                self.release(issuer as u32, ring, self.drain_held(issuer as u32, cq));
             }
         }
     }
 }
 
 /// The `io_uring` method: the rings ([`Uring`]), and a watcher thread, started on first use,
-/// that reaps the rings of issuers whose I/Os must complete with nobody waiting (tickets
-/// awaited as futures, detached I/Os with error callbacks): it sleeps in `epoll` on those
-/// rings' descriptors and drains a ring when completions arrive.
+/// that reaps the rings nobody else will: of issuers whose I/Os must complete with nobody
+/// waiting (tickets awaited as futures, detached I/Os with error callbacks), for as long as
+/// the subsystem runs; and, once, of an issuer that waits while some of its I/Os run on
+/// other threads. It sleeps in `epoll` on those rings' descriptors.
 pub(crate) struct UringMethod {
     /// Declared first: it stops (and drops its reference to the rings) before they go.
     watcher: OnceLock<Option<Watcher>>,
@@ -634,10 +723,9 @@ impl UringMethod {
                 let uring = Arc::clone(&self.uring);
                 let reap = move |issuer: u32| {
                     if let Some(ring) = uring.ring(issuer) {
-                        // Blocking is fine: the watcher submits nothing, so whoever holds the
-                        // completion side never waits for it (see the protocol above).
-                        let cq = ring.completion();
-                        uring.drain_and_release(&uring.shared, issuer, cq);
+                        // Never blocks: a thread holding the completion side reaps what
+                        // woke us, or tells the followers when it lets go.
+                        uring.reap_now(issuer, ring);
                     }
                 };
                 match Watcher::start("dbaio-uring-watch", Box::new(reap)) {
@@ -651,6 +739,16 @@ impl UringMethod {
                 }
             })
             .as_ref()
+    }
+
+    /// Has the watcher reap `issuer`'s ring once, when completions arrive.
+    fn watch_once(&self, issuer: u32) {
+        let Some(ring) = self.uring.ring(issuer) else {
+            return;
+        };
+        if let Some(w) = self.watcher() {
+            w.watch_once(issuer, std::os::fd::AsRawFd::as_raw_fd(ring));
+        }
     }
 }
 
@@ -667,20 +765,19 @@ impl IoMethod for UringMethod {
     fn submit(&self, shared: &Shared, issuer: u32, handles: &[u32]) {
         self.uring.submit(shared, issuer, handles)
     }
-    fn wait_one(&self, shared: &Shared, i: u32, generation: u64) -> bool {
-        self.uring.wait_one(shared, i, generation)
+    fn drive_one(&self, _shared: &Shared, i: u32, generation: u64) -> Drive {
+        self.uring.drive_one(i, generation)
     }
-    fn submit_and_wait(
+    fn drive_many(
         &self,
-        shared: &Shared,
+        _shared: &Shared,
         issuer: u32,
-        handles: &[u32],
-        n: u32,
-        seen: u32,
-        own: &[(u32, u64)],
-    ) -> bool {
+        staged: &[u32],
+        awaited: &[(u32, u64)],
+        need: u32,
+    ) -> Drive {
         self.uring
-            .submit_and_wait(shared, issuer, handles, n, seen, own)
+            .drive_many(issuer, staged, awaited, need, &|| self.watch_once(issuer))
     }
     fn inject_submit_error(&self, errno: i32) {
         self.uring.inject_submit_error(errno)
@@ -693,6 +790,9 @@ impl IoMethod for UringMethod {
             return;
         };
         if let Some(w) = self.watcher() {
+            self.uring.rings[issuer as usize]
+                .watched
+                .store(true, Ordering::Release);
             w.watch(issuer, std::os::fd::AsRawFd::as_raw_fd(ring));
         }
     }

@@ -1,9 +1,10 @@
 //! The I/O method trait — the contract each of `sync`, `worker` and `io_uring` fulfils — and
 //! the one place where `io_method` picks one. See `docs/design.md`, "Methods".
 //!
-//! Calling context: `submit` runs in the issuer that owns the handles; `wait_one` and `poll`
-//! may run in any thread; completion (`Shared::process_completion`) happens wherever the method
-//! says, exactly once per submitted handle.
+//! Calling context: `submit` and `drive_many` run in the issuer that owns the handles;
+//! `drive_one` and `poll` may run in any thread; completion (`Shared::complete`, after an
+//! execution here through `Shared::run_here` or elsewhere) happens wherever the method says,
+//! exactly once per submitted handle.
 
 mod io_uring;
 mod sync;
@@ -12,7 +13,7 @@ mod worker;
 
 use crate::handle::error::AioError;
 use crate::handle::settings::{IoMethodKind, IoUringFallback, Settings};
-use crate::handle::shared::Shared;
+use crate::handle::shared::{Drive, Shared};
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
@@ -45,36 +46,37 @@ pub(crate) trait IoMethod: Send + Sync {
     /// and guarantees each is eventually completed exactly once.
     fn submit(&self, shared: &Shared, issuer: u32, handles: &[u32]);
 
-    /// Optional. Drives handle `i` (SUBMITTED, `generation`) towards completion from the
-    /// calling thread, which need not be the issuer. Returns false when the method cannot
-    /// drive completion; the caller then sleeps until the completer wakes it.
-    fn wait_one(&self, _shared: &Shared, _i: u32, _generation: u64) -> bool {
-        false
+    /// Optional. A thread waits on handle `i` (SUBMITTED, `generation`); it need not be the
+    /// issuer. The method moves the I/O on from this thread if it can — runs it if no
+    /// executor has taken it (worker), reaps the ring and sleeps in the kernel for it when
+    /// only a completion there can finish it (io_uring) — and returns `Progressed`; the
+    /// waiter then looks at the handle again. `Sleep`: nothing to do here; the waiter sleeps
+    /// on the handle's state word, which its completer wakes. Never sleeps on anything a
+    /// completion of `i` elsewhere does not end.
+    fn drive_one(&self, _shared: &Shared, _i: u32, _generation: u64) -> Drive {
+        Drive::Sleep
     }
 
-    /// Optional. Submits `handles` (as [`IoMethod::submit`]; may be empty), then blocks until
-    /// about `n` more of `issuer`'s I/Os complete, driving completion from the calling thread
-    /// (the issuer). `seen` is the issuer's completion count (`IssuerSlot::completed`) the
-    /// caller read before it counted what is complete: the `n` are completions after it, so a
-    /// completion between the caller's count and this call is not waited for twice. Returns
-    /// false when the method cannot wait that way (after submitting); the issuer then sleeps
-    /// until a completer wakes it. `own` lists a few of the issuer's newest in-flight I/Os
-    /// (handle, generation): a method whose I/Os wait in a queue for an executor (the worker
-    /// method) runs one of those that no executor has picked up yet on the calling thread
-    /// instead of sleeping, and returns true (the caller counts again).
-    fn submit_and_wait(
+    /// Optional. Issuer `issuer` (the calling thread) waits until `need` more of `awaited`
+    /// — its in-flight I/Os not complete when it looked, (handle, generation), oldest
+    /// first — are complete, whoever completes them. First it hands `staged` to the method
+    /// (as [`IoMethod::submit`]; may be empty). Then the method may move them on from here
+    /// (run one no executor has taken, reap the ring, sleep in the kernel when only
+    /// completions there can finish them, or drain worker processes' results) and return
+    /// `Progressed`: the issuer counts again. `Sleep`: the issuer sleeps on its bell, which
+    /// every completion of its I/Os on another thread rings.
+    fn drive_many(
         &self,
         shared: &Shared,
         issuer: u32,
-        handles: &[u32],
-        _n: u32,
-        _seen: u32,
-        _own: &[(u32, u64)],
-    ) -> bool {
-        if !handles.is_empty() {
-            self.submit(shared, issuer, handles);
+        staged: &[u32],
+        _awaited: &[(u32, u64)],
+        _need: u32,
+    ) -> Drive {
+        if !staged.is_empty() {
+            self.submit(shared, issuer, staged);
         }
-        false
+        Drive::Sleep
     }
 
     /// Optional, for tests. Makes submissions to the kernel fail with `errno` (0: stop); a

@@ -3,9 +3,11 @@
 //! nobody waiting (a ticket awaited as a future, a detached I/O with an error callback): a
 //! ring's descriptor is readable while completions wait to be reaped.
 //!
-//! Descriptors are watched edge-triggered (one wakeup per arrival of completions, not one per
-//! check while they wait) and stay in the set until the watcher stops; a descriptor added
-//! while already readable is reported at once. It stops, and is joined, on drop.
+//! A descriptor is watched either for good ([`Watcher::watch`]: edge-triggered, one wakeup
+//! per arrival of completions, until the watcher stops) or once ([`Watcher::watch_once`]:
+//! one wakeup when it is or becomes readable, then not again until asked again). A
+//! descriptor added while already readable is reported at once. It stops, and is joined, on
+//! drop.
 
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -18,10 +20,18 @@ const STOP: u64 = u64::MAX;
 pub(crate) struct Watcher {
     epoll: Arc<OwnedFd>,
     stop: OwnedFd,
-    /// Keys already in the set (indexed by key; grown on demand under the lock).
-    added: parking_lot::Mutex<Vec<bool>>,
+    /// How each key is in the set (indexed by key; grown on demand under the lock).
+    added: parking_lot::Mutex<Vec<Mode>>,
     thread: Option<JoinHandle<()>>,
     stopping: Arc<AtomicBool>,
+}
+
+/// How a descriptor is in the epoll set.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Absent,
+    Once,
+    Always,
 }
 
 /// A descriptor closed on drop.
@@ -42,13 +52,17 @@ fn check(r: libc::c_int) -> std::io::Result<libc::c_int> {
     }
 }
 
-fn add(epoll: RawFd, fd: RawFd, key: u64, flags: u32) -> std::io::Result<()> {
+fn ctl(epoll: RawFd, op: libc::c_int, fd: RawFd, key: u64, flags: u32) -> std::io::Result<()> {
     let mut ev = libc::epoll_event {
         events: flags,
         u64: key,
     };
     // SAFETY: `ev` is a valid event for the duration of the call.
-    check(unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, fd, &mut ev) }).map(|_| ())
+    check(unsafe { libc::epoll_ctl(epoll, op, fd, &mut ev) }).map(|_| ())
+}
+
+fn add(epoll: RawFd, fd: RawFd, key: u64, flags: u32) -> std::io::Result<()> {
+    ctl(epoll, libc::EPOLL_CTL_ADD, fd, key, flags)
 }
 
 impl Watcher {
@@ -81,21 +95,36 @@ impl Watcher {
 
     /// Watches `fd` under `key` from now on (once per key; later calls do nothing).
     pub(crate) fn watch(&self, key: u32, fd: RawFd) {
+        self.set_mode(key, fd, Mode::Always);
+    }
+
+    /// Reports `fd` under `key` once, when it is or becomes readable; then no more until
+    /// asked again (a descriptor watched for good stays so).
+    pub(crate) fn watch_once(&self, key: u32, fd: RawFd) {
+        self.set_mode(key, fd, Mode::Once);
+    }
+
+    fn set_mode(&self, key: u32, fd: RawFd, mode: Mode) {
         let mut added = self.added.lock();
         let k = key as usize;
         if added.len() <= k {
-            added.resize(k + 1, false);
+            added.resize(k + 1, Mode::Absent);
         }
-        if added[k] {
+        let now = added[k];
+        if now == Mode::Always {
             return;
         }
-        match add(
-            self.epoll.0,
-            fd,
-            u64::from(key),
-            (libc::EPOLLIN | libc::EPOLLET) as u32,
-        ) {
-            Ok(()) => added[k] = true,
+        let flags = match mode {
+            Mode::Always => libc::EPOLLIN | libc::EPOLLET,
+            _ => libc::EPOLLIN | libc::EPOLLONESHOT,
+        } as u32;
+        let op = if now == Mode::Absent {
+            libc::EPOLL_CTL_ADD
+        } else {
+            libc::EPOLL_CTL_MOD
+        };
+        match ctl(self.epoll.0, op, fd, u64::from(key), flags) {
+            Ok(()) => added[k] = mode,
             Err(e) => tracing::warn!(
                 "could not watch descriptor {fd}: {e}; its I/Os complete when someone waits"
             ),

@@ -20,13 +20,15 @@ use super::IoMethod;
 use crate::handle::error::AioError;
 use crate::handle::op::{HandleFlags, Op};
 use crate::handle::settings::{IoMethodKind, IoWorkerKind, Settings};
-use crate::handle::shared::Completed;
-use crate::handle::shared::Shared;
+use crate::handle::shared::{Completed, Drive, Shared};
 use crate::handle::slot::{Executor, HandleSlot, HandleState};
 use dbaio_workers::process::{ProcessConfig, ProcessPool, ProcessSink};
 use dbaio_workers::{Cached, CompletionSink, WorkerPool};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
+
+/// How many of its newest unfinished I/Os an issuer about to sleep may run itself.
+const HELP_CANDIDATES: usize = 4;
 
 /// Posts worker completions into the shared table.
 struct Sink(Arc<Shared>);
@@ -48,7 +50,7 @@ impl CompletionSink for Sink {
         let (i, ex) = (user_data as u32, Executor::Worker(worker));
         if self.0.complete(i, result, ex) == Completed::Retry {
             // EAGAIN/EINTR: this worker executes it again at once.
-            self.0.perform_synchronously(i, ex);
+            self.0.run_here(i, ex);
         }
     }
 
@@ -69,7 +71,7 @@ impl ProcessSink for ProcSink {
         let ex = Executor::Worker(worker);
         if self.0.complete(i, result, ex) == Completed::Retry {
             // EAGAIN/EINTR: executed again here, at once.
-            self.0.perform_synchronously(i, ex);
+            self.0.run_here(i, ex);
         }
     }
 
@@ -154,7 +156,7 @@ impl CachedReads {
                     misses.store(0, Ordering::Relaxed);
                 }
                 if shared.complete_catching(i, bytes, Executor::Issuer) == Completed::Retry {
-                    shared.perform_synchronously(i, Executor::Issuer);
+                    shared.run_here(i, Executor::Issuer);
                 }
                 true
             }
@@ -214,6 +216,12 @@ impl WorkerMethod {
                 )
                 .map_err(AioError::Start)?;
                 let _ = shared.worker_pool.set(pool.observer().into());
+                // Waiters for worker processes sleep on the pool's word, which posts from
+                // the processes wake; a completion in this process wakes it too.
+                let wake = pool.waker();
+                let _ = shared
+                    .on_completion
+                    .set(Box::new(move || wake.completed_here()));
                 Engine::Processes(pool)
             }
         };
@@ -287,7 +295,7 @@ impl IoMethod for WorkerMethod {
                 if queue(pool, shared, i) {
                     pool.wake(1);
                 } else {
-                    shared.perform_synchronously(i, Executor::Issuer);
+                    shared.run_here(i, Executor::Issuer);
                 }
             }
         }
@@ -295,82 +303,84 @@ impl IoMethod for WorkerMethod {
 
     /// An I/O its waiter finds still queued, not yet picked up by a worker, is run by the
     /// waiter itself: it would otherwise pay a worker's wakeup and hand-off for nothing
-    /// (PostgreSQL's workers cannot do this: the queue is theirs alone). The claim word makes
-    /// sure exactly one of the waiter and the worker that pops the entry runs it.
-    fn wait_one(&self, shared: &Shared, i: u32, generation: u64) -> bool {
-        if let Engine::Processes(procs) = &self.engine {
-            if procs.take_back(i, generation as u32) {
-                shared.perform_synchronously(i, Executor::Waiter);
-            } else {
-                // A process has it: complete it here when it is posted.
-                let s = shared.slot(i);
-                procs.drive(
-                    || {
-                        u32::from(
-                            s.generation.load(Ordering::Acquire) == generation
-                                && s.state() == HandleState::Submitted,
-                        )
-                    },
-                    || false,
-                );
+    /// (PostgreSQL's workers cannot do this: the queue is theirs alone). The claim word
+    /// (threads) or the request cell's QUEUED → FREE take-back (processes) makes sure exactly
+    /// one of the waiter and a worker runs it. An I/O a worker process holds is waited for
+    /// by completing what the processes post (`ProcessPool::drive`); anything else — a worker
+    /// thread runs it, or it never went to a worker — by sleeping on the handle.
+    fn drive_one(&self, shared: &Shared, i: u32, generation: u64) -> Drive {
+        let procs = match &self.engine {
+            Engine::Threads(_) => {
+                if !shared.slot(i).claim_queued_exact(generation) {
+                    return Drive::Sleep; // a worker has it: it wakes the handle
+                }
+                shared.run_here(i, Executor::Waiter);
+                return Drive::Progressed;
             }
-            return true;
+            Engine::Processes(procs) => procs,
+        };
+        if procs.take_back(i, generation as u32) {
+            shared.run_here(i, Executor::Waiter);
+            return Drive::Progressed;
         }
-        if !shared.slot(i).claim_queued_exact(generation) {
-            return false; // a worker has it: sleep until it posts the completion
+        if !procs.holds(i, generation as u32) {
+            return Drive::Sleep;
         }
-        shared.perform_synchronously(i, Executor::Waiter);
-        true
+        let s = shared.slot(i);
+        let mine = || {
+            s.generation.load(Ordering::Acquire) == generation
+                && s.state() == HandleState::Submitted
+        };
+        procs.drive(|| u32::from(mine()), || false);
+        Drive::Progressed
     }
 
-    /// Worker processes: the issuer completes what the workers post itself while it waits,
-    /// instead of being woken by the completer thread once that has (one hand-off fewer).
-    fn submit_and_wait(
+    /// The issuer is about to sleep until workers finish its I/Os; one of them still in the
+    /// queue, run here, is a completion sooner than any sleep gives and, on a device, one
+    /// read more in flight than the workers alone keep (a ninth executor beside 8). The
+    /// newest go first: workers take the oldest, so those are the least contested. With
+    /// worker processes the issuer also completes what the workers post itself while it
+    /// waits, instead of being woken by the completer thread once that has (one hand-off
+    /// fewer).
+    fn drive_many(
         &self,
         shared: &Shared,
         issuer: u32,
-        handles: &[u32],
-        n: u32,
-        seen: u32,
-        own: &[(u32, u64)],
-    ) -> bool {
-        // The issuer is about to sleep until workers finish its I/Os; one of them still in
-        // the queue, run here, is a completion sooner than any sleep gives and, on a device,
-        // one read more in flight than the workers alone keep (a ninth executor beside 8).
-        // The newest go first: workers take the oldest, so those are the least contested.
+        staged: &[u32],
+        awaited: &[(u32, u64)],
+        need: u32,
+    ) -> Drive {
         let help = || {
-            own.iter().any(|&(i, generation)| {
-                if !self.waits_for_device(shared, i) {
-                    return false;
-                }
-                let taken = match &self.engine {
-                    Engine::Threads(_) => shared.slot(i).claim_queued_if(generation),
-                    Engine::Processes(procs) => procs.take_back(i, generation as u32),
-                };
-                if taken {
-                    shared.perform_synchronously(i, Executor::Waiter);
-                }
-                taken
-            })
+            awaited
+                .iter()
+                .rev()
+                .take(HELP_CANDIDATES)
+                .any(|&(i, generation)| self.help_with(shared, i, generation))
         };
         let Engine::Processes(procs) = &self.engine else {
-            if !handles.is_empty() {
-                self.submit(shared, issuer, handles);
+            if !staged.is_empty() {
+                self.submit(shared, issuer, staged);
             }
-            return help();
+            return if help() {
+                Drive::Progressed
+            } else {
+                Drive::Sleep
+            };
         };
-        let info = &shared.issuers[issuer as usize];
-        // Counted from the caller's `seen`, not from now: a completion that arrived after the
-        // caller counted would otherwise be waited for twice — for a result that never
-        // comes, the waiter slept its 100 ms safety timeout.
-        if !handles.is_empty() {
-            self.submit_to_processes(procs, shared, handles);
+        if !staged.is_empty() {
+            self.submit_to_processes(procs, shared, staged);
         }
-        procs.drive(
-            || n.saturating_sub(info.completed.load(Ordering::SeqCst).wrapping_sub(seen)),
-            help,
-        );
-        true
+        let complete = || {
+            awaited
+                .iter()
+                .filter(|&&(i, g)| {
+                    let s = shared.slot(i);
+                    s.generation.load(Ordering::Acquire) != g || s.state().is_complete()
+                })
+                .count() as u32
+        };
+        procs.drive(|| need.saturating_sub(complete()), help);
+        Drive::Progressed
     }
 
     fn file_opened(&self, slot: u32, fd: std::os::fd::RawFd) {
@@ -412,6 +422,22 @@ fn queue(pool: &WorkerPool, shared: &Shared, i: u32) -> bool {
 }
 
 impl WorkerMethod {
+    /// Runs handle `i` (this issuer's, in flight, `generation`) here if it waits for the
+    /// device and no worker has picked it up yet; true if it did.
+    fn help_with(&self, shared: &Shared, i: u32, generation: u64) -> bool {
+        if !self.waits_for_device(shared, i) {
+            return false;
+        }
+        let taken = match &self.engine {
+            Engine::Threads(_) => shared.slot(i).claim_queued_if(generation),
+            Engine::Processes(procs) => procs.take_back(i, generation as u32),
+        };
+        if taken {
+            shared.run_here(i, Executor::Waiter);
+        }
+        taken
+    }
+
     /// `io_worker_try_cached`: runs buffered read `i` (claimed) here if the page cache holds
     /// it all; true if it did.
     fn read_cached(&self, shared: &Shared, i: u32) -> bool {
@@ -440,12 +466,12 @@ impl WorkerMethod {
                 local[here] = i;
                 here += 1;
             } else {
-                shared.perform_synchronously(i, Executor::Issuer);
+                shared.run_here(i, Executor::Issuer);
             }
         }
         procs.wake(queued);
         for &i in &local[..here] {
-            shared.perform_synchronously(i, Executor::Issuer);
+            shared.run_here(i, Executor::Issuer);
         }
     }
 }

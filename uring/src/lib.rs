@@ -6,18 +6,17 @@
 //! completion. [`probe`] tells at start whether the kernel lets this process use io_uring and,
 //! if not, why. This is the only crate with ring `unsafe`. See `docs/design.md`, "Engines".
 //!
-//! The ring also keeps what a waiter needs to know before it sleeps in the kernel holding the
-//! completion lock: how many pushed entries the kernel has not taken yet
-//! ([`Ring::unsubmitted`]), and a submission epoch to sleep on until the submitter has handed
-//! them over ([`Ring::wait_for_submission`]). A waiter that sleeps in the kernel only when
-//! nothing is left unsubmitted, and a submitter that never blocks on the completion lock while
-//! it holds unsubmitted entries, cannot deadlock each other.
+//! The ring also counts the entries the kernel has taken and whose completions have not been
+//! reaped yet ([`Ring::in_kernel`]): a thread that holds the completion lock and sees that
+//! count above zero knows a completion will arrive, so sleeping in the kernel for one cannot
+//! hang. Every kernel wait here is for one completion and bounded by a timeout; the caller
+//! re-checks what it waits for after each (see `src/method/io_uring.rs` for the protocol).
 
 use io_uring::{IoUring, Probe, opcode, squeue, types};
-use parking_lot::{Condvar, Mutex, MutexGuard};
+use parking_lot::{Mutex, MutexGuard};
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, Ordering};
 use std::time::Duration;
 
 /// `IORING_ENTER_GETEVENTS`: wait for completions.
@@ -181,14 +180,9 @@ pub struct Ring {
     sq_lock: Mutex<()>,
     cq_lock: Mutex<()>,
     fixed_files: u32,
-    /// Entries pushed (or about to be) that the kernel has not taken yet.
-    unsubmitted: AtomicU32,
-    /// Bumped after every submission; waiters for a submission sleep until it changes.
-    epoch: AtomicU32,
-    /// Threads waiting for the epoch to change.
-    epoch_waiters: AtomicU32,
-    epoch_lock: Mutex<()>,
-    epoch_changed: Condvar,
+    /// Entries the kernel took whose completions have not been reaped yet. Signed: a
+    /// completion can be reaped a moment before its submitter counts the entry as taken.
+    in_kernel: AtomicI64,
     /// An errno the next submissions fail with instead of entering the kernel (tests).
     injected: AtomicI32,
     /// Set once `enter` refused a timeout (a kernel before 5.11).
@@ -213,6 +207,15 @@ impl std::os::fd::AsRawFd for Ring {
     fn as_raw_fd(&self) -> std::os::fd::RawFd {
         self.ring.as_raw_fd()
     }
+}
+
+/// What [`Completion::submit_and_wait_one`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Waited {
+    /// Entries the kernel took in the call.
+    pub taken: usize,
+    /// The time limit ended the wait (no completion came).
+    pub timed_out: bool,
 }
 
 /// The submission queue is full; submit first.
@@ -262,50 +265,17 @@ impl Ring {
             sq_lock: Mutex::new(()),
             cq_lock: Mutex::new(()),
             fixed_files,
-            unsubmitted: AtomicU32::new(0),
-            epoch: AtomicU32::new(0),
-            epoch_waiters: AtomicU32::new(0),
-            epoch_lock: Mutex::new(()),
-            epoch_changed: Condvar::new(),
+            in_kernel: AtomicI64::new(0),
             injected: AtomicI32::new(0),
             no_timeouts: AtomicU32::new(0),
         })
     }
 
-    /// Entries pushed (or reserved with [`Submission::reserve`]) that the kernel has not
-    /// taken yet. While it is non-zero a waiter must not sleep in the kernel holding the
-    /// completion side: what it waits for may not be there yet.
-    pub fn unsubmitted(&self) -> u32 {
-        self.unsubmitted.load(Ordering::Acquire)
-    }
-
-    /// The submission epoch, to pass to [`Ring::wait_for_submission`].
-    pub fn submit_epoch(&self) -> u32 {
-        self.epoch.load(Ordering::Acquire)
-    }
-
-    /// Sleeps until a submission after `seen` (from [`Ring::submit_epoch`]) happened, or
-    /// spuriously. The caller re-checks its condition.
-    pub fn wait_for_submission(&self, seen: u32) {
-        self.epoch_waiters.fetch_add(1, Ordering::SeqCst);
-        let mut g = self.epoch_lock.lock();
-        if self.epoch.load(Ordering::SeqCst) == seen {
-            // The bound is a backstop only: every submission announces itself.
-            self.epoch_changed
-                .wait_for(&mut g, Duration::from_millis(100));
-        }
-        drop(g);
-        self.epoch_waiters.fetch_sub(1, Ordering::SeqCst);
-    }
-
-    /// Wakes every thread waiting for a submission (after one, or after giving up on one).
-    /// Costs one atomic increment when nobody waits.
-    pub fn announce_submission(&self) {
-        self.epoch.fetch_add(1, Ordering::SeqCst);
-        if self.epoch_waiters.load(Ordering::SeqCst) > 0 {
-            let _g = self.epoch_lock.lock();
-            self.epoch_changed.notify_all();
-        }
+    /// Entries the kernel has taken whose completions are not reaped yet. Read under the
+    /// completion lock, after draining, a value above zero means a completion will come: a
+    /// wait for one cannot hang.
+    pub fn in_kernel(&self) -> i64 {
+        self.in_kernel.load(Ordering::SeqCst)
     }
 
     fn timeouts_work(&self) -> bool {
@@ -356,6 +326,12 @@ impl Ring {
     /// Whether the ring was made with cooperative task work (`COOP_TASKRUN`).
     pub fn is_cooperative(&self) -> bool {
         self.coop
+    }
+
+    /// True while some thread holds the completion side (it reaps, and may sleep in the
+    /// kernel for a completion).
+    pub fn is_reaping(&self) -> bool {
+        self.cq_lock.is_locked()
     }
 
     /// Locks the completion side if no one else holds it.
@@ -490,25 +466,6 @@ impl Submission<'_> {
         self.sq.len()
     }
 
-    /// Counts one entry as unsubmitted before it is pushed (see [`Ring::unsubmitted`]), so a
-    /// waiter that sees its I/O as submitted also sees that the kernel may not have it yet.
-    pub fn reserve(&mut self) {
-        self.ring.unsubmitted.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// Takes back a [`Submission::reserve`] whose entry was not pushed.
-    pub fn unreserve(&mut self) {
-        self.ring.unsubmitted.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    /// Gives up on every entry queued and not taken by the kernel: they are counted as
-    /// submitted no more, and waiters are told. The entries stay in the ring's memory, so
-    /// the caller must never submit on this ring again (it retires it).
-    pub fn abandon(&mut self) {
-        self.ring.unsubmitted.store(0, Ordering::Release);
-        self.ring.announce_submission();
-    }
-
     /// Hands every queued entry to the kernel with one `io_uring_enter`, retrying on `EINTR`.
     /// Returns how many the kernel took (fewer than queued when it stopped at a bad entry;
     /// call again). `EBUSY`/`EAGAIN` are returned to the caller, who should reap completions
@@ -532,47 +489,29 @@ impl Submission<'_> {
         }
     }
 
-    /// The kernel took `n` entries: fewer are unsubmitted, and waiters are told.
+    /// Publishes the queued entries to the kernel's view of the queue (the tail), without
+    /// entering the kernel: the ring's owner then submits them with
+    /// [`Completion::submit_and_wait_one`] while holding only the completion side.
+    pub fn publish(&mut self) {
+        self.sq.sync();
+    }
+
+    /// Forgets the entries queued and not taken by the kernel. They stay in the ring's
+    /// memory, so the caller must never submit on this ring again (it retires it).
+    pub fn abandon(&mut self) {
+        self.sq.sync();
+    }
+
+    /// The kernel took `n` entries.
     fn taken(&mut self, n: usize) {
-        if n > 0 {
-            self.ring.unsubmitted.fetch_sub(n as u32, Ordering::AcqRel);
-            self.ring.announce_submission();
-        }
+        self.ring.count_taken(n);
     }
 }
 
-impl Submission<'_> {
-    /// Submits everything queued and waits until `n` completions are ready, in one
-    /// `io_uring_enter`. Call it while holding the ring's completion side, so no other
-    /// reaper takes the completions this call waits for.
-    pub fn submit_and_wait(&mut self, n: u32) -> io::Result<usize> {
-        self.sq.sync();
-        loop {
-            let r = match self.ring.injected.load(Ordering::Relaxed) {
-                0 => self
-                    .ring
-                    .ring
-                    .submitter()
-                    .submit_and_wait(n.max(1) as usize),
-                errno => Err(io::Error::from_raw_os_error(errno)),
-            };
-            match r {
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {
-                    // Interrupted while waiting: whatever was taken is in the kernel.
-                    let before = self.sq.len();
-                    self.sq.sync();
-                    self.taken(before - self.sq.len());
-                    if self.sq.is_empty() {
-                        return Ok(0);
-                    }
-                }
-                Ok(k) => {
-                    self.sq.sync();
-                    self.taken(k);
-                    return Ok(k);
-                }
-                Err(e) => return Err(e),
-            }
+impl Ring {
+    fn count_taken(&self, n: usize) {
+        if n > 0 {
+            self.in_kernel.fetch_add(n as i64, Ordering::SeqCst);
         }
     }
 }
@@ -585,8 +524,11 @@ impl Completion<'_> {
         let mut cq = unsafe { self.ring.ring.completion_shared() };
         let mut n = 0;
         for cqe in &mut cq {
-            f(cqe.user_data(), cqe.result());
             n += 1;
+            f(cqe.user_data(), cqe.result());
+        }
+        if n > 0 {
+            self.ring.in_kernel.fetch_sub(n as i64, Ordering::SeqCst);
         }
         n
     }
@@ -626,50 +568,60 @@ impl Completion<'_> {
         unsafe { self.ring.ring.completion_shared() }.is_empty()
     }
 
-    /// Blocks in the kernel until at least `n` completions are ready (submits nothing), or
-    /// `timeout` passes (kernels before 5.11 ignore it). May return early on a signal; the
-    /// caller re-checks its condition.
-    pub fn wait(&mut self, n: u32, timeout: Option<Duration>) -> io::Result<()> {
-        let r = match timeout {
-            Some(t) if self.ring.timeouts_work() => {
-                let ts = types::Timespec::from(t);
-                let args = types::SubmitArgs::new().timespec(&ts);
+    /// Sleeps in the kernel until a completion is ready or `limit` passes (kernels before
+    /// 5.11 cannot bound it: then it waits for the completion). With `submit`, the entries
+    /// published with [`Submission::publish`] are handed to the kernel in the same call — only
+    /// the ring's owner, who pushes every entry, may ask for that; if the kernel takes fewer
+    /// than were published it does not wait, and the caller submits the rest. May return
+    /// early on a signal; the caller re-checks what it waits for either way.
+    pub fn submit_and_wait_one(&mut self, submit: bool, limit: Duration) -> io::Result<Waited> {
+        let submitter = self.ring.ring.submitter();
+        if submit {
+            if let e @ 1.. = self.ring.injected.load(Ordering::Relaxed) {
+                return Err(io::Error::from_raw_os_error(e));
+            }
+        }
+        let r = if self.ring.timeouts_work() {
+            let ts = types::Timespec::from(limit);
+            let args = types::SubmitArgs::new().timespec(&ts);
+            if submit {
+                submitter.submit_with_args(1, &args)
+            } else {
                 // SAFETY: to_submit = 0 only waits for completions; with EXT_ARG the argument
                 // is an `io_uring_getevents_arg` (SubmitArgs is a transparent wrapper of one)
                 // that lives across the call, as does the timespec it points to.
                 unsafe {
-                    self.ring
-                        .ring
-                        .submitter()
-                        .enter::<types::SubmitArgs<'_, '_>>(
-                            0,
-                            n.max(1),
-                            ENTER_GETEVENTS | ENTER_EXT_ARG,
-                            Some(&args),
-                        )
+                    submitter.enter::<types::SubmitArgs<'_, '_>>(
+                        0,
+                        1,
+                        ENTER_GETEVENTS | ENTER_EXT_ARG,
+                        Some(&args),
+                    )
                 }
             }
+        } else if submit {
+            submitter.submit_and_wait(1)
+        } else {
             // SAFETY: `enter` with to_submit = 0 and no argument only waits for completions;
             // it touches no user memory.
-            _ => unsafe {
-                self.ring.ring.submitter().enter::<libc::sigset_t>(
-                    0,
-                    n.max(1),
-                    ENTER_GETEVENTS,
-                    None,
-                )
-            },
+            unsafe { submitter.enter::<libc::sigset_t>(0, 1, ENTER_GETEVENTS, None) }
         };
+        let waited = |taken, timed_out| Waited { taken, timed_out };
         match r {
-            // A signal, or the timeout: the caller re-checks and waits again if needed.
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::ETIME)) => Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && timeout.is_some() => {
-                // A kernel without EXT_ARG: wait without a timeout from now on.
+            Ok(n) => {
+                let n = if submit { n } else { 0 };
+                self.ring.count_taken(n);
+                Ok(waited(n, false))
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ETIME) => Ok(waited(0, true)),
+            // A signal: the caller re-checks and waits again if it must.
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => Ok(waited(0, false)),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && self.ring.timeouts_work() => {
+                // A kernel without EXT_ARG: wait without a bound from now on.
                 self.ring.no_timeouts.store(1, Ordering::Relaxed);
-                Ok(())
+                Ok(waited(0, false))
             }
             Err(e) => Err(e),
-            Ok(_) => Ok(()),
         }
     }
 }

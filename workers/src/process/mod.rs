@@ -30,7 +30,7 @@ use crate::pool::{PoolSize, PoolSnapshot, WorkerRow};
 use crate::request::{OpCode, Request};
 use crate::tally::WakeTally;
 use control::{
-    Control, DONE, FREE, LOST, Layout, MAGIC, QUEUED, W_ABSENT, W_BUSY, W_IDLE, W_RETIRED,
+    Control, DONE, FREE, LOST, Layout, MAGIC, QUEUED, RUNNING, W_ABSENT, W_BUSY, W_IDLE, W_RETIRED,
     W_STARTING,
 };
 use nix::sys::memfd::{MemFdCreateFlag, memfd_create};
@@ -91,10 +91,48 @@ pub struct ProcessConfig {
     pub program: PathBuf,
 }
 
+/// The control segment's mapping in this process: unmapped when its last holder goes (the
+/// pool, and the [`ProcessWaker`] the embedder's completions use).
+struct Mapping {
+    base: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping holds only atomics (the control segment), reached through shared
+// references; the pointer itself is never written through non-atomically.
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `ProcessPool::start`, used by no one any more (this is
+        // its last holder).
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
+
+/// Wakes the pool's waiters for a completion made in the embedder rather than posted by a
+/// worker (a waiter that took its request back and ran it, a read served from the page
+/// cache, a request run locally): one of them may be waiting for it. Holds the control
+/// segment, not the pool.
+pub struct ProcessWaker {
+    map: Arc<Mapping>,
+}
+
+impl ProcessWaker {
+    /// A completion was published in this process: wake the waiters, if any.
+    pub fn completed_here(&self) {
+        // SAFETY: the header lies at the start of the mapping, which `map` keeps alive.
+        let h = unsafe { &*self.map.base.cast::<control::Header>() };
+        wake::Wake::of(h).drained(1);
+    }
+}
+
 struct Inner {
     segment: OwnedFd,
     ctl: Control,
-    map_len: usize,
+    map: Arc<Mapping>,
     arena: &'static SharedArena,
     size: PoolSize,
     program: PathBuf,
@@ -191,7 +229,10 @@ impl ProcessPool {
         let inner = Arc::new(Inner {
             segment,
             ctl,
-            map_len: layout.len,
+            map: Arc::new(Mapping {
+                base: base.as_ptr(),
+                len: layout.len,
+            }),
             arena,
             size,
             program: config.program,
@@ -231,6 +272,27 @@ impl ProcessPool {
             Ok(Err(e)) => Err(e),
             Err(_) => Err(io::Error::other("the worker supervisor ended at start")),
         }
+    }
+
+    /// What the embedder's own completions use to wake the pool's waiters.
+    pub fn waker(&self) -> ProcessWaker {
+        ProcessWaker {
+            map: Arc::clone(&self.inner.map),
+        }
+    }
+
+    /// True while handle `slot`'s request of `generation` is with the workers: queued,
+    /// running, or done and not yet posted (its completion then comes from [`drive`]).
+    ///
+    /// [`drive`]: ProcessPool::drive
+    pub fn holds(&self, slot: u32, generation: u32) -> bool {
+        self.inner.ctl.reqs().get(slot as usize).is_some_and(|c| {
+            c.generation.load(Ordering::Acquire) == generation
+                && matches!(
+                    c.state.load(Ordering::Acquire) & 0xff,
+                    QUEUED | RUNNING | DONE
+                )
+        })
     }
 
     /// A reader of [`ProcessPool::snapshot`] that does not keep the pool alive.
@@ -800,18 +862,5 @@ impl Drop for ProcessPool {
         for t in threads {
             let _ = t.join();
         }
-    }
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `start`, no longer used by anyone (the threads have
-        // been joined and this is the last reference).
-        unsafe {
-            libc::munmap(
-                self.ctl.header() as *const _ as *mut libc::c_void,
-                self.map_len,
-            )
-        };
     }
 }

@@ -567,3 +567,105 @@ fn a_buffer_pool_on_huge_pages_is_reached_by_worker_processes() {
     assert!(done > 0, "the reads went to the worker processes: {pool:?}");
     assert_eq!(pool.ran_locally, 0, "{pool:?}");
 }
+
+/// Polls `cond` every millisecond until it holds; fails naming `what` after `secs` seconds.
+fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while !cond() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// True if process `pid` is stopped (state `T` in `/proc/<pid>/stat`).
+fn is_stopped(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('T'))
+        })
+        .unwrap_or(false)
+}
+
+/// Keeps 32 reads in flight until `enough` says the pool has grown.
+fn load_until(aio: &Aio, path: &std::path::Path, mut enough: impl FnMut(&Aio) -> bool) {
+    let me = aio.register_issuer("load").unwrap();
+    let f = aio.open(path, &OpenOptions::read()).unwrap();
+    let end = Instant::now() + Duration::from_secs(60);
+    let mut ios = std::collections::VecDeque::new();
+    let mut n = 0u64;
+    while !enough(aio) {
+        assert!(
+            Instant::now() < end,
+            "the pool did not grow: {:?}",
+            aio.worker_pool()
+        );
+        while ios.len() < 32 {
+            let off = (n * 4096) % (4 << 20);
+            ios.push_back(me.acquire().unwrap().read(&f, off, IoBuf::new(4096)));
+            n += 1;
+        }
+        me.wait(ios.pop_front().unwrap()).check().unwrap();
+    }
+    for io in ios {
+        me.wait(io).check().unwrap();
+    }
+}
+
+/// Issue 32, item 4: a worker process that decides to retire counts itself out of the pool
+/// and exits; one SIGKILLed between those two steps must be counted out once — not a
+/// second time as a death (which wrapped or undercounted the pool's count of running
+/// workers) and not replaced (it was leaving). The workers stop themselves at that point
+/// (a test hook), the test kills them there, and the pool must then hold exactly its
+/// survivor, count it right, and still grow again under load.
+#[test]
+fn a_worker_killed_while_it_retires_is_counted_out_once() {
+    let d = dir();
+    let path = d.path().join("f");
+    std::fs::write(&path, vec![5u8; 4 << 20]).unwrap();
+    let mut s = Settings {
+        io_workers: 0,
+        io_min_workers: 1,
+        io_max_workers: 4,
+        ..settings(1)
+    };
+    s.set("io_worker_idle_timeout", "100ms").unwrap();
+    s.set("io_worker_launch_interval", "1ms").unwrap();
+    let aio = Aio::start(s).unwrap();
+    let pool = |aio: &Aio| aio.worker_pool().unwrap();
+    load_until(&aio, &path, |aio| pool(aio).workers.len() == 4);
+    let retired_before = pool(&aio).retired;
+    aio.hold_retiring_worker_processes(true);
+    // Idle now: three workers above the minimum retire, each stopping itself right after it
+    // counted itself out.
+    let mut stopped = Vec::new();
+    eventually(30, "three workers stopped at their retirement", || {
+        stopped = pool(&aio)
+            .workers
+            .iter()
+            .map(|w| w.tid)
+            .filter(|&pid| is_stopped(pid))
+            .collect();
+        stopped.len() == 3
+    });
+    for &pid in &stopped {
+        // SAFETY: kill takes integers; the pid is one of this subsystem's worker processes.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    }
+    eventually(30, "the killed workers gone from the pool", || {
+        let p = pool(&aio);
+        p.workers.iter().all(|w| !stopped.contains(&w.tid))
+    });
+    // The supervisor has seen the deaths; give it a moment to (wrongly) replace any.
+    std::thread::sleep(Duration::from_millis(300));
+    let p = pool(&aio);
+    assert_eq!(p.workers.len(), 1, "only the survivor runs: {p:?}");
+    assert_eq!(p.live, 1, "the pool counts one running worker: {p:?}");
+    assert_eq!(p.replaced, 0, "a retiring worker is not replaced: {p:?}");
+    assert_eq!(p.retired - retired_before, 3, "{p:?}");
+    aio.hold_retiring_worker_processes(false);
+    // The count is right, so the pool grows to its maximum again.
+    load_until(&aio, &path, |aio| pool(aio).workers.len() == 4);
+    let p = pool(&aio);
+    assert_eq!(p.live, 4, "{p:?}");
+}

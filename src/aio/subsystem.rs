@@ -195,6 +195,15 @@ impl Aio {
         crate::introspect::view::worker_pool(&self.inner.shared)
     }
 
+    /// Tests only: worker processes that decide to retire stop themselves (SIGSTOP) right
+    /// after counting themselves out of the pool, so a test can kill one at that point.
+    #[doc(hidden)]
+    pub fn hold_retiring_worker_processes(&self, on: bool) {
+        if let Some(p) = self.inner.shared.worker_pool.get() {
+            p.hold_retiring_workers(on);
+        }
+    }
+
     /// Readahead advice of every issuer together (the sum of [`Aio::stats`]' rows).
     pub fn advice_totals(&self) -> AdviceRow {
         let mut t = AdviceRow::default();

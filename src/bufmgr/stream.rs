@@ -383,7 +383,13 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
                     self.stats.zeroed_pages += u64::from(v.invalid);
                 }
             }
-            head.error = c.check().err();
+            // A short read is not an error for the blocks that came (their buffers are
+            // valid); the rest are read again one by one as the consumer reaches them, and
+            // only a block that is really short fails (PostgreSQL retries the remainder).
+            head.error = match r.status {
+                Status::Partial => None,
+                _ => c.check().err(),
+            };
         }
         head.left -= 1;
         let error = head.error.clone();

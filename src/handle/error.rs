@@ -208,17 +208,31 @@ impl IoError {
         (self.errno > 0).then(|| std::io::Error::from_raw_os_error(self.errno))
     }
 
+    /// Where it failed, in PostgreSQL's words: block I/O names its blocks (`blocks 4..4`
+    /// even for one, as md.c does), other I/O its bytes.
     fn where_(&self) -> String {
         let p = self.path.display();
         match self.blocks {
-            Some((first, n)) if n > 1 => {
-                format!("blocks {first}..{} in file \"{p}\"", first + n - 1)
+            Some((first, n)) => {
+                format!("blocks {first}..{} in file \"{p}\"", first + n.max(1) - 1)
             }
-            Some((first, _)) => format!("block {first} in file \"{p}\""),
             None => format!(
                 "{} bytes at offset {} of file \"{p}\"",
                 self.length, self.offset
             ),
+        }
+    }
+
+    /// Bytes transferred as a short transfer is reported: for block I/O whole blocks only
+    /// (PostgreSQL counts blocks: a torn last block of 100 bytes reads `read only 0 of 8192
+    /// bytes`), otherwise every byte.
+    fn reported_transfer(&self) -> u64 {
+        match self.blocks {
+            Some((_, n)) if n > 0 && self.length >= u64::from(n) => {
+                let block = self.length / u64::from(n);
+                self.transferred / block * block
+            }
+            _ => self.transferred,
         }
     }
 }
@@ -264,7 +278,8 @@ impl fmt::Display for IoError {
             write!(
                 f,
                 ": {verb} only {} of {} bytes",
-                self.transferred, self.length
+                self.reported_transfer(),
+                self.length
             )?;
         }
         if let Some(h) = self.hint {

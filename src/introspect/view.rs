@@ -116,6 +116,9 @@ pub struct WorkerPoolRow {
     /// I/O had completed (a missed wake-up), since start. Always 0 unless there is a bug.
     #[serde(default)]
     pub missed_wakes: u64,
+    /// Workers the pool counts as running (what its sizing and retiring go by).
+    #[serde(default)]
+    pub live: u32,
     /// Every running worker, lowest number first.
     pub workers: Vec<WorkerRow>,
 }
@@ -147,6 +150,7 @@ pub(crate) fn worker_pool(shared: &Shared) -> Option<WorkerPoolRow> {
         ran_locally: snap.local,
         requeued: snap.requeued,
         missed_wakes: snap.missed_wakes,
+        live: snap.live,
         workers: snap
             .workers
             .into_iter()

@@ -113,7 +113,7 @@ fn scenario(m: IoMethodKind) {
     assert_eq!((io.errno, io.blocks), (libc::EIO, Some((250, 1))));
     assert!(
         io.to_string()
-            .starts_with("could not read block 250 in file"),
+            .starts_with("could not read blocks 250..250 in file"),
         "{io}"
     );
     assert_pattern(me.read_block(&f, 250).unwrap().page(), 250 * 8192);

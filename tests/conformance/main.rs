@@ -38,6 +38,7 @@ mod read_stream;
 mod reclaim_in_batch;
 mod released_handle;
 mod scan_ring;
+mod short_combined_read;
 mod short_read;
 mod shutdown;
 mod slice_io;

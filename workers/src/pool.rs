@@ -113,6 +113,9 @@ pub struct PoolSnapshot {
     pub replaced: u32,
     /// Every running worker.
     pub workers: Vec<WorkerRow>,
+    /// Workers the pool counts as running, the number its sizing and retiring go by (equal
+    /// to `workers.len()` but for a moment while one starts or leaves).
+    pub live: u32,
     /// Worker processes (`WorkerRow::tid` is then a pid), not threads.
     pub processes: bool,
     /// I/Os run in the embedder instead, because a process could not reach their memory.
@@ -142,6 +145,15 @@ impl PoolObserver {
         match &self.0 {
             Observed::Threads(w) => w.upgrade().map(|s| snapshot(&s)),
             Observed::Processes(p) => p.snapshot(),
+        }
+    }
+
+    /// Tests only: worker processes that decide to retire stop themselves right after
+    /// counting themselves out (see `Header::hold_at_retire`). Threads ignore it.
+    #[doc(hidden)]
+    pub fn hold_retiring_workers(&self, on: bool) {
+        if let Observed::Processes(p) = &self.0 {
+            p.hold_retiring_workers(on);
         }
     }
 }
@@ -402,6 +414,7 @@ fn snapshot(s: &Shared) -> PoolSnapshot {
         retired: s.retired.load(Ordering::Relaxed),
         replaced: s.replaced.load(Ordering::Relaxed),
         workers,
+        live: s.running.load(Ordering::Relaxed),
         processes: false,
         local: 0,
         requeued: 0,

@@ -220,17 +220,26 @@ impl Worker<'_> {
         }
     }
 
-    /// Leaves the pool if it is above its minimum. True if this worker is to exit.
+    /// Leaves the pool if it is above its minimum: clears this worker's bit in the live
+    /// mask by compare-and-swap while more than the minimum are set (so two cannot both
+    /// leave the last place above it). True if this worker is to exit. A kill after the
+    /// swap finds the bit clear: the supervisor counts a retirement, not a death.
     fn retire(&self) -> bool {
         let h = self.ctl.header();
         let min = h.min.load(Ordering::Relaxed);
+        let bit = 1u64 << self.id;
         let mut live = h.live.load(Ordering::SeqCst);
-        while live > min {
+        while live & bit != 0 && live.count_ones() > min {
             match h
                 .live
-                .compare_exchange(live, live - 1, Ordering::SeqCst, Ordering::SeqCst)
+                .compare_exchange(live, live & !bit, Ordering::SeqCst, Ordering::SeqCst)
             {
                 Ok(_) => {
+                    if h.hold_at_retire.load(Ordering::SeqCst) != 0 {
+                        // SAFETY: raise takes a signal number; SIGSTOP stops this process
+                        // until a test continues or kills it.
+                        unsafe { libc::raise(libc::SIGSTOP) };
+                    }
                     self.ctl.workers()[self.id as usize]
                         .state
                         .store(W_RETIRED, Ordering::SeqCst);

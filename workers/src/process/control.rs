@@ -53,8 +53,15 @@ pub(crate) struct Header {
     pub idle_timeout_ms: AtomicU64,
     /// Set when the pool stops: workers leave once the queue is empty.
     pub stop: AtomicU32,
-    /// Workers started and not yet retired or dead.
-    pub live: AtomicU32,
+    /// Tests only: a worker that has decided to retire stops itself (SIGSTOP) right after
+    /// counting itself out, so a test can kill it at that exact point.
+    pub hold_at_retire: AtomicU32,
+    /// Bit `w` set: worker `w` counts as running. Set when it is started; cleared exactly once
+    /// when it leaves — by itself, as it decides to retire (only while the pool stays at or
+    /// above its minimum), or by the supervisor when it finds it dead with the bit still set.
+    /// A worker killed after counting itself out is therefore never counted out twice, and
+    /// the supervisor tells a retirement from a death by whether the bit was still set.
+    pub live: AtomicU64,
     /// The arena's descriptor number in the embedder and its size.
     pub arena_fd: AtomicI32,
     pub arena_len: AtomicU64,

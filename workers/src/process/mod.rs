@@ -30,8 +30,7 @@ use crate::pool::{PoolSize, PoolSnapshot, WorkerRow};
 use crate::request::{OpCode, Request};
 use crate::tally::WakeTally;
 use control::{
-    Control, DONE, FREE, LOST, Layout, MAGIC, QUEUED, RUNNING, W_ABSENT, W_BUSY, W_IDLE, W_RETIRED,
-    W_STARTING,
+    Control, DONE, FREE, LOST, Layout, MAGIC, QUEUED, RUNNING, W_ABSENT, W_BUSY, W_IDLE, W_STARTING,
 };
 use nix::sys::memfd::{MemFdCreateFlag, memfd_create};
 use parking_lot::Mutex;
@@ -172,6 +171,16 @@ impl ProcessObserver {
     /// The pool now, or None once dropped.
     pub fn snapshot(&self) -> Option<PoolSnapshot> {
         self.0.upgrade().map(|i| snapshot(&i))
+    }
+
+    /// Tests only: see [`PoolObserver::hold_retiring_workers`](crate::PoolObserver).
+    pub(crate) fn hold_retiring_workers(&self, on: bool) {
+        if let Some(i) = self.0.upgrade() {
+            i.ctl
+                .header()
+                .hold_at_retire
+                .store(u32::from(on), Ordering::SeqCst);
+        }
     }
 }
 
@@ -493,6 +502,7 @@ fn snapshot(inner: &Inner) -> PoolSnapshot {
         retired: inner.retired.load(Ordering::Relaxed),
         replaced: inner.replaced.load(Ordering::Relaxed),
         workers,
+        live: ctl.header().live.load(Ordering::Relaxed).count_ones(),
         processes: true,
         local: inner.local.load(Ordering::Relaxed),
         requeued: inner.requeued.load(Ordering::Relaxed),
@@ -606,8 +616,18 @@ fn launch(inner: &Inner, w: u32) -> io::Result<Running> {
         }
     };
     cell.pid.store(child.id() as i32, Ordering::Relaxed);
-    inner.ctl.header().live.fetch_add(1, Ordering::SeqCst);
-    let pidfd = pidfd_open(child.id())?;
+    let pidfd = match pidfd_open(child.id()) {
+        Ok(fd) => fd,
+        Err(e) => {
+            // Unwatchable: it must not run unseen.
+            let mut child = child;
+            let _ = child.kill();
+            let _ = child.wait();
+            cell.state.store(W_ABSENT, Ordering::SeqCst);
+            return Err(e);
+        }
+    };
+    inner.ctl.header().live.fetch_or(1 << w, Ordering::SeqCst);
     Ok(Running { child, pidfd })
 }
 
@@ -677,7 +697,7 @@ fn supervise(inner: &Arc<Inner>, ready: std::sync::mpsc::Sender<io::Result<()>>)
                 who.push(w);
             }
         }
-        let live = h.live.load(Ordering::SeqCst);
+        let live = h.live.load(Ordering::SeqCst).count_ones();
         let timeout = if dynamic && live < inner.size.max {
             interval.as_millis().clamp(1, 1000) as i32
         } else {
@@ -698,7 +718,11 @@ fn supervise(inner: &Arc<Inner>, ready: std::sync::mpsc::Sender<io::Result<()>>)
             };
             let status = r.child.wait().ok();
             let cell = &ctl.workers()[w];
-            if cell.state.load(Ordering::SeqCst) == W_RETIRED {
+            // Its bit says whether it had counted itself out (a retirement, even if it was
+            // killed before it could say so in its cell) or not (a death).
+            let bit = 1u64 << w;
+            if h.live.fetch_and(!bit, Ordering::SeqCst) & bit == 0 {
+                ctl.repair_after(w as u32, MAX_ATTEMPTS);
                 cell.state.store(W_ABSENT, Ordering::SeqCst);
                 inner.retired.fetch_add(1, Ordering::Relaxed);
                 continue;
@@ -712,7 +736,6 @@ fn supervise(inner: &Arc<Inner>, ready: std::sync::mpsc::Sender<io::Result<()>>)
             } else {
                 0
             };
-            h.live.fetch_sub(1, Ordering::SeqCst);
             let requeued = ctl.repair_after(w as u32, MAX_ATTEMPTS);
             inner
                 .requeued

@@ -33,6 +33,16 @@ impl Board {
         Some(q[k])
     }
 
+    /// A reference to wait on: usually the newest, taken off the board (so the next one
+    /// waited for is fresh: most likely still in flight), now and then one left on it (so
+    /// several threads wait on the same I/O).
+    pub fn next(&self, roll: u64) -> Option<WaitRef> {
+        if roll % 4 == 0 {
+            return self.pick(roll >> 2);
+        }
+        self.refs.lock().unwrap().pop_back()
+    }
+
     pub fn hand_over(&self, t: Ticket) {
         self.tickets.lock().unwrap().push_back(t);
     }

@@ -95,7 +95,7 @@ fn foreign_loop(ctx: Ctx, board: Arc<Board>) {
             ctx.count_foreign_wait();
             continue;
         }
-        let Some(w) = board.pick(ctx.rng.next()) else {
+        let Some(w) = board.next(ctx.rng.next()) else {
             std::thread::yield_now();
             continue;
         };
@@ -108,8 +108,7 @@ fn foreign_loop(ctx: Ctx, board: Arc<Board>) {
             }
             _ => {
                 ctx.at("Aio::wait on a foreign I/O");
-                ctx.timed(|| ctx.aio.wait(w)).unwrap();
-                ctx.count_foreign_wait();
+                ctx.foreign_wait(w);
             }
         }
     }

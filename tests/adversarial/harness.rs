@@ -75,77 +75,83 @@ impl Column {
     }
 }
 
-/// Expands to one `#[test]` per column, each calling `scenario(column)`.
+/// Expands to one `#[test]` per column, each calling `scenario(column)` for the short pass,
+/// and one `#[ignore]`d `long_…` test per column for the long pass (see [`run_time`]).
 #[macro_export]
 macro_rules! every_column {
     ($scenario:ident) => {
+        $crate::every_column!(@one $scenario, sync, long_sync, Sync);
+        $crate::every_column!(@one $scenario, worker_threads, long_worker_threads, WorkerThreads);
+        $crate::every_column!(
+            @one $scenario, worker_threads_sized, long_worker_threads_sized, WorkerThreadsSized
+        );
+        $crate::every_column!(
+            @one $scenario, worker_processes, long_worker_processes, WorkerProcesses
+        );
+        $crate::every_column!(
+            @one $scenario,
+            worker_processes_sized,
+            long_worker_processes_sized,
+            WorkerProcessesSized
+        );
+        $crate::every_column!(@one $scenario, io_uring, long_io_uring, IoUring);
+    };
+    (@one $scenario:ident, $short:ident, $long:ident, $column:ident) => {
         #[test]
-        fn sync() {
-            $crate::harness::run_column(module_path!(), $crate::harness::Column::Sync, $scenario);
-        }
-        #[test]
-        fn worker_threads() {
+        fn $short() {
             $crate::harness::run_column(
                 module_path!(),
-                $crate::harness::Column::WorkerThreads,
+                $crate::harness::Column::$column,
                 $scenario,
+                false,
             );
         }
         #[test]
-        fn worker_threads_sized() {
+        #[ignore = "the long pass: cargo test --release --test adversarial -- --ignored"]
+        fn $long() {
             $crate::harness::run_column(
                 module_path!(),
-                $crate::harness::Column::WorkerThreadsSized,
+                $crate::harness::Column::$column,
                 $scenario,
-            );
-        }
-        #[test]
-        fn worker_processes() {
-            $crate::harness::run_column(
-                module_path!(),
-                $crate::harness::Column::WorkerProcesses,
-                $scenario,
-            );
-        }
-        #[test]
-        fn worker_processes_sized() {
-            $crate::harness::run_column(
-                module_path!(),
-                $crate::harness::Column::WorkerProcessesSized,
-                $scenario,
-            );
-        }
-        #[test]
-        fn io_uring() {
-            $crate::harness::run_column(
-                module_path!(),
-                $crate::harness::Column::IoUring,
-                $scenario,
+                true,
             );
         }
     };
 }
 
+thread_local! {
+    /// Set while a long-pass test runs on this thread.
+    static LONG: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// Runs `scenario` on `column`, or says loudly why it cannot run here.
-pub fn run_column(name: &str, column: Column, scenario: fn(Column)) {
+pub fn run_column(name: &str, column: Column, scenario: fn(Column), long: bool) {
     if column.method() == IoMethodKind::IoUring {
         if let Err(why) = dbaio::io_uring_available() {
+            // Where io_uring works (CI), its absence is a failure, not a skip.
+            if std::env::var_os("DBAIO_REQUIRE_IO_URING").is_some() {
+                panic!(
+                    "{name} on io_uring: io_uring refused ({why}) but DBAIO_REQUIRE_IO_URING is set"
+                );
+            }
             eprintln!("SKIPPED {name} on io_uring: {why}");
             return;
         }
     }
+    LONG.with(|l| l.set(long));
     scenario(column);
     eprintln!("adversarial {name} on {}: ok", column.name());
 }
 
-/// How long each thread loops: short in the default suite, minutes in the long pass
-/// (`DBAIO_ATTACK_SECS=120 cargo test --release --test adversarial -- --ignored`, or the
-/// variable alone for the default tests).
+/// How long each thread loops: a second in the default suite; in the long pass
+/// (`cargo test --release --test adversarial -- --ignored`) two minutes per scenario and
+/// column. `DBAIO_ATTACK_SECS` sets either.
 pub fn run_time() -> Duration {
+    let default = if LONG.with(|l| l.get()) { 120.0 } else { 1.0 };
     let secs = std::env::var("DBAIO_ATTACK_SECS")
         .ok()
         .and_then(|s| s.parse::<f64>().ok())
-        .unwrap_or(1.0);
+        .unwrap_or(default);
     Duration::from_secs_f64(secs)
 }
 
@@ -198,6 +204,8 @@ pub struct Counts {
     pub waits: AtomicU64,
     pub completions: AtomicU64,
     pub foreign_waits: AtomicU64,
+    /// Foreign waits that found their I/O not yet complete.
+    pub foreign_blocked: AtomicU64,
     /// Waits that took over 50 ms (reported, not asserted: the machines are noisy).
     pub long_waits: AtomicU64,
     pub max_wait_us: AtomicU64,
@@ -233,6 +241,15 @@ impl Ctx {
     pub fn count_foreign_wait(&self) {
         self.counts.foreign_waits.fetch_add(1, Ordering::Relaxed);
         self.counts.waits.fetch_add(1, Ordering::Relaxed);
+    }
+    /// `Aio::wait` on another thread's I/O, timed and counted (and counted as blocked if
+    /// the I/O was not complete when the wait began).
+    pub fn foreign_wait(&self, w: dbaio::WaitRef) {
+        if !self.aio.is_done(w) {
+            self.counts.foreign_blocked.fetch_add(1, Ordering::Relaxed);
+        }
+        self.timed(|| self.aio.wait(w)).unwrap();
+        self.count_foreign_wait();
     }
 }
 
@@ -360,15 +377,20 @@ impl Attack {
         );
         let c = &self.counts;
         eprintln!(
-            "adversarial {name} on {}: {:.1} s, {} waits ({} foreign), {} completions checked, \
-             {} waits over 50 ms, longest {} us",
+            "adversarial {name} on {}: {:.1} s, {} waits ({} foreign, {} of them on an I/O \
+             not yet complete), {} completions checked, {} waits over 50 ms, longest {} us{}",
             self.column.name(),
             start.elapsed().as_secs_f64(),
             c.waits.load(Ordering::Relaxed),
             c.foreign_waits.load(Ordering::Relaxed),
+            c.foreign_blocked.load(Ordering::Relaxed),
             c.completions.load(Ordering::Relaxed),
             c.long_waits.load(Ordering::Relaxed),
             c.max_wait_us.load(Ordering::Relaxed),
+            self.aio.worker_pool().map_or(String::new(), |p| format!(
+                "; pool: grown {}, retired {}, replaced {}, requeued {}",
+                p.grown, p.retired, p.replaced, p.requeued
+            )),
         );
         check_safety_nets(&self.aio, name, self.column);
     }

@@ -61,13 +61,12 @@ fn writer(
 
 fn watcher(mut ctx: Ctx, board: Arc<Board>) {
     while ctx.running() {
-        let Some(w) = board.pick(ctx.rng.next()) else {
+        let Some(w) = board.next(ctx.rng.next()) else {
             std::thread::yield_now();
             continue;
         };
         ctx.at("waiting on an issuer-run I/O");
-        ctx.timed(|| ctx.aio.wait(w)).unwrap();
-        ctx.count_foreign_wait();
+        ctx.foreign_wait(w);
     }
 }
 

@@ -11,7 +11,9 @@ mod harness;
 
 mod buffer_readers;
 mod foreign_wait_on_batches;
+mod futures_and_detached;
 mod issuer_runs_its_own;
+mod killed_workers;
 mod mesh;
 mod retries;
 mod signals;

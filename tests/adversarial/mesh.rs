@@ -67,7 +67,7 @@ fn member(
                 me.end_batch();
             }
             // Someone else's I/O (or our own, staged or not) first.
-            if let Some(w) = board.pick(ctx.rng.next()) {
+            if let Some(w) = board.next(ctx.rng.next()) {
                 ctx.at("waiting on a published I/O");
                 if ctx.rng.one_in(2) {
                     ctx.timed(|| ctx.aio.wait(w)).unwrap();
@@ -97,10 +97,9 @@ fn member(
 fn drifter(mut ctx: Ctx, board: Arc<Board>) {
     // A thread with no issuer of its own until `with_issuer` makes one; waits on the board.
     while ctx.running() {
-        if let Some(w) = board.pick(ctx.rng.next()) {
+        if let Some(w) = board.next(ctx.rng.next()) {
             ctx.at("Aio::wait from a thread without an issuer");
-            ctx.timed(|| ctx.aio.wait(w)).unwrap();
-            ctx.count_foreign_wait();
+            ctx.foreign_wait(w);
         }
         if ctx.rng.one_in(16) {
             ctx.at("a with_issuer thread comes and goes");

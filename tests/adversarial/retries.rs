@@ -43,13 +43,12 @@ fn driver(mut ctx: Ctx, path: std::path::PathBuf, board: Arc<Board>) {
 
 fn foreign(mut ctx: Ctx, board: Arc<Board>) {
     while ctx.running() {
-        let Some(w) = board.pick(ctx.rng.next()) else {
+        let Some(w) = board.next(ctx.rng.next()) else {
             std::thread::yield_now();
             continue;
         };
         ctx.at("Aio::wait on a retried I/O");
-        ctx.timed(|| ctx.aio.wait(w)).unwrap();
-        ctx.count_foreign_wait();
+        ctx.foreign_wait(w);
     }
 }
 

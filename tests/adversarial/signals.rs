@@ -62,13 +62,12 @@ fn foreign(mut ctx: Ctx, board: Arc<Board>, tid: Arc<AtomicI32>) {
     // SAFETY: gettid has no preconditions.
     tid.store(unsafe { libc::gettid() }, Ordering::SeqCst);
     while ctx.running() {
-        let Some(w) = board.pick(ctx.rng.next()) else {
+        let Some(w) = board.next(ctx.rng.next()) else {
             std::thread::yield_now();
             continue;
         };
         ctx.at("Aio::wait");
-        ctx.timed(|| ctx.aio.wait(w)).unwrap();
-        ctx.count_foreign_wait();
+        ctx.foreign_wait(w);
     }
     tid.store(0, Ordering::SeqCst);
 }

@@ -420,14 +420,13 @@ impl Shared {
     /// A panic in here (a fault rule's, or a bug) unwinds to the caller, which must fail the
     /// I/O ([`Shared::fail_panicked`]) if it is still SUBMITTED: a worker thread does so and
     /// is replaced; [`Shared::complete_catching`] does so for the others.
+    #[inline]
     pub(crate) fn complete(&self, i: u32, raw: i32, executor: Executor) -> Completed {
         let s = self.slot(i);
         // Acquire: see everything the issuer wrote before it published SUBMITTED.
-        assert_eq!(
-            s.state(),
-            HandleState::Submitted,
-            "completing an I/O that is not submitted"
-        );
+        if s.state() != HandleState::Submitted {
+            not_submitted(s.state());
+        }
         let (raw, hold) = if self.faults.armed() {
             let fault = self.faults.apply(
                 &FaultSite {
@@ -454,6 +453,7 @@ impl Shared {
     }
 
     /// [`Shared::complete`], failing the I/O if completing it panics (the caller goes on).
+    #[inline]
     pub(crate) fn complete_catching(&self, i: u32, raw: i32, executor: Executor) -> Completed {
         match catch_unwind(AssertUnwindSafe(|| self.complete(i, raw, executor))) {
             Ok(c) => c,
@@ -507,6 +507,7 @@ impl Shared {
     /// asleep: it is here). Nothing is lost by skipping COMPLETED_IO there: no callback runs
     /// between the two, and only this same thread can attach a notice, so the notice word is
     /// read without racing an attacher.
+    #[inline]
     fn finish(
         &self,
         i: u32,
@@ -522,17 +523,30 @@ impl Shared {
         s.executor.store(executor.encode(), Ordering::Relaxed);
         s.completed_ns.store(self.io_clock_ns(), Ordering::Relaxed);
         let on_issuer = executor == Executor::Issuer;
-        if on_issuer && hold.is_none() && s.num_callbacks.load(Ordering::Relaxed) == 0 {
-            let result = base.unwrap_or_else(|| {
-                IoResult::from_raw(s.op(), raw, s.length.load(Ordering::Relaxed))
-            });
-            s.distilled.store(result.pack(), Ordering::Relaxed);
-            if s.notice.load(Ordering::Relaxed) != 0 {
-                self.deliver_notice(i, result);
-            }
-            s.set_state(HandleState::Submitted, HandleState::CompletedShared);
-            return;
+        if !on_issuer || hold.is_some() || s.num_callbacks.load(Ordering::Relaxed) != 0 {
+            return self.finish_shared(i, raw, on_issuer, base, hold);
         }
+        let result = base
+            .unwrap_or_else(|| IoResult::from_raw(s.op(), raw, s.length.load(Ordering::Relaxed)));
+        s.distilled.store(result.pack(), Ordering::Relaxed);
+        if s.notice.load(Ordering::Relaxed) != 0 {
+            self.deliver_notice(i, result);
+        }
+        s.set_state(HandleState::Submitted, HandleState::CompletedShared);
+    }
+
+    /// [`Shared::finish`]'s full road: COMPLETED_IO, the shared callbacks, the notice,
+    /// COMPLETED_SHARED, and the wake-ups of the issuer's bell and the method.
+    #[inline(never)]
+    fn finish_shared(
+        &self,
+        i: u32,
+        raw: i32,
+        on_issuer: bool,
+        base: Option<IoResult>,
+        hold: Option<u32>,
+    ) {
+        let s = self.slot(i);
         s.set_state(HandleState::Submitted, HandleState::CompletedIo);
         if let Some(seen) = hold {
             self.faults.hold(seen);
@@ -666,6 +680,16 @@ impl Shared {
             self.count_backstop(s.owner.load(Ordering::Relaxed));
         }
     }
+}
+
+/// `complete`'s failure, out of line so that the check inlines.
+#[cold]
+#[inline(never)]
+fn not_submitted(found: HandleState) -> ! {
+    panic!(
+        "completing an I/O that is not submitted (it is {})",
+        found.name()
+    );
 }
 
 /// The monotonic clock (the one `Instant` reads), in nanoseconds.

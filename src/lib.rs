@@ -31,7 +31,8 @@
 //! | `handle/error.rs` | [`AioError`], [`IoError`] |
 //! | `handle/op.rs`, `handle/result.rs` | ops and flags; packed results |
 //! | `handle/slot.rs` | one handle's shared slot, its eight states, [`WaitRef`] |
-//! | `handle/shared.rs` | the table in the shared region; issuer slots; completion and waiting |
+//! | `handle/shared.rs` | the table in the shared region; issuer slots; the one road (run, complete) and the waits |
+//! | `handle/bell.rs` | the issuer's bell: where a wait for several I/Os sleeps, and its safety net |
 //! | `handle/files.rs` | the file table (descriptors, paths, references) |
 //! | `handle/notice.rs` | notices: how a finished I/O reaches a ticket, a future or `on_error` |
 //! | `handle/describe.rs` | an I/O's failure in words (op, file, offset, errno) |
@@ -67,8 +68,10 @@
 //! | `bufmgr/verification.rs` | page verification at completion: trait, modes, messages |
 //! | **`start.rs`** | **[`Aio::start`], [`AioBuilder`]: puts the layers together** |
 //!
-//! Beside the library: `workers/` (the worker engine: threads, or processes over a memfd
-//! control segment and the shared buffer arena), `uring/` (the io_uring engine),
+//! Beneath the library: `sys/` (`dbaio-sys`, the foundation: the one [`Op`], the plain
+//! request, `perform` with its retry policy, the futex and the shared buffer arena),
+//! `workers/` (the worker engine: threads, or processes over a memfd control segment) and
+//! `uring/` (the io_uring engine), both standing on `sys/`. Beside it:
 //! `pg/` (PostgreSQL's page and cluster formats), `cli/` (the `dbaio` command) and `redb/`
 //! (`dbaio-redb`: redb's storage backend on dbaio, the worked example of embedding);
 //! `examples/` holds the measuring programs `docs/benchmarks.md` runs (instructions per read,

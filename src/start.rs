@@ -56,7 +56,7 @@ impl AioBuilder {
         if settings.worker_processes() {
             // Before the buffer pool: its pages, and every IoBuf made from now on, come
             // from the shared arena that worker processes map.
-            dbaio_workers::arena::install().map_err(AioError::Start)?;
+            dbaio_sys::arena::install().map_err(AioError::Start)?;
         }
         let pool = Arc::new(BufferPool::new(&settings, self.verifier).map_err(|source| {
             AioError::BufferPool {
@@ -86,6 +86,7 @@ impl AioBuilder {
                     shared: Arc::clone(&shared),
                     stats: Arc::clone(&stats),
                     method: method.kind().name(),
+                    pool: method.pool(),
                 },
             )?),
             None => None,
@@ -97,6 +98,7 @@ impl AioBuilder {
             inner: Arc::new(AioInner {
                 _introspection: introspection,
                 shared,
+                pool: method.pool(),
                 method,
                 stats,
             }),

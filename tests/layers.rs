@@ -169,3 +169,73 @@ fn the_scanner_sees_what_it_must() {
     assert_eq!(ex["Aio"], "aio");
     assert_eq!(ex["PinnedBuffer"], "bufmgr");
 }
+
+/// Every `.rs` file under `dir`, with its code (comments left out).
+fn code_files(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut files = Vec::new();
+    rust_files(dir, &mut files);
+    files
+        .into_iter()
+        .map(|f| {
+            let text = code(&std::fs::read_to_string(&f).unwrap());
+            (f, text)
+        })
+        .collect()
+}
+
+/// The handle layer knows no engine: not the worker pool (its sizing belongs to the worker
+/// method, its snapshot reaches the view through the method), not the rings. It stands on
+/// the foundation (`dbaio-sys`) alone. Guards against the handle layer building a
+/// `dbaio_workers::PoolSize` or holding the pool's observer again.
+#[test]
+fn the_handle_layer_knows_no_engine() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/handle");
+    let wrong: Vec<String> = code_files(&dir)
+        .into_iter()
+        .filter(|(_, text)| text.contains("dbaio_workers") || text.contains("dbaio_uring"))
+        .map(|(f, _)| f.display().to_string())
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "the handle layer names an engine: {wrong:?}"
+    );
+}
+
+/// The foundation crate (`sys/`) is the bottom: it depends on no other dbaio crate, in its
+/// manifest or its code. Guards against the foundation growing a dependency on an engine
+/// or the library above it.
+#[test]
+fn the_foundation_crate_imports_no_other_dbaio_crate() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("sys/Cargo.toml")).unwrap();
+    let deps = manifest
+        .split("[dependencies]")
+        .nth(1)
+        .expect("sys/Cargo.toml has dependencies");
+    let deps = deps.split("\n[").next().unwrap();
+    assert!(
+        !deps.contains("dbaio"),
+        "sys/Cargo.toml depends on a dbaio crate:\n{deps}"
+    );
+    let wrong: Vec<String> = code_files(&root.join("sys/src"))
+        .into_iter()
+        .filter(|(_, text)| {
+            ["dbaio_workers", "dbaio_uring", "dbaio_pg", "dbaio::"]
+                .iter()
+                .any(|c| text.contains(c))
+        })
+        .map(|(f, _)| f.display().to_string())
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "the foundation names another dbaio crate: {wrong:?}"
+    );
+    // And the engines stand on it rather than keeping copies of its parts.
+    for engine in ["workers", "uring"] {
+        let m = std::fs::read_to_string(root.join(engine).join("Cargo.toml")).unwrap();
+        assert!(
+            m.contains("dbaio-sys"),
+            "{engine} does not use the foundation"
+        );
+    }
+}

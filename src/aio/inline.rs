@@ -29,9 +29,9 @@ use super::slice::DIRECT_ALIGN;
 use crate::handle::error::IoError;
 use crate::handle::op::{HandleFlags, Op};
 use crate::handle::result::IoResult;
-use crate::handle::shared::retry_transient;
 use crate::handle::slot::{Executor, HandleSlot, HandleState};
 use crate::handle::wait_event::WaitEvent;
+use dbaio_sys::retry_transient;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 

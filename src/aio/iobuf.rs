@@ -52,8 +52,8 @@ impl IoBuf {
     /// from the shared arena once worker processes have started in this process (so that
     /// they can reach it), otherwise, or when the arena is exhausted, from the heap.
     fn allocate(len: usize, align: usize, zeroed: bool) -> IoBuf {
-        if let Some(a) = dbaio_workers::arena::installed() {
-            if align <= dbaio_workers::arena::BLOCK_ALIGN {
+        if let Some(a) = dbaio_sys::arena::installed() {
+            if align <= dbaio_sys::arena::BLOCK_ALIGN {
                 if let Some((ptr, _)) = a.alloc(len, zeroed) {
                     return IoBuf {
                         ptr,
@@ -156,10 +156,10 @@ impl std::ops::DerefMut for IoBuf {
 impl Drop for IoBuf {
     fn drop(&mut self) {
         if self.arena {
-            if let Some(a) = dbaio_workers::arena::installed() {
+            if let Some(a) = dbaio_sys::arena::installed() {
                 // SAFETY: the block came from this arena's `alloc` with this size, and this
                 // IoBuf, its only owner, is going away.
-                unsafe { a.free(self.ptr, dbaio_workers::arena::block_size(self.capacity)) };
+                unsafe { a.free(self.ptr, dbaio_sys::arena::block_size(self.capacity)) };
             }
             return;
         }

@@ -24,6 +24,9 @@ pub(crate) struct AioInner {
     pub shared: Arc<Shared>,
     pub method: Box<dyn IoMethod>,
     pub stats: Arc<StatsTable>,
+    /// The worker method's pool, for the view (a weak observer: the pool stops with the
+    /// method).
+    pub pool: Option<dbaio_workers::PoolObserver>,
 }
 
 impl AioInner {
@@ -192,14 +195,14 @@ impl Aio {
     /// The worker method's pool: its sizing, what it grew and shrank, and every running
     /// worker (thread id, busy or idle, I/Os done). None unless the method is `worker`.
     pub fn worker_pool(&self) -> Option<WorkerPoolRow> {
-        crate::introspect::view::worker_pool(&self.inner.shared)
+        crate::introspect::view::worker_pool(self.inner.pool.as_ref())
     }
 
     /// Tests only: worker processes that decide to retire stop themselves (SIGSTOP) right
     /// after counting themselves out of the pool, so a test can kill one at that point.
     #[doc(hidden)]
     pub fn hold_retiring_worker_processes(&self, on: bool) {
-        if let Some(p) = self.inner.shared.worker_pool.get() {
+        if let Some(p) = &self.inner.pool {
             p.hold_retiring_workers(on);
         }
     }

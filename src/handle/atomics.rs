@@ -5,7 +5,7 @@
 //! functions on loom's atomics, with a mutex and condition variable standing in for the
 //! futex. See `docs/design.md`, "Model checking".
 
-use dbaio_workers::futex;
+use dbaio_sys::futex;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// A 32-bit atomic word.

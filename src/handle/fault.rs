@@ -8,7 +8,7 @@
 //! `docs/design.md`, "Fault injection", and `docs/reliability.md`.
 
 use super::op::Op;
-use dbaio_workers::futex;
+use dbaio_sys::futex;
 use parking_lot::Mutex;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};

@@ -60,7 +60,7 @@ pub const ERROR_DATA_SUBMIT_FAILED: u32 = 1 << 22;
 pub const ERROR_DATA_PANICKED: u32 = 0x7f_ffff;
 
 /// error_data of an ERROR result when every worker process that executed the I/O died before
-/// finishing it (it was tried three times; see `dbaio_workers::process`).
+/// finishing it (it was tried three times; see the worker method).
 pub const ERROR_DATA_WORKER_LOST: u32 = 0x7f_fffe;
 
 impl IoResult {

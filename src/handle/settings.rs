@@ -775,25 +775,6 @@ impl Settings {
         self.io_method == IoMethodKind::Worker && self.io_worker_kind == IoWorkerKind::Process
     }
 
-    /// The worker pool's sizing: `io_workers` fixed when set (1..32), otherwise
-    /// `io_min_workers .. io_max_workers` (`validate` refuses a minimum above the maximum),
-    /// growing no faster than `io_worker_launch_interval`, shrinking after
-    /// `io_worker_idle_timeout`.
-    pub(crate) fn worker_pool_size(&self) -> dbaio_workers::PoolSize {
-        if self.io_workers > 0 {
-            return dbaio_workers::PoolSize::fixed(self.io_workers);
-        }
-        let max = self.io_max_workers.max(1);
-        dbaio_workers::PoolSize {
-            min: self.io_min_workers.clamp(1, max),
-            max,
-            idle_timeout: std::time::Duration::from_millis(self.io_worker_idle_timeout.into()),
-            launch_interval: std::time::Duration::from_millis(
-                self.io_worker_launch_interval.into(),
-            ),
-        }
-    }
-
     /// `min(io_combine_limit, io_max_combine_limit)`, as PostgreSQL applies it.
     pub fn effective_io_combine_limit(&self) -> u32 {
         self.io_combine_limit.min(self.io_max_combine_limit)
@@ -1032,10 +1013,12 @@ mod tests {
     fn worker_pool_settings_parse_with_time_units_and_combine() {
         let mut s = Settings::default();
         // Default: sized by load, PostgreSQL 19's names.
-        let p = s.worker_pool_size();
-        assert_eq!((p.min, p.max), (1, 16));
-        assert_eq!(p.idle_timeout, std::time::Duration::from_secs(60));
-        assert_eq!(p.launch_interval, std::time::Duration::from_millis(10));
+        assert_eq!(
+            (s.io_workers, s.io_min_workers, s.io_max_workers),
+            (0, 1, 16)
+        );
+        assert_eq!(s.io_worker_idle_timeout, 60_000);
+        assert_eq!(s.io_worker_launch_interval, 10);
         s.set("io_worker_idle_timeout", "5min").unwrap();
         assert_eq!(s.io_worker_idle_timeout, 300_000);
         s.set("io_worker_idle_timeout", "1500").unwrap();
@@ -1062,15 +1045,9 @@ mod tests {
             e.message,
             "33 is outside the valid range for parameter \"io_max_workers\" (1 .. 32)"
         );
-        // A minimum above the maximum is lowered to it, as PostgreSQL's pool never passes
-        // io_max_workers.
         s.set("io_min_workers", "8").unwrap();
         s.set("io_max_workers", "4").unwrap();
-        let p = s.worker_pool_size();
-        assert_eq!((p.min, p.max), (4, 4));
-        // io_workers fixes the size, whatever the range says.
         s.set("io_workers", "3").unwrap();
-        assert_eq!(s.worker_pool_size(), dbaio_workers::PoolSize::fixed(3));
         // Written out and read back.
         let back = Settings::parse(&s.to_text(), None).unwrap();
         assert_eq!(back, s);

@@ -17,7 +17,7 @@ use super::shmem::SharedRegion;
 use super::slot::{Executor, HandleSlot, HandleState, WaitRef};
 use super::wait_event::WaitEvent;
 use crossbeam_utils::CachePadded;
-use dbaio_workers::Request;
+use dbaio_sys::Request;
 use parking_lot::Mutex;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -58,15 +58,7 @@ impl IssuerSlot {
     }
 }
 
-/// How many times an I/O is executed in all when each attempt ends in EAGAIN or EINTR.
-pub(crate) const MAX_ATTEMPTS: u8 = 16;
-
-/// Whether attempt `attempts` (0 for the first) of an I/O that returned `raw` is to be made
-/// again: the retry policy, the same for every executor.
-#[inline]
-pub(crate) fn retry_transient(raw: i32, attempts: u8) -> bool {
-    (raw == -libc::EAGAIN || raw == -libc::EINTR) && attempts + 1 < MAX_ATTEMPTS
-}
+pub(crate) use dbaio_sys::retry_transient;
 
 /// What a method did for a thread that waits on I/O (see `IoMethod::drive_one`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,8 +118,6 @@ pub(crate) struct Shared {
     pub faults: FaultInjector,
     /// Readahead advice in flight, per device (see `advice_budget.rs`).
     pub advice: super::advice_budget::AdviceBudget,
-    /// The worker method's pool, for the view (set once by the worker method).
-    pub worker_pool: std::sync::OnceLock<dbaio_workers::PoolObserver>,
     /// Told of every completion made on a thread other than its issuer's, after it is
     /// published (set once by a method whose waiters sleep elsewhere: worker processes).
     pub on_completion: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
@@ -211,7 +201,6 @@ impl Shared {
             callbacks,
             faults: FaultInjector::default(),
             advice: super::advice_budget::AdviceBudget::new(advice_budget),
-            worker_pool: std::sync::OnceLock::new(),
             on_completion: std::sync::OnceLock::new(),
             backstop_wakes: AtomicU64::new(0),
             attached,
@@ -336,7 +325,7 @@ impl Shared {
         let s = self.slot(i);
         let r = Ordering::Relaxed;
         Request {
-            op: s.op().engine_code(),
+            op: s.op(),
             fd: s.fd.load(r),
             file: s.file.load(r),
             offset: s.offset.load(r),
@@ -402,7 +391,7 @@ impl Shared {
         }
         // SAFETY: the iovecs and path of a SUBMITTED handle name memory the issuer parked in
         // the handle until reclaim, which cannot happen before the I/O completes, after this.
-        let raw = catch_unwind(AssertUnwindSafe(|| unsafe { dbaio_workers::perform(&req) }));
+        let raw = catch_unwind(AssertUnwindSafe(|| unsafe { dbaio_sys::perform(&req) }));
         if let Some(info) = issuer {
             info.end_wait();
         }

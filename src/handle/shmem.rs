@@ -22,7 +22,7 @@ pub(crate) struct SharedRegion {
     arena: bool,
     /// A shared mapping of its own memfd on reserved huge pages, registered so that worker
     /// processes map it too (unmapped by its own drop).
-    huge: Option<dbaio_workers::arena::HugeRegion>,
+    huge: Option<dbaio_sys::arena::HugeRegion>,
 }
 
 // SAFETY: the region is plain memory; all concurrent access to it goes through atomics or is
@@ -85,7 +85,7 @@ impl SharedRegion {
     }
 
     fn huge_memfd(len: usize) -> io::Result<SharedRegion> {
-        let region = dbaio_workers::arena::HugeRegion::create(len)?;
+        let region = dbaio_sys::arena::HugeRegion::create(len)?;
         let ptr = NonNull::new(region.base())
             .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
         Ok(SharedRegion {
@@ -97,7 +97,7 @@ impl SharedRegion {
     }
 
     fn in_arena(len: usize) -> io::Result<SharedRegion> {
-        let arena = dbaio_workers::arena::installed()
+        let arena = dbaio_sys::arena::installed()
             .ok_or_else(|| io::Error::other("the shared arena is not installed"))?;
         let (ptr, _) = arena
             .alloc(len.max(1), true)
@@ -173,10 +173,10 @@ impl Drop for SharedRegion {
             return; // the huge region unmaps itself when the field drops
         }
         if self.arena {
-            if let Some(a) = dbaio_workers::arena::installed() {
+            if let Some(a) = dbaio_sys::arena::installed() {
                 // SAFETY: the block came from this arena's `alloc` for `len` bytes, and its
                 // owner is being dropped.
-                unsafe { a.free(self.ptr, dbaio_workers::arena::block_size(self.len)) };
+                unsafe { a.free(self.ptr, dbaio_sys::arena::block_size(self.len)) };
             }
             return;
         }
@@ -204,7 +204,7 @@ impl Prefault {
         // Pages in the shared arena are allocated in the memfd, not faulted into this
         // process: the worker processes that read into them map them, and would fault each
         // page again in their own page tables anyway.
-        let arena = region.arena.then(dbaio_workers::arena::installed).flatten();
+        let arena = region.arena.then(dbaio_sys::arena::installed).flatten();
         let flag = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
             .name("dbaio-prefault".into())

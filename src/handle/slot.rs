@@ -232,7 +232,7 @@ impl HandleSlot {
     }
 
     pub(crate) fn op(&self) -> Op {
-        Op::from_u8(self.op.load(Ordering::Relaxed))
+        Op::from_stored(self.op.load(Ordering::Relaxed))
     }
 
     pub(crate) fn flags(&self) -> HandleFlags {

@@ -6,8 +6,8 @@
 //! - `stats.rs` — per-issuer, per-op counters and latency histograms, recorded at reclaim.
 //! - `socket.rs` — the owner-only unix socket serving all three as JSON, and its client.
 //!
-//! May use: the handle layer (it reads the shared table). Never the API, the methods or the
-//! buffer manager. See `docs/aios.md` and `docs/design.md`, "Introspection".
+//! May use: the handle layer (it reads the shared table) and the worker engine's snapshot
+//! type. Never the API, the methods or the buffer manager. See `docs/aios.md` and `docs/design.md`, "Introspection".
 
 pub(crate) mod socket;
 pub(crate) mod stats;
@@ -20,12 +20,14 @@ use stats::{IssuerStatsRow, StatsTable};
 use std::sync::Arc;
 use view::{AioRow, WaitRow};
 
-/// What the view is read from: the shared table, the stats, and the method's name.
+/// What the view is read from: the shared table, the stats, the method's name and, under
+/// the worker method, its pool.
 #[derive(Clone)]
 pub(crate) struct Source {
     pub shared: Arc<Shared>,
     pub stats: Arc<StatsTable>,
     pub method: &'static str,
+    pub pool: Option<dbaio_workers::PoolObserver>,
 }
 
 impl Source {
@@ -46,7 +48,7 @@ impl Source {
 
     /// The worker pool, under the worker method.
     pub(crate) fn worker_pool(&self) -> Option<view::WorkerPoolRow> {
-        view::worker_pool(&self.shared)
+        view::worker_pool(self.pool.as_ref())
     }
 
     /// Per-issuer statistics.

@@ -137,8 +137,8 @@ pub struct WorkerRow {
 }
 
 /// The worker pool now; None unless the method is `worker`.
-pub(crate) fn worker_pool(shared: &Shared) -> Option<WorkerPoolRow> {
-    let snap = shared.worker_pool.get()?.snapshot()?;
+pub(crate) fn worker_pool(pool: Option<&dbaio_workers::PoolObserver>) -> Option<WorkerPoolRow> {
+    let snap = pool?.snapshot()?;
     Some(WorkerPoolRow {
         min: snap.size.min,
         max: snap.size.max,

@@ -47,6 +47,7 @@ use crate::handle::result::{ERROR_DATA_SUBMIT_FAILED, IoResult, Status};
 use crate::handle::settings::{IoMethodKind, Settings};
 use crate::handle::shared::{Completed, Drive, Shared};
 use crate::handle::slot::{Executor, HandleState};
+use dbaio_sys::Request;
 use dbaio_uring::{Completion, Fd, Ring, Submission, Support};
 use parking_lot::Mutex;
 use std::os::fd::RawFd;
@@ -216,7 +217,8 @@ impl Uring {
             if !shared.claim_submit(i) {
                 continue;
             }
-            let op = self.build(i);
+            let req = shared.request(i);
+            let fd = self.ring_fd(&req);
             let s = shared.slot(i);
             s.executor.store(Executor::Ring.encode(), Ordering::Relaxed);
             self.in_ring[i as usize].store(true, Ordering::Release);
@@ -229,7 +231,7 @@ impl Uring {
             // SAFETY: the handle is SUBMITTED: its iovecs, buffers and path are parked in the
             // handle until reclaim, which waits for this entry's completion; the file's fd is
             // held open by the handle's file reference until then too.
-            while unsafe { sq.push(&op, u64::from(i), punt) }.is_err() {
+            while unsafe { sq.push(&req, fd, u64::from(i), punt) }.is_err() {
                 // The ring has an entry per handle of its issuer, so it is never full while
                 // every flush empties it; should it be, hand the queue over first.
                 let _ = sq.submit();
@@ -455,45 +457,13 @@ impl Uring {
         self.shared.note_sleep(issuer, slept);
     }
 
-    fn build(&self, i: u32) -> dbaio_uring::Op {
-        let shared = &*self.shared;
-        let s = shared.slot(i);
-        let r = Ordering::Relaxed;
-        let file = s.file.load(r);
-        let fd = if file != NO_FILE && file < self.fixed_files {
-            Fd::Fixed(file)
+    /// The file descriptor of handle `i`'s request as its ring sees it: registered when the
+    /// file's slot is in the ring's table.
+    fn ring_fd(&self, req: &Request) -> Fd {
+        if req.file != NO_FILE && req.file < self.fixed_files {
+            Fd::Fixed(req.file)
         } else {
-            Fd::Raw(s.fd.load(r))
-        };
-        let offset = s.offset.load(r);
-        let len = s.length.load(r);
-        let iov = shared.iovecs(i);
-        let iovcnt = u32::from(s.iov_count.load(r));
-        match s.op() {
-            Op::Readv => dbaio_uring::Op::Readv {
-                fd,
-                iov,
-                iovcnt,
-                offset,
-            },
-            Op::Writev => dbaio_uring::Op::Writev {
-                fd,
-                iov,
-                iovcnt,
-                offset,
-            },
-            Op::Fsync => dbaio_uring::Op::Fsync {
-                fd,
-                datasync: false,
-            },
-            Op::Fdatasync => dbaio_uring::Op::Fsync { fd, datasync: true },
-            Op::Unlink => dbaio_uring::Op::Unlink {
-                path: s.path.load(r) as *const libc::c_char,
-            },
-            Op::FadviseWillneed => dbaio_uring::Op::FadviseWillneed { fd, offset, len },
-            Op::Fallocate => dbaio_uring::Op::Fallocate { fd, offset, len },
-            Op::Ftruncate => dbaio_uring::Op::Ftruncate { fd, len },
-            Op::Invalid => unreachable!("an undefined handle is never submitted"),
+            Fd::Raw(req.fd)
         }
     }
 

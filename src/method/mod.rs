@@ -92,6 +92,11 @@ pub(crate) trait IoMethod: Send + Sync {
     /// thread reap the issuer's ring.
     fn watch(&self, _issuer: u32) {}
 
+    /// Optional. The worker pool, for the view (the worker method only).
+    fn pool(&self) -> Option<dbaio_workers::PoolObserver> {
+        None
+    }
+
     /// Optional. A file was opened into slot `slot` (io_uring registers it).
     fn file_opened(&self, _slot: u32, _fd: RawFd) {}
 

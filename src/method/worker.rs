@@ -18,14 +18,16 @@
 
 use super::IoMethod;
 use crate::handle::error::AioError;
-use crate::handle::op::{HandleFlags, Op};
+use crate::handle::op::HandleFlags;
 use crate::handle::settings::{IoMethodKind, IoWorkerKind, Settings};
 use crate::handle::shared::{Completed, Drive, Shared};
 use crate::handle::slot::{Executor, HandleSlot, HandleState};
+use dbaio_sys::{Cached, Op, try_read_cached};
 use dbaio_workers::process::{ProcessConfig, ProcessPool, ProcessSink};
-use dbaio_workers::{Cached, CompletionSink, WorkerPool};
+use dbaio_workers::{CompletionSink, PoolObserver, PoolSize, WorkerPool};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
+use std::time::Duration;
 
 /// How many of its newest unfinished I/Os an issuer about to sleep may run itself.
 const HELP_CANDIDATES: usize = 4;
@@ -34,7 +36,7 @@ const HELP_CANDIDATES: usize = 4;
 struct Sink(Arc<Shared>);
 
 impl CompletionSink for Sink {
-    fn prepare(&self, worker: u32, req: &mut dbaio_workers::Request) -> bool {
+    fn prepare(&self, worker: u32, req: &mut dbaio_sys::Request) -> bool {
         let s = self.0.slot(req.user_data as u32);
         // A thread waiting for it may have claimed and run it already.
         if !s.claim_queued((req.user_data >> 32) as u32) {
@@ -83,6 +85,23 @@ impl ProcessSink for ProcSink {
         if self.0.slot(i).state() == HandleState::Submitted {
             self.0.fail_panicked(i, Executor::Worker(worker));
         }
+    }
+}
+
+/// The worker pool's sizing: `io_workers` fixed when set (1..32), otherwise
+/// `io_min_workers .. io_max_workers` (a minimum above the maximum is lowered to it, as
+/// PostgreSQL's pool never passes `io_max_workers`), growing no faster than
+/// `io_worker_launch_interval`, shrinking after `io_worker_idle_timeout`.
+fn pool_size(settings: &Settings) -> PoolSize {
+    if settings.io_workers > 0 {
+        return PoolSize::fixed(settings.io_workers);
+    }
+    let max = settings.io_max_workers.max(1);
+    PoolSize {
+        min: settings.io_min_workers.clamp(1, max),
+        max,
+        idle_timeout: Duration::from_millis(settings.io_worker_idle_timeout.into()),
+        launch_interval: Duration::from_millis(settings.io_worker_launch_interval.into()),
     }
 }
 
@@ -150,7 +169,7 @@ impl CachedReads {
         // SAFETY: the handle is SUBMITTED and claimed by the caller; its iovecs name memory
         // the issuer parks in the handle until reclaim, which cannot come before the
         // completion below.
-        match unsafe { dbaio_workers::try_read_cached(&shared.request(i)) } {
+        match unsafe { try_read_cached(&shared.request(i)) } {
             Cached::Done(bytes) => {
                 if n != 0 {
                     misses.store(0, Ordering::Relaxed);
@@ -185,16 +204,12 @@ impl WorkerMethod {
         let engine = match settings.io_worker_kind {
             IoWorkerKind::Thread => {
                 let pool = WorkerPool::start(
-                    settings.worker_pool_size(),
+                    pool_size(settings),
                     settings.io_worker_queue_size as usize,
                     "dbaio-io-worker",
                     Arc::new(Sink(Arc::clone(shared))),
                 )
                 .map_err(AioError::Start)?;
-                // The view reads the pool through the shared table (introspection does not
-                // reach into the methods); a weak reference, so the pool still stops when the
-                // method is dropped.
-                let _ = shared.worker_pool.set(pool.observer());
                 Engine::Threads(pool)
             }
             IoWorkerKind::Process => {
@@ -207,7 +222,7 @@ impl WorkerMethod {
                 };
                 let pool = ProcessPool::start(
                     ProcessConfig {
-                        size: settings.worker_pool_size(),
+                        size: pool_size(settings),
                         handles: shared.handle_count(),
                         files: settings.max_files,
                         program,
@@ -215,7 +230,6 @@ impl WorkerMethod {
                     Arc::new(ProcSink(Arc::clone(shared))),
                 )
                 .map_err(AioError::Start)?;
-                let _ = shared.worker_pool.set(pool.observer().into());
                 // Waiters for worker processes sleep on the pool's word, which posts from
                 // the processes wake; a completion in this process wakes it too.
                 let wake = pool.waker();
@@ -383,6 +397,13 @@ impl IoMethod for WorkerMethod {
         Drive::Progressed
     }
 
+    fn pool(&self) -> Option<PoolObserver> {
+        Some(match &self.engine {
+            Engine::Threads(pool) => pool.observer(),
+            Engine::Processes(procs) => procs.observer().into(),
+        })
+    }
+
     fn file_opened(&self, slot: u32, fd: std::os::fd::RawFd) {
         if let Some(m) = self
             .cached
@@ -473,5 +494,27 @@ impl WorkerMethod {
         for &i in &local[..here] {
             shared.run_here(i, Executor::Issuer);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_size_follows_the_settings() {
+        let mut s = Settings::default();
+        let p = pool_size(&s);
+        assert_eq!((p.min, p.max), (1, 16), "sized by load by default");
+        assert_eq!(p.idle_timeout, Duration::from_secs(60));
+        assert_eq!(p.launch_interval, Duration::from_millis(10));
+        // A minimum above the maximum is lowered to it.
+        s.set("io_min_workers", "8").unwrap();
+        s.set("io_max_workers", "4").unwrap();
+        let p = pool_size(&s);
+        assert_eq!((p.min, p.max), (4, 4));
+        // io_workers fixes the size, whatever the range says.
+        s.set("io_workers", "3").unwrap();
+        assert_eq!(pool_size(&s), PoolSize::fixed(3));
     }
 }

@@ -1,6 +1,6 @@
 //! `dbaio-uring`: the io_uring engine beneath dbaio's `io_uring` method.
 //!
-//! One [`Ring`] per issuer. The owner pushes plain operations ([`Op`]) and submits a whole batch
+//! One [`Ring`] per issuer. The owner pushes plain requests ([`Request`]) and submits a whole batch
 //! with one `io_uring_enter`; anyone may reap completions (user data, raw result) under the
 //! ring's completion lock, which is how a waiter that is not the issuer drives an I/O to
 //! completion. [`probe`] tells at start whether the kernel lets this process use io_uring and,
@@ -12,6 +12,7 @@
 //! hang. Every kernel wait here is for one completion and bounded by a timeout; the caller
 //! re-checks what it waits for after each (see `src/method/io_uring.rs` for the protocol).
 
+use dbaio_sys::{Op, Request};
 use io_uring::{IoUring, Probe, opcode, squeue, types};
 use parking_lot::{Mutex, MutexGuard};
 use std::io;
@@ -31,70 +32,6 @@ pub enum Fd {
     Raw(RawFd),
     /// An index into the ring's registered-file table.
     Fixed(u32),
-}
-
-/// One plain operation, described by pointers the submitter keeps valid until completion.
-#[derive(Clone, Copy, Debug)]
-pub enum Op {
-    /// Vectored read at `offset`.
-    Readv {
-        /// Target file.
-        fd: Fd,
-        /// The iovecs.
-        iov: *const libc::iovec,
-        /// Number of iovecs.
-        iovcnt: u32,
-        /// File offset in bytes.
-        offset: u64,
-    },
-    /// Vectored write at `offset`.
-    Writev {
-        /// Target file.
-        fd: Fd,
-        /// The iovecs.
-        iov: *const libc::iovec,
-        /// Number of iovecs.
-        iovcnt: u32,
-        /// File offset in bytes.
-        offset: u64,
-    },
-    /// `fsync`, or `fdatasync` when `datasync`.
-    Fsync {
-        /// Target file.
-        fd: Fd,
-        /// Only data (and the metadata needed to read it back).
-        datasync: bool,
-    },
-    /// `unlink(path)`.
-    Unlink {
-        /// NUL-terminated path.
-        path: *const libc::c_char,
-    },
-    /// `posix_fadvise(WILLNEED)`.
-    FadviseWillneed {
-        /// Target file.
-        fd: Fd,
-        /// Start in bytes.
-        offset: u64,
-        /// Length in bytes.
-        len: u64,
-    },
-    /// `fallocate(mode 0)`.
-    Fallocate {
-        /// Target file.
-        fd: Fd,
-        /// Start in bytes.
-        offset: u64,
-        /// Length in bytes.
-        len: u64,
-    },
-    /// `ftruncate(len)`.
-    Ftruncate {
-        /// Target file.
-        fd: Fd,
-        /// New size in bytes.
-        len: u64,
-    },
 }
 
 /// Which operations the running kernel's io_uring supports (older kernels lack some).
@@ -359,14 +296,12 @@ macro_rules! on_fd {
     };
 }
 
-fn build(op: &Op) -> squeue::Entry {
-    match *op {
-        Op::Readv {
-            fd,
-            iov,
-            iovcnt: 1,
-            offset,
-        } => {
+/// The entry for `req` on `fd` (the request's descriptor as the ring should see it).
+fn build(req: &Request, fd: Fd) -> squeue::Entry {
+    let (offset, len) = (req.offset, req.len);
+    let (iov, iovcnt) = (req.iov, req.iovcnt);
+    match req.op {
+        Op::Readv if iovcnt == 1 => {
             // SAFETY: the iovec is valid per `Submission::push`'s contract.
             let v = unsafe { *iov };
             on_fd!(fd, |t| opcode::Read::new(
@@ -377,22 +312,10 @@ fn build(op: &Op) -> squeue::Entry {
             .offset(offset)
             .build())
         }
-        Op::Readv {
-            fd,
-            iov,
-            iovcnt,
-            offset,
-        } => {
-            on_fd!(fd, |t| opcode::Readv::new(t, iov, iovcnt)
-                .offset(offset)
-                .build())
-        }
-        Op::Writev {
-            fd,
-            iov,
-            iovcnt: 1,
-            offset,
-        } => {
+        Op::Readv => on_fd!(fd, |t| opcode::Readv::new(t, iov, iovcnt)
+            .offset(offset)
+            .build()),
+        Op::Writev if iovcnt == 1 => {
             // SAFETY: the iovec is valid per `Submission::push`'s contract.
             let v = unsafe { *iov };
             on_fd!(fd, |t| opcode::Write::new(
@@ -403,57 +326,48 @@ fn build(op: &Op) -> squeue::Entry {
             .offset(offset)
             .build())
         }
-        Op::Writev {
-            fd,
-            iov,
-            iovcnt,
-            offset,
-        } => {
-            on_fd!(fd, |t| opcode::Writev::new(t, iov, iovcnt)
-                .offset(offset)
-                .build())
-        }
-        Op::Fsync { fd, datasync } => {
-            let flags = if datasync {
-                types::FsyncFlags::DATASYNC
-            } else {
-                types::FsyncFlags::empty()
-            };
-            on_fd!(fd, |t| opcode::Fsync::new(t).flags(flags).build())
-        }
-        Op::Unlink { path } => opcode::UnlinkAt::new(types::Fd(libc::AT_FDCWD), path).build(),
-        Op::FadviseWillneed { fd, offset, len } => on_fd!(fd, |t| opcode::Fadvise::new(
+        Op::Writev => on_fd!(fd, |t| opcode::Writev::new(t, iov, iovcnt)
+            .offset(offset)
+            .build()),
+        Op::Fsync => on_fd!(fd, |t| opcode::Fsync::new(t).build()),
+        Op::Fdatasync => on_fd!(fd, |t| opcode::Fsync::new(t)
+            .flags(types::FsyncFlags::DATASYNC)
+            .build()),
+        Op::Unlink => opcode::UnlinkAt::new(types::Fd(libc::AT_FDCWD), req.path).build(),
+        Op::FadviseWillneed => on_fd!(fd, |t| opcode::Fadvise::new(
             t,
             len as libc::off_t,
             libc::POSIX_FADV_WILLNEED
         )
         .offset(offset)
         .build()),
-        Op::Fallocate { fd, offset, len } => {
-            on_fd!(fd, |t| opcode::Fallocate::new(t, len)
-                .offset(offset)
-                .build())
-        }
-        Op::Ftruncate { fd, len } => on_fd!(fd, |t| opcode::Ftruncate::new(t, len).build()),
+        Op::Fallocate => on_fd!(fd, |t| opcode::Fallocate::new(t, len)
+            .offset(offset)
+            .build()),
+        Op::Ftruncate => on_fd!(fd, |t| opcode::Ftruncate::new(t, len).build()),
+        // Never submitted: a NOP that completes with an error the caller reports.
+        Op::Invalid => opcode::Nop::new().build(),
     }
 }
 
 impl Submission<'_> {
-    /// Queues `op` with `user_data`; `punt_async` sets `IOSQE_ASYNC` (run in io-wq rather than
-    /// inline in the submitter, worthwhile for buffered I/O when many are in flight).
+    /// Queues `req` on `fd` (its descriptor, plain or registered) with `user_data`;
+    /// `punt_async` sets `IOSQE_ASYNC` (run in io-wq rather than inline in the submitter,
+    /// worthwhile for buffered I/O when many are in flight).
     ///
     /// # Safety
     ///
-    /// Every pointer in `op` must stay valid, and its memory must not be accessed in a way that
-    /// conflicts with the operation, until the completion with `user_data` has been reaped. The
-    /// file descriptor must stay open that long.
+    /// Every pointer in `req` must stay valid, and its memory must not be accessed in a way
+    /// that conflicts with the operation, until the completion with `user_data` has been
+    /// reaped. The file descriptor must stay open that long.
     pub unsafe fn push(
         &mut self,
-        op: &Op,
+        req: &Request,
+        fd: Fd,
         user_data: u64,
         punt_async: bool,
     ) -> Result<(), QueueFull> {
-        let mut e = build(op).user_data(user_data);
+        let mut e = build(req, fd).user_data(user_data);
         if punt_async {
             e = e.flags(squeue::Flags::ASYNC);
         }
@@ -656,15 +570,21 @@ mod tests {
             iov_base: byte.as_mut_ptr().cast(),
             iov_len: 1,
         };
-        let read = Op::Readv {
-            fd: Fd::Raw(std::os::fd::AsRawFd::as_raw_fd(&rd)),
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&rd);
+        let read = Request {
+            op: Op::Readv,
+            fd,
+            file: u32::MAX,
+            offset: u64::MAX, // the pipe's current position
+            len: 1,
             iov: &iov,
             iovcnt: 1,
-            offset: u64::MAX, // the pipe's current position
+            path: std::ptr::null(),
+            user_data: 7,
         };
         let mut sq = ring.submission();
         // SAFETY: `iov`, `byte` and the pipe outlive the completion, reaped below.
-        unsafe { sq.push(&read, 7, false) }.expect("room");
+        unsafe { sq.push(&read, Fd::Raw(fd), 7, false) }.expect("room");
         assert_eq!(sq.submit().expect("submit"), 1);
         drop(sq);
         let written = Arc::new(AtomicBool::new(false));

@@ -22,11 +22,11 @@
 //! the request to the sink as panicked, so it is never left hanging, starts a replacement
 //! thread with its number, and ends.
 
-use crate::futex;
-use crate::request::{Request, perform};
 use crate::tally::WakeTally;
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
+use dbaio_sys::futex;
+use dbaio_sys::{Request, perform};
 use parking_lot::Mutex;
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -716,7 +716,7 @@ mod tests {
 
     fn request(user_data: u64) -> Request {
         Request {
-            op: crate::OpCode::FadviseWillneed,
+            op: dbaio_sys::Op::FadviseWillneed,
             fd: -1,
             file: u32::MAX,
             offset: 0,

@@ -12,7 +12,7 @@ use super::control::{
     COMPLETER_NAPPING, Control, DONE, FileCell, Layout, MAGIC, QUEUED, RUNNING, W_BUSY, W_IDLE,
     W_RETIRED, state_word,
 };
-use crate::futex;
+use dbaio_sys::futex;
 use nix::sys::signal::Signal;
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -88,7 +88,7 @@ fn run(arg: &str) -> Result<(), String> {
     let len = nix::sys::stat::fstat(seg.as_raw_fd())
         .map_err(|e| format!("control segment: {e}"))?
         .st_size as usize;
-    let base = crate::arena::map_shared(seg.as_raw_fd(), len).map_err(|e| e.to_string())?;
+    let base = dbaio_sys::arena::map_shared(seg.as_raw_fd(), len).map_err(|e| e.to_string())?;
     // SAFETY: a mapping of `len` bytes that lives until we exit; the header is read first to
     // learn the layout, and checked against the mapping's length.
     let probe = unsafe { Control::new(base.as_ptr(), Layout::new(0, 0)) };
@@ -116,11 +116,11 @@ fn run(arg: &str) -> Result<(), String> {
     .map_err(|e| format!("{arena_path}: {e}"))?;
     // SAFETY: open returned a fresh descriptor that we own.
     let arena = unsafe { OwnedFd::from_raw_fd(arena) };
-    let arena_base = crate::arena::map_shared(arena.as_raw_fd(), arena_len as usize)
+    let arena_base = dbaio_sys::arena::map_shared(arena.as_raw_fd(), arena_len as usize)
         .map_err(|e| e.to_string())?;
     drop(arena);
     let mut spaces: super::control::Spaces =
-        [(std::ptr::null_mut(), 0); crate::arena::MAX_REGIONS + 1];
+        [(std::ptr::null_mut(), 0); dbaio_sys::arena::MAX_REGIONS + 1];
     spaces[0] = (arena_base.as_ptr(), arena_len);
     for (k, reg) in h.regions.iter().enumerate() {
         let len = reg[1].load(Ordering::Relaxed);
@@ -141,7 +141,7 @@ fn run(arg: &str) -> Result<(), String> {
         };
         // SAFETY: open returned a fresh descriptor that we own.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        if let Ok(base) = crate::arena::map_shared(fd.as_raw_fd(), len as usize) {
+        if let Ok(base) = dbaio_sys::arena::map_shared(fd.as_raw_fd(), len as usize) {
             spaces[k + 1] = (base.as_ptr(), len);
         }
     }

@@ -67,7 +67,7 @@ pub(crate) struct Header {
     pub arena_len: AtomicU64,
     /// Regions besides the arena that workers map (pools on huge pages): per region number
     /// 1 ..= `MAX_REGIONS`, the embedder's memfd number and the length (0: none).
-    pub regions: [[AtomicU64; 2]; crate::arena::MAX_REGIONS],
+    pub regions: [[AtomicU64; 2]; dbaio_sys::arena::MAX_REGIONS],
     /// Bumped when the embedder closes a file: workers drop their stale descriptors.
     pub close_seq: AtomicU32,
     /// Bit `w` set: worker `w` is idle and may be claimed by a submitter.
@@ -165,7 +165,7 @@ pub(crate) struct ReqCell {
 
 /// Where this process maps the shared spaces: index 0 the arena, index k region k (see
 /// `arena::shared_offset`); a null base for a space not mapped here.
-pub(crate) type Spaces = [(*mut u8, u64); crate::arena::MAX_REGIONS + 1];
+pub(crate) type Spaces = [(*mut u8, u64); dbaio_sys::arena::MAX_REGIONS + 1];
 
 impl ReqCell {
     /// Executes the request this cell holds (read after its state was claimed) on descriptor
@@ -179,11 +179,11 @@ impl ReqCell {
     /// space, whose buffers named by this request nobody else touches until its completion
     /// is posted.
     pub unsafe fn execute(&self, fd: std::os::fd::RawFd, spaces: &Spaces) -> i32 {
-        use crate::request::{OpCode, Request, perform};
+        use dbaio_sys::{Op, Request, perform};
         let r = Ordering::Relaxed;
-        let op = match OpCode::from_code(self.op.load(r)) {
-            Some(OpCode::Unlink) | None => return -libc::EINVAL,
-            Some(op) => op,
+        let op = match Op::from_stored(self.op.load(r) as u8) {
+            Op::Unlink | Op::Invalid => return -libc::EINVAL,
+            op => op,
         };
         let n = (self.iovcnt.load(r) as usize).min(MAX_IOV);
         let mut iov = [libc::iovec {
@@ -192,8 +192,8 @@ impl ReqCell {
         }; MAX_IOV];
         for (k, v) in iov.iter_mut().enumerate().take(n) {
             let (shared, len) = (self.iov[k][0].load(r), self.iov[k][1].load(r));
-            let space = (shared >> crate::arena::REGION_SHIFT) as usize;
-            let off = shared & ((1 << crate::arena::REGION_SHIFT) - 1);
+            let space = (shared >> dbaio_sys::arena::REGION_SHIFT) as usize;
+            let off = shared & ((1 << dbaio_sys::arena::REGION_SHIFT) - 1);
             let Some(&(base, size)) = spaces.get(space) else {
                 return -libc::EFAULT;
             };

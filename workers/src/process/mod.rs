@@ -24,14 +24,14 @@ mod child;
 mod control;
 mod wake;
 
-use crate::arena::{self, SharedArena};
-use crate::futex;
 use crate::pool::{PoolSize, PoolSnapshot, WorkerRow};
-use crate::request::{OpCode, Request};
 use crate::tally::WakeTally;
 use control::{
     Control, DONE, FREE, LOST, Layout, MAGIC, QUEUED, RUNNING, W_ABSENT, W_BUSY, W_IDLE, W_STARTING,
 };
+use dbaio_sys::arena::{self, SharedArena};
+use dbaio_sys::futex;
+use dbaio_sys::{Op, Request};
 use nix::sys::memfd::{MemFdCreateFlag, memfd_create};
 use parking_lot::Mutex;
 use std::io;
@@ -349,7 +349,7 @@ impl ProcessPool {
     pub unsafe fn try_queue(&self, slot: u32, generation: u32, req: &Request) -> bool {
         let inner = &*self.inner;
         let ctl = &inner.ctl;
-        let queueable = !matches!(req.op, OpCode::Unlink) && req.iovcnt as usize <= MAX_IOV;
+        let queueable = !matches!(req.op, Op::Unlink) && req.iovcnt as usize <= MAX_IOV;
         let file = ctl.files().get(req.file as usize);
         let epoch = file.map_or(0, |f| f.epoch.load(Ordering::Acquire));
         let Some(c) = ctl.reqs().get(slot as usize) else {

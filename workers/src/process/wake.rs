@@ -152,11 +152,11 @@ impl Futex32 for std::sync::atomic::AtomicU32 {
     }
     #[inline]
     fn wait(&self, expected: u32, timeout: Duration) -> bool {
-        crate::futex::wait(self, expected, Some(timeout))
+        dbaio_sys::futex::wait(self, expected, Some(timeout))
     }
     #[inline]
     fn wake_all(&self) {
-        crate::futex::wake(self, u32::MAX);
+        dbaio_sys::futex::wake(self, u32::MAX);
     }
 }
 

@@ -344,7 +344,7 @@ impl SharedArena {
 }
 
 /// Maps `len` bytes of `fd` shared, readable and writable, without reserving swap.
-pub(crate) fn map_shared(fd: RawFd, len: usize) -> io::Result<NonNull<u8>> {
+pub fn map_shared(fd: RawFd, len: usize) -> io::Result<NonNull<u8>> {
     map_fd(fd, len, libc::MAP_SHARED | libc::MAP_NORESERVE)
 }
 

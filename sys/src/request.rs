@@ -4,46 +4,8 @@
 //! mapping). Its pointers (iovecs, path) belong to the submitter, which guarantees they stay
 //! valid until the completion for the request has been posted.
 
+use crate::Op;
 use std::os::fd::RawFd;
-
-/// What a request does. The numbering is stable (it is stored in shared memory).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum OpCode {
-    /// `preadv(fd, iov, iovcnt, offset)`.
-    Readv = 1,
-    /// `pwritev(fd, iov, iovcnt, offset)`.
-    Writev = 2,
-    /// `fsync(fd)`.
-    Fsync = 3,
-    /// `fdatasync(fd)`.
-    Fdatasync = 4,
-    /// `unlink(path)`.
-    Unlink = 5,
-    /// `posix_fadvise(fd, offset, len, POSIX_FADV_WILLNEED)`.
-    FadviseWillneed = 6,
-    /// `fallocate(fd, 0, offset, len)`.
-    Fallocate = 7,
-    /// `ftruncate(fd, len)`.
-    Ftruncate = 8,
-}
-
-impl OpCode {
-    /// The op with stored number `code`, if there is one.
-    pub fn from_code(code: u32) -> Option<OpCode> {
-        Some(match code {
-            1 => OpCode::Readv,
-            2 => OpCode::Writev,
-            3 => OpCode::Fsync,
-            4 => OpCode::Fdatasync,
-            5 => OpCode::Unlink,
-            6 => OpCode::FadviseWillneed,
-            7 => OpCode::Fallocate,
-            8 => OpCode::Ftruncate,
-            _ => return None,
-        })
-    }
-}
 
 /// One plain I/O request. `len` is the byte count for fadvise/fallocate and the new size for
 /// ftruncate; read and write lengths come from the iovecs.
@@ -51,7 +13,7 @@ impl OpCode {
 #[repr(C)]
 pub struct Request {
     /// The operation.
-    pub op: OpCode,
+    pub op: Op,
     /// File descriptor (unused by `Unlink`).
     pub fd: RawFd,
     /// The embedder's file slot of `fd` (`u32::MAX`: none); worker processes, which cannot
@@ -71,7 +33,7 @@ pub struct Request {
     pub user_data: u64,
 }
 
-// SAFETY: a Request is a description; the submitter guarantees (see `WorkerPool::try_submit`)
+// SAFETY: a Request is a description; the submitter guarantees (see `perform`'s contract)
 // that the memory its pointers name stays valid and is not mutated until the completion is
 // posted, so handing it to another thread cannot create a dangling access.
 unsafe impl Send for Request {}
@@ -108,7 +70,7 @@ pub unsafe fn perform(req: &Request) -> i32 {
     let off = req.offset as libc::off_t;
     let (fd, iov, iovcnt, len) = (req.fd, req.iov, req.iovcnt as libc::c_int, req.len);
     match req.op {
-        OpCode::Readv if iovcnt == 1 => {
+        Op::Readv if iovcnt == 1 => {
             // SAFETY: the caller guarantees one valid, writable iovec (function contract).
             let v = unsafe { *iov };
             retry_eintr(|| {
@@ -116,11 +78,11 @@ pub unsafe fn perform(req: &Request) -> i32 {
                 unsafe { libc::pread(fd, v.iov_base, v.iov_len, off) }
             })
         }
-        OpCode::Readv => retry_eintr(|| {
+        Op::Readv => retry_eintr(|| {
             // SAFETY: the caller guarantees `iovcnt` valid, writable iovecs (function contract).
             unsafe { libc::preadv(fd, iov, iovcnt, off) }
         }),
-        OpCode::Writev if iovcnt == 1 => {
+        Op::Writev if iovcnt == 1 => {
             // SAFETY: the caller guarantees one valid iovec (function contract).
             let v = unsafe { *iov };
             retry_eintr(|| {
@@ -128,35 +90,36 @@ pub unsafe fn perform(req: &Request) -> i32 {
                 unsafe { libc::pwrite(fd, v.iov_base, v.iov_len, off) }
             })
         }
-        OpCode::Writev => retry_eintr(|| {
+        Op::Writev => retry_eintr(|| {
             // SAFETY: the caller guarantees `iovcnt` valid iovecs (function contract).
             unsafe { libc::pwritev(fd, iov, iovcnt, off) }
         }),
-        OpCode::Fsync => retry_eintr(|| {
+        Op::Fsync => retry_eintr(|| {
             // SAFETY: fsync only takes an integer fd.
             unsafe { libc::fsync(fd) as isize }
         }),
-        OpCode::Fdatasync => retry_eintr(|| {
+        Op::Fdatasync => retry_eintr(|| {
             // SAFETY: fdatasync only takes an integer fd.
             unsafe { libc::fdatasync(fd) as isize }
         }),
-        OpCode::Unlink => retry_eintr(|| {
+        Op::Unlink => retry_eintr(|| {
             // SAFETY: the caller guarantees a valid NUL-terminated path (function contract).
             unsafe { libc::unlink(req.path) as isize }
         }),
-        OpCode::FadviseWillneed => {
+        Op::FadviseWillneed => {
             // posix_fadvise returns the error number instead of setting errno.
             // SAFETY: only integers are passed.
             -unsafe { libc::posix_fadvise(fd, off, len as libc::off_t, libc::POSIX_FADV_WILLNEED) }
         }
-        OpCode::Fallocate => retry_eintr(|| {
+        Op::Fallocate => retry_eintr(|| {
             // SAFETY: only integers are passed.
             unsafe { libc::fallocate(fd, 0, off, len as libc::off_t) as isize }
         }),
-        OpCode::Ftruncate => retry_eintr(|| {
+        Op::Ftruncate => retry_eintr(|| {
             // SAFETY: only integers are passed.
             unsafe { libc::ftruncate(fd, len as libc::off_t) as isize }
         }),
+        Op::Invalid => -libc::EINVAL,
     }
 }
 
@@ -183,7 +146,7 @@ pub enum Cached {
 /// As [`perform`]: `req.iov` must point at `req.iovcnt` valid, writable iovecs for the
 /// duration of the call.
 pub unsafe fn try_read_cached(req: &Request) -> Cached {
-    if req.op != OpCode::Readv {
+    if req.op != Op::Readv {
         return Cached::Miss;
     }
     // SAFETY: the caller guarantees `iovcnt` valid iovecs (function contract).
@@ -217,7 +180,7 @@ mod tests {
 
     fn read_request(fd: RawFd, iov: &libc::iovec, offset: u64) -> Request {
         Request {
-            op: OpCode::Readv,
+            op: Op::Readv,
             fd,
             file: 0,
             offset,
@@ -257,7 +220,7 @@ mod tests {
                 "4096 of 8192 bytes is not a whole read"
             );
             let mut fsync = read_request(f.as_raw_fd(), &iov, 0);
-            fsync.op = OpCode::Fsync;
+            fsync.op = Op::Fsync;
             // SAFETY: as above (an fsync request is not executed at all).
             assert_eq!(unsafe { try_read_cached(&fsync) }, Cached::Miss);
         }

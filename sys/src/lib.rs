@@ -1,0 +1,24 @@
+//! `dbaio-sys`: what every executor of an I/O stands on, whichever method runs it.
+//!
+//! - `op.rs` — [`Op`], the one list of what an I/O does (stored as a byte in the handle
+//!   table and in worker processes' request cells).
+//! - `request.rs` — [`Request`], an I/O as plain data (op, fd, offset, iovecs, path, user
+//!   data); [`perform`], the blocking executor every thread that runs an I/O itself uses;
+//!   [`try_read_cached`], the page-cache read that never waits for the device.
+//! - `retry.rs` — the retry policy: which results are transient and how many times an I/O
+//!   is executed in all ([`retry_transient`]).
+//! - `futex.rs` — futex wait and wake on a 32-bit word (shared mappings too).
+//! - `arena.rs` — the shared buffer arena: memfd-backed memory that worker processes reach.
+//!
+//! It imports no other dbaio crate; the engines (`dbaio-workers`, `dbaio-uring`) and the
+//! library sit on it. See `docs/design.md`, "Engines".
+
+pub mod arena;
+pub mod futex;
+mod op;
+mod request;
+mod retry;
+
+pub use op::Op;
+pub use request::{Cached, Request, perform, try_read_cached};
+pub use retry::{MAX_EXECUTIONS, retry_transient};

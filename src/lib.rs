@@ -31,8 +31,8 @@
 //! | `handle/error.rs` | [`AioError`], [`IoError`] |
 //! | `handle/op.rs`, `handle/result.rs` | ops and flags; packed results |
 //! | `handle/slot.rs` | one handle's shared slot, its eight states, [`WaitRef`] |
-//! | `handle/shared.rs` | the table in the shared region; issuer slots; the one road (run, complete) and the waits |
-//! | `handle/bell.rs` | the issuer's bell: where a wait for several I/Os sleeps, and its safety net |
+//! | `handle/shared.rs` | the shared table; issuer slots; running, completing, waiting |
+//! | `handle/bell.rs` | the issuer's bell: where a wait for several I/Os sleeps |
 //! | `handle/files.rs` | the file table (descriptors, paths, references) |
 //! | `handle/notice.rs` | notices: how a finished I/O reaches a ticket, a future or `on_error` |
 //! | `handle/describe.rs` | an I/O's failure in words (op, file, offset, errno) |

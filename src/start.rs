@@ -1,9 +1,10 @@
-//! Starting the subsystem: the one place where the layers are put together, as PostgreSQL's
-//! shared-memory start-up sets up aio and bufmgr side by side. It makes the buffer pool,
-//! registers the pool's read callback and the embedder's callback kinds, builds the shared
-//! table with the pool attached, picks the method (`method::start`, the one place
-//! `io_method` is read), and opens the introspection socket. Nothing below imports this file.
-//! See `docs/design.md`, "Start".
+//! Starting the subsystem (`Aio::start` and `AioBuilder`, here rather than in `subsystem.rs`
+//! because starting needs every layer): the one place where the layers are put together, as
+//! PostgreSQL's shared-memory start-up sets up aio and bufmgr side by side. It makes the buffer
+//! pool, registers the pool's read callback and the embedder's callback kinds, builds the shared
+//! table with the pool attached, picks the method (`method::start`, the one place `io_method` is
+//! read), and opens the introspection socket. Nothing below imports this file. See
+//! `docs/design.md`, "Start".
 
 use crate::aio::subsystem::{Aio, AioInner};
 use crate::bufmgr::pool::BufferPool;

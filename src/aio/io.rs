@@ -147,12 +147,12 @@ impl<'a> Handle<'a> {
         self
     }
 
-    /// Hands the handle to its issuer to start `def`; `claimed` says whether an `InFlight`
+    /// Hands the handle to its issuer to start `def`; `held` says whether an `InFlight`
     /// will redeem the result. Returns the I/O's generation.
-    fn launch(self, def: Definition<'_>, claimed: bool) -> u64 {
+    fn launch(self, def: Definition<'_>, held: bool) -> u64 {
         let (issuer, local) = (self.issuer, self.local);
         std::mem::forget(self);
-        issuer.start(local, def, claimed)
+        issuer.start(local, def, held)
     }
 
     fn start(self, def: Definition<'_>) -> InFlight<'a> {
@@ -320,7 +320,7 @@ impl<'a> Handle<'a> {
     /// # Safety
     ///
     /// As for [`Handle::readv_raw`].
-    pub(crate) unsafe fn readv_raw_claimed(
+    pub(crate) unsafe fn readv_raw_held(
         self,
         file: &File,
         offset: u64,
@@ -334,7 +334,7 @@ impl<'a> Handle<'a> {
     /// # Safety
     ///
     /// As for [`Handle::writev_raw`].
-    pub(crate) unsafe fn writev_raw_claimed(
+    pub(crate) unsafe fn writev_raw_held(
         self,
         file: &File,
         offset: u64,

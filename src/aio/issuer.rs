@@ -155,7 +155,7 @@ impl Issuer {
         let mut li = l.head;
         while li != NIL {
             let next = l.h[li as usize].next;
-            if !l.h[li as usize].claimed
+            if !l.h[li as usize].held
                 && self.aio.shared.slot(self.base + li).state() == HandleState::CompletedShared
             {
                 self.reclaim_locked(&mut l, li);
@@ -217,7 +217,7 @@ impl Issuer {
         self.submit_if_staged(idx);
         if !self.aio.shared.slot(idx).state().is_complete() {
             if let Err(e) = self.wait_as(WaitEvent::AioIoCompletion, idx, generation) {
-                unreachable!("a claimed handle is not recycled before it is redeemed: {e}");
+                unreachable!("a held handle is not recycled before it is redeemed: {e}");
             }
         }
         let mut l = self.local.borrow_mut();
@@ -340,7 +340,7 @@ impl Issuer {
         };
         // `total` counts the I/Os an `InFlight` will redeem: this one must be it (a detached
         // op staged beside an earlier read is not what the caller awaits).
-        let awaited = total == 1 && self.local.borrow().h[(*i - self.base) as usize].claimed;
+        let awaited = total == 1 && self.local.borrow().h[(*i - self.base) as usize].held;
         if !awaited || !self.aio.method.runs_awaited_io_here() {
             return false;
         }
@@ -361,7 +361,7 @@ impl Issuer {
         let mut li = l.head;
         let (mut complete, mut total) = (0, 0);
         while li != NIL {
-            if l.h[li as usize].claimed {
+            if l.h[li as usize].held {
                 total += 1;
                 let s = self.aio.shared.slot(self.base + li);
                 if s.state().is_complete() {
@@ -473,7 +473,7 @@ impl Drop for Issuer {
             let g = self.aio.shared.slot(idx).generation.load(Ordering::Relaxed);
             let _ = self.wait_as(WaitEvent::AioIoCompletion, idx, g);
             let mut l = self.local.borrow_mut();
-            l.h[head as usize].claimed = false;
+            l.h[head as usize].held = false;
             self.reclaim_locked(&mut l, head);
         }
         let info = &self.aio.shared.issuers[self.slot as usize];

@@ -1,4 +1,5 @@
-//! What happens to a handle inside its issuer, behind the API in `issuer.rs`: the issuer's
+//! What happens to a handle inside its issuer (private methods of `Issuer`, apart from
+//! `issuer.rs` so that file reads as the API), behind the API in `issuer.rs`: the issuer's
 //! private bookkeeping (idle stack, staged batch, in-flight list, parked memory), defining
 //! and staging an I/O, handing staged ones to the method, waiting with a wait event
 //! published, and reclaiming a finished handle (local callbacks, statistics, the memory
@@ -26,7 +27,7 @@ pub(super) const NIL: u32 = u32::MAX;
 /// Issuer-private state of one handle.
 pub(super) struct LocalHandle {
     /// An `InFlight` value exists for it: only its owner may reclaim it.
-    pub(super) claimed: bool,
+    pub(super) held: bool,
     pub(super) memory: IoMemory,
     pub(super) skip: u32,
     pub(super) file: u32,
@@ -43,7 +44,7 @@ pub(super) struct LocalHandle {
 impl LocalHandle {
     pub(super) fn new() -> LocalHandle {
         LocalHandle {
-            claimed: false,
+            held: false,
             memory: IoMemory::None,
             skip: 0,
             file: NO_FILE,
@@ -167,13 +168,13 @@ impl Issuer {
             let mut l = self.local.borrow_mut();
             self.submit_staged_locked(&mut l);
             let mut li = l.head;
-            while li != NIL && l.h[li as usize].claimed {
+            while li != NIL && l.h[li as usize].held {
                 li = l.h[li as usize].next;
             }
             li
         };
         if oldest == NIL {
-            return Err(AioError::AllHandlesClaimed(self.aio.shared.per_issuer));
+            return Err(AioError::AllHandlesHeld(self.aio.shared.per_issuer));
         }
         let idx = self.base + oldest;
         let generation = self.aio.shared.slot(idx).generation.load(Ordering::Relaxed);
@@ -276,9 +277,9 @@ impl Issuer {
         NIL
     }
 
-    /// Gives started handle `li` (claimed by an `InFlight` being converted) a notice: its
+    /// Gives started handle `li` (held by an `InFlight` being converted) a notice: its
     /// memory moves into a shared cell, the notice is attached in the slot (delivered here
-    /// if the I/O is complete already), and the handle becomes unclaimed — recycled like a
+    /// if the I/O is complete already), and the handle is no longer held — recycled like a
     /// dropped I/O once complete, its result having gone to the notice.
     pub(crate) fn attach_notice(&self, li: u32, notice: Notice) -> Arc<TicketCell> {
         let mut l = self.local.borrow_mut();
@@ -288,7 +289,7 @@ impl Issuer {
             memory: parking_lot::Mutex::new(std::mem::take(&mut lh.memory)),
             skip: lh.skip,
         });
-        lh.claimed = false;
+        lh.held = false;
         lh.notice = Some(Arc::clone(&cell));
         let foreign = lh.foreign.clone();
         // SAFETY: the issuer keeps the cell (and so the notice) in `lh.notice` until it
@@ -323,11 +324,11 @@ impl Issuer {
     }
 
     pub(crate) fn detach(&self, li: u32) {
-        self.local.borrow_mut().h[li as usize].claimed = false;
+        self.local.borrow_mut().h[li as usize].held = false;
     }
 
     /// Defines, stages and (unless batching) submits the handed-out handle `li`.
-    pub(crate) fn start(&self, li: u32, def: Definition<'_>, claimed: bool) -> u64 {
+    pub(crate) fn start(&self, li: u32, def: Definition<'_>, held: bool) -> u64 {
         let shared = &self.aio.shared;
         let idx = self.base + li;
         let s = shared.slot(idx);
@@ -392,7 +393,7 @@ impl Issuer {
         lh.memory = def.memory;
         lh.skip = def.skip;
         lh.file = file_slot;
-        lh.claimed = claimed;
+        lh.held = held;
         let is_foreign = foreign.is_some();
         lh.foreign = foreign;
         let here = !is_foreign
@@ -401,7 +402,7 @@ impl Issuer {
         if here && s.num_callbacks.load(r) == 0 {
             l.link(li);
             self.start_direct(idx);
-            if !claimed {
+            if !held {
                 self.reclaim_locked(&mut l, li);
             }
             return generation;
@@ -421,7 +422,7 @@ impl Issuer {
                 };
                 shared.fail(idx, -libc::EBADF, Executor::Issuer, ebadf);
             }
-            if !claimed && s.state() == HandleState::CompletedShared {
+            if !held && s.state() == HandleState::CompletedShared {
                 self.reclaim_locked(&mut l, li);
             }
         } else if here {
@@ -430,7 +431,7 @@ impl Issuer {
             if shared.claim_submit(idx) {
                 shared.run_here(idx, Executor::Issuer);
             }
-            if !claimed && s.state() == HandleState::CompletedShared {
+            if !held && s.state() == HandleState::CompletedShared {
                 self.reclaim_locked(&mut l, li);
             }
         } else {
@@ -540,7 +541,7 @@ impl Issuer {
             .stats
             .record(self.slot, op, bytes, latency, ok, executor);
         let lh = &mut l.h[li as usize];
-        let claimed = std::mem::replace(&mut lh.claimed, false);
+        let held = std::mem::replace(&mut lh.held, false);
         let memory = std::mem::replace(&mut lh.memory, IoMemory::None);
         let skip = lh.skip;
         let file = std::mem::replace(&mut lh.file, NO_FILE);
@@ -551,7 +552,7 @@ impl Issuer {
                 .notice
                 .deliver(shared, idx, s.distilled(), foreign.as_ref()),
             None => {
-                if let (false, Some(e)) = (claimed, &error) {
+                if let (false, Some(e)) = (held, &error) {
                     tracing::warn!(issuer = self.slot, io_id = idx, "{e}");
                 }
             }

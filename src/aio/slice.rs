@@ -1,5 +1,7 @@
 //! Slice I/O: read into a `&mut [u8]` and write from a `&[u8]` the caller owns, waiting at
 //! once — what an engine's `read(offset, &mut out)` / `write(offset, &data)` calls need.
+//! (Methods of [`Issuer`], apart from `issuer.rs` because they are a concern of their own,
+//! with their O_DIRECT bounce and read-modify-write; the fast path under them is `inline.rs`.)
 //!
 //! The I/O is executed in the calling thread ([`HandleFlags::SYNCHRONOUS`], as PostgreSQL's
 //! `PGAIO_HF_SYNCHRONOUS`): it is waited for at once, so handing it to a worker or a ring
@@ -201,9 +203,9 @@ impl Issuer {
         // return only after the I/O is complete (`WaitOnDrop` waits on unwinding too).
         let io = unsafe {
             if write {
-                h.writev_raw_claimed(file, offset, &iov)
+                h.writev_raw_held(file, offset, &iov)
             } else {
-                h.readv_raw_claimed(file, offset, &iov)
+                h.readv_raw_held(file, offset, &iov)
             }
         };
         Ok(WaitOnDrop {

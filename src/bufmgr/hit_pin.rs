@@ -40,7 +40,7 @@ pub(crate) fn publish_hit<P: Word32, S: Word64>(
 /// names it. True: the victim is the evictor's to retag (RETAGGING stays until the retag).
 /// False: someone has it; RETAGGING, if set, is withdrawn.
 #[inline]
-pub(crate) fn claim_for_retag<S: Word64>(
+pub(crate) fn reserve_for_retag<S: Word64>(
     state: &S,
     hit_pinned: impl FnOnce() -> bool,
     fence: Fence,
@@ -87,7 +87,7 @@ mod loom_tests {
                     h2.store(true, Ordering::SeqCst);
                 }
             });
-            let evicted = claim_for_retag(
+            let evicted = reserve_for_retag(
                 &*state,
                 || Word32::load(&*pin, Ordering::SeqCst) == B,
                 LOOM_FENCE,

@@ -369,7 +369,7 @@ impl BufferPool {
                 self.unpin(v);
                 return Some(Lookup::Found(b));
             }
-            if !self.claim_victim(v) {
+            if !self.reserve_victim(v) {
                 continue;
             }
             if let Some(o) = old {
@@ -391,10 +391,10 @@ impl BufferPool {
     /// With the partition locks held: is the victim still pinned only by us, idle, and pinned
     /// by no hit? Then it is marked RETAGGING (cleared by `retag`). If not, give it back (the
     /// caller retries).
-    fn claim_victim(&self, v: u32) -> bool {
+    fn reserve_victim(&self, v: u32) -> bool {
         let d = &self.descs[v as usize];
         // Dekker with `try_hit` (see hit_pin.rs): one of the two sees the other.
-        if hit_pin::claim_for_retag(&d.state, || self.hit_pinned(v), STD_FENCE) {
+        if hit_pin::reserve_for_retag(&d.state, || self.hit_pinned(v), STD_FENCE) {
             return true;
         }
         self.unpin(v);
@@ -476,7 +476,7 @@ impl BufferPool {
 
     /// A hit without the partition lock, pinned in the buffer's shared count: the hint names
     /// a candidate, one CAS pins it only if it is VALID, tagged and not being retagged (so an
-    /// evictor, which needs the count at its own single pin, cannot have claimed it), and the
+    /// evictor, which needs the count at its own single pin, cannot have reserved it), and the
     /// tag is checked once pinned (it cannot change while pinned). For callers that hold many
     /// pins (read streams); `None` sends them to `lookup_or_assign`.
     fn try_pin(&self, tag: Tag) -> Option<u32> {
@@ -592,20 +592,20 @@ impl BufferPool {
         (s & VALID != 0, s & IO_IN_PROGRESS != 0)
     }
 
-    /// StartBufferIO: claims the read of `b` if it is neither valid nor being read. Returns
+    /// StartBufferIO: takes the read of `b` if it is neither valid nor being read. Returns
     /// false if someone else's I/O is in progress or the buffer is valid.
     pub(crate) fn start_io(&self, b: u32) -> bool {
         let d = &self.descs[b as usize];
-        let claimed = update(&d.state, |s| {
+        let started = update(&d.state, |s| {
             (s & (VALID | IO_IN_PROGRESS) == 0)
                 .then_some((s | IO_IN_PROGRESS) & !(IO_ERROR | CHECKSUM_IGNORED))
         });
-        if claimed {
+        if started {
             // No reference until the I/O is started (published by `set_io`); a reader that
             // still sees an older one finds it finished and looks again.
             d.io_index.store(u32::MAX, Ordering::Release);
         }
-        claimed
+        started
     }
 
     /// Publishes the wait reference of the I/O reading `b`; called at staging, when the handle

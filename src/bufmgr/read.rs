@@ -1,8 +1,9 @@
-//! Reading blocks through the buffer pool: [`Issuer::read_block`] for one block and
+//! Reading blocks through the buffer pool (methods of [`Issuer`] and one of `Aio`, here because the
+//! buffer manager sits above the issuer's layer): [`Issuer::read_block`] for one block and
 //! `start_read_buffers` for a run of consecutive blocks as one vectored read (PostgreSQL's
 //! `StartReadBuffers` / `WaitReadBuffers`), which read streams use; and [`BufferReadv`], the
-//! built-in callback every buffer read carries with the issuer's [`PageVerification`] mode,
-//! so pages are verified and buffers become valid in whichever thread completes the I/O.
+//! built-in callback every buffer read carries with the issuer's [`PageVerification`] mode, so
+//! pages are verified and buffers become valid in whichever thread completes the I/O.
 //!
 //! These are methods of [`Issuer`], as an engine expects (`me.read_block(&file, 7)`), but
 //! they live here, with the pool: the issuer's own file (`aio/issuer.rs`) is below the buffer
@@ -225,7 +226,7 @@ impl Issuer {
             if !pool.start_io(b) {
                 continue;
             }
-            let io = self.start_claimed_read(pool, file, block, &[b])?;
+            let io = self.start_owned_read(pool, file, block, &[b])?;
             self.wait(io).check()?;
         }
     }
@@ -282,7 +283,7 @@ impl Issuer {
             }
             out.push(b);
         }
-        match self.start_claimed_read(pool, file, first, out) {
+        match self.start_owned_read(pool, file, first, out) {
             Ok(io) => Ok(StartedRead::Io(io)),
             Err(e) => {
                 for &b in out.iter() {
@@ -294,10 +295,10 @@ impl Issuer {
         }
     }
 
-    /// Defines and starts the read of `bufs` (whose I/O this issuer has claimed with
-    /// `start_io`) from block `first` on. On failure the claims are given up, so the next
+    /// Defines and starts the read of `bufs` (whose I/O this issuer owns: it started it with
+    /// `start_io`) from block `first` on. On failure the buffers' I/O is given up, so the next
     /// reader retries.
-    fn start_claimed_read(
+    fn start_owned_read(
         &self,
         pool: &BufferPool,
         file: &File,
@@ -338,9 +339,11 @@ impl Issuer {
         // its IO_IN_PROGRESS bit is ours, so no one else reads into or uses the pages until
         // the completion callback clears it; the pool's region outlives the I/O. The stage
         // callback publishes the I/O's wait reference on every buffer.
-        Ok(unsafe {
-            h.readv_raw_claimed(file, u64::from(first) * pool.page_size() as u64, &iov[..n])
-        })
+        Ok(
+            unsafe {
+                h.readv_raw_held(file, u64::from(first) * pool.page_size() as u64, &iov[..n])
+            },
+        )
     }
 }
 

@@ -6,7 +6,7 @@
 //! reads the block (or drops it unread); when the budget is spent the stream reads without
 //! advice — it never waits for budget. Taking and giving back are compare-and-swap and
 //! fetch-sub on a fixed table: no lock, no allocation. The table has [`MAX_DEVICES`]
-//! entries, each claimed by the first file seen on its device; a device beyond them gets no
+//! entries, each taken by the first file seen on its device; a device beyond them gets no
 //! budget (its streams read without advice). See `docs/design.md`, "Readahead advice".
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -71,7 +71,7 @@ impl AdviceBudget {
         self.limit
     }
 
-    /// The table entry of device `dev`, claiming a free one the first time; `None` if the
+    /// The table entry of device `dev`, taking a free one the first time; `None` if the
     /// table is full.
     pub(crate) fn device(&self, dev: u64) -> Option<u32> {
         let key = dev.wrapping_add(1).max(1);

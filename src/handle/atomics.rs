@@ -1,7 +1,7 @@
 //! The atomic operations dbaio's lock-free protocols use — the handle state word with its
 //! waiter bit (`state_word.rs`), the issuer's bell (`bell.rs`), and a buffer-pool hit
-//! against an evictor (`bufmgr/hit_pin.rs`) — as small traits. The subsystem runs the protocols on std atomics
-//! and the futex; the model checks (`--cfg loom`, see docs/reliability.md) run the very same
+//! against an evictor (`bufmgr/hit_pin.rs`) — as small traits. The subsystem runs the
+//! protocols on std atomics and the futex; the model checks (`--cfg loom`, see docs/reliability.md) run the very same
 //! functions on loom's atomics, with a mutex and condition variable standing in for the
 //! futex. See `docs/design.md`, "Model checking".
 

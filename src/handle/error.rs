@@ -61,7 +61,7 @@ pub enum AioError {
     #[error(
         "all {0} I/O handles of this issuer hold results not yet taken\nHINT:  Wait on (or drop) an InFlight before starting another I/O, or raise io_max_concurrency."
     )]
-    AllHandlesClaimed(u32),
+    AllHandlesHeld(u32),
     /// Every buffer of the pool is pinned.
     #[error(
         "no unpinned buffers available\nHINT:  Raise buffer_pool_size, or hold fewer buffers pinned."
@@ -151,7 +151,7 @@ impl From<AioError> for std::io::Error {
             | AioError::IoUringRefused { .. } => ErrorKind::InvalidInput,
             AioError::TooManyIssuers(_)
             | AioError::TooManyFiles(_)
-            | AioError::AllHandlesClaimed(_)
+            | AioError::AllHandlesHeld(_)
             | AioError::NoUnpinnedBuffers => ErrorKind::ResourceBusy,
             AioError::ShutDown => ErrorKind::NotConnected,
         };

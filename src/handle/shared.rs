@@ -333,7 +333,7 @@ impl Shared {
             iov: self.iovecs(i),
             iovcnt: u32::from(s.iov_count.load(r)),
             path: s.path.load(r) as *const libc::c_char,
-            // The index, and the generation's low half for the worker's execution claim.
+            // The index, and the generation's low half for the worker's queue mark.
             user_data: u64::from(i) | (s.generation.load(r) << 32),
         }
     }

@@ -164,12 +164,12 @@ pub(crate) struct HandleSlot {
     pub completed_ns: AtomicU64,
     /// Path of an unlink (a pointer into memory the issuer parks until completion).
     pub path: AtomicUsize,
-    /// The worker method's execution claim: `generation << 1 | 1` while the I/O sits in the
-    /// worker queue unclaimed; a worker that pops it, or a thread that waits for it first,
+    /// The worker method's queue mark: `generation << 1 | 1` while the I/O sits in the
+    /// worker queue, not yet taken; a worker that pops it, or a thread that waits for it first,
     /// clears the low bit by compare-and-swap, and only the winner executes it (see
-    /// [`HandleSlot::claim_queued`]). Naming the generation keeps a stale queue entry from
-    /// claiming the slot's next I/O.
-    pub exec_claim: AtomicU64,
+    /// [`HandleSlot::take_queued`]). Naming the generation keeps a stale queue entry from
+    /// taking the slot's next I/O.
+    pub queue_mark: AtomicU64,
     /// Where the completion goes besides the slot: a pointer to the I/O's
     /// [`Notice`](crate::handle::notice::Notice), or 0 (see `handle/notice.rs`).
     pub notice: AtomicUsize,
@@ -265,39 +265,39 @@ impl HandleSlot {
         self.completed_ns.store(0, r);
         self.path.store(0, r);
         self.attempts.store(0, r);
-        self.exec_claim.store(0, r);
+        self.queue_mark.store(0, r);
         self.notice.store(0, r);
     }
 
-    /// Marks the I/O of `generation` as queued for a worker, unclaimed.
+    /// Marks the I/O of `generation` as queued for a worker, not yet taken.
     pub(crate) fn mark_queued(&self, generation: u64) {
-        self.exec_claim
+        self.queue_mark
             .store(generation << 1 | 1, Ordering::Release);
     }
 
     /// Claims the queued I/O whose generation has low 32 bits `gen_low` (a worker's view: its
-    /// request carries only those) for execution. Exactly one claimant wins.
-    pub(crate) fn claim_queued(&self, gen_low: u32) -> bool {
-        let w = self.exec_claim.load(Ordering::Acquire);
+    /// request carries only those) for execution. Exactly one taker wins.
+    pub(crate) fn take_queued(&self, gen_low: u32) -> bool {
+        let w = self.queue_mark.load(Ordering::Acquire);
         w & 1 == 1
             && (w >> 1) as u32 == gen_low
             && self
-                .exec_claim
+                .queue_mark
                 .compare_exchange(w, w & !1, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
     }
 
-    /// Like [`HandleSlot::claim_queued_exact`], but looks before it locks: for a caller that
+    /// Like [`HandleSlot::take_queued_exact`], but looks before it locks: for a caller that
     /// tries several handles, most of them already taken by workers.
-    pub(crate) fn claim_queued_if(&self, generation: u64) -> bool {
-        self.exec_claim.load(Ordering::Relaxed) == generation << 1 | 1
-            && self.claim_queued_exact(generation)
+    pub(crate) fn take_queued_if(&self, generation: u64) -> bool {
+        self.queue_mark.load(Ordering::Relaxed) == generation << 1 | 1
+            && self.take_queued_exact(generation)
     }
 
     /// Claims the queued I/O of `generation` (a waiter's or the submitter's view).
-    pub(crate) fn claim_queued_exact(&self, generation: u64) -> bool {
+    pub(crate) fn take_queued_exact(&self, generation: u64) -> bool {
         let queued = generation << 1 | 1;
-        self.exec_claim
+        self.queue_mark
             .compare_exchange(queued, queued & !1, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
     }
@@ -367,19 +367,16 @@ mod tests {
     }
 
     #[test]
-    fn a_queued_io_is_claimed_once_and_only_for_its_generation() {
+    fn a_queued_io_is_taken_once_and_only_for_its_generation() {
         let s = idle_slot();
         s.mark_queued(7);
-        assert!(
-            !s.claim_queued(6),
-            "a stale entry names an older generation"
-        );
-        assert!(!s.claim_queued_exact(8));
-        assert!(s.claim_queued_exact(7));
-        assert!(!s.claim_queued(7), "claimed already");
+        assert!(!s.take_queued(6), "a stale entry names an older generation");
+        assert!(!s.take_queued_exact(8));
+        assert!(s.take_queued_exact(7));
+        assert!(!s.take_queued(7), "taken already");
         s.mark_queued(8);
-        assert!(s.claim_queued(8));
-        assert!(!s.claim_queued_exact(8));
+        assert!(s.take_queued(8));
+        assert!(!s.take_queued_exact(8));
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! - `socket.rs` — the owner-only unix socket serving all three as JSON, and its client.
 //!
 //! May use: the handle layer (it reads the shared table) and the worker engine's snapshot
-//! type. Never the API, the methods or the buffer manager. See `docs/aios.md` and `docs/design.md`, "Introspection".
+//! type. Never the API, the methods or the buffer manager. See `docs/aios.md` and
+//! `docs/design.md`, "Introspection".
 
 pub(crate) mod socket;
 pub(crate) mod stats;

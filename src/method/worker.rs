@@ -39,7 +39,7 @@ impl CompletionSink for Sink {
     fn prepare(&self, worker: u32, req: &mut dbaio_sys::Request) -> bool {
         let s = self.0.slot(req.user_data as u32);
         // A thread waiting for it may have claimed and run it already.
-        if !s.claim_queued((req.user_data >> 32) as u32) {
+        if !s.take_queued((req.user_data >> 32) as u32) {
             return false;
         }
         // Shown in the aios view while the worker executes it.
@@ -317,7 +317,7 @@ impl IoMethod for WorkerMethod {
 
     /// An I/O its waiter finds still queued, not yet picked up by a worker, is run by the
     /// waiter itself: it would otherwise pay a worker's wakeup and hand-off for nothing
-    /// (PostgreSQL's workers cannot do this: the queue is theirs alone). The claim word
+    /// (PostgreSQL's workers cannot do this: the queue is theirs alone). The queue mark
     /// (threads) or the request cell's QUEUED → FREE take-back (processes) makes sure exactly
     /// one of the waiter and a worker runs it. An I/O a worker process holds is waited for
     /// by completing what the processes post (`ProcessPool::drive`); anything else — a worker
@@ -325,7 +325,7 @@ impl IoMethod for WorkerMethod {
     fn drive_one(&self, shared: &Shared, i: u32, generation: u64) -> Drive {
         let procs = match &self.engine {
             Engine::Threads(_) => {
-                if !shared.slot(i).claim_queued_exact(generation) {
+                if !shared.slot(i).take_queued_exact(generation) {
                     return Drive::Sleep; // a worker has it: it wakes the handle
                 }
                 shared.run_here(i, Executor::Waiter);
@@ -424,8 +424,8 @@ impl IoMethod for WorkerMethod {
     }
 }
 
-/// Queues claimed handle `i` for the worker threads, marked claimable. False if the queue is
-/// full: the handle is then still the caller's to run (true if a waiter claimed it in the
+/// Queues claimed handle `i` for the worker threads, marked as waiting to be taken. False if
+/// the queue is full: the handle is then still the caller's to run (true if a waiter took it in the
 /// meantime and runs it).
 fn queue(pool: &WorkerPool, shared: &Shared, i: u32) -> bool {
     let s = shared.slot(i);
@@ -438,8 +438,8 @@ fn queue(pool: &WorkerPool, shared: &Shared, i: u32) -> bool {
     if unsafe { pool.try_submit(shared.request(i)) }.is_ok() {
         return true;
     }
-    // Not queued: take the mark back, unless a waiter saw it and claimed it first.
-    !s.claim_queued_exact(generation)
+    // Not queued: take the mark back, unless a waiter saw it and took the I/O first.
+    !s.take_queued_exact(generation)
 }
 
 impl WorkerMethod {
@@ -450,7 +450,7 @@ impl WorkerMethod {
             return false;
         }
         let taken = match &self.engine {
-            Engine::Threads(_) => shared.slot(i).claim_queued_if(generation),
+            Engine::Threads(_) => shared.slot(i).take_queued_if(generation),
             Engine::Processes(procs) => procs.take_back(i, generation as u32),
         };
         if taken {

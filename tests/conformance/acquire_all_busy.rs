@@ -28,8 +28,8 @@ fn scenario(m: IoMethodKind) {
         .map(|i| me.acquire().unwrap().read(&f, i * 4096, IoBuf::new(4096)))
         .collect();
     match me.acquire() {
-        Err(AioError::AllHandlesClaimed(4)) => {}
-        other => panic!("expected AllHandlesClaimed, got {:?}", other.map(|_| ())),
+        Err(AioError::AllHandlesHeld(4)) => {}
+        other => panic!("expected AllHandlesHeld, got {:?}", other.map(|_| ())),
     }
     for (i, io) in held.into_iter().enumerate() {
         assert_pattern(&me.wait(io).into_buf(), i as u64 * 4096);

@@ -3,7 +3,7 @@
 //!
 //! **Wakeups.** Every worker has its own futex word and one bit in the `idle` mask. A worker
 //! that finds the queue empty sets its bit, re-checks the queue, and only then sleeps on its
-//! word; a submitter, after queueing, claims the lowest set bits (one per request queued,
+//! word; a submitter, after queueing, takes the lowest set bits (one per request queued,
 //! `fetch_and` decides who owns a bit), bumps those workers' words and wakes them. The SeqCst
 //! operations on both sides make the lost-wakeup race impossible (each side sees the other's
 //! write: Dekker's pattern). A busy pool costs a submitter one load of `idle`, no system call.
@@ -171,7 +171,7 @@ const BUSY: u8 = 3;
 
 /// One worker's place: its futex word and what the view shows of it.
 struct Slot {
-    /// Bumped by whoever claims this worker's idle bit, then woken.
+    /// Bumped by whoever takes this worker's idle bit, then woken.
     word: AtomicU32,
     state: AtomicU8,
     tid: AtomicI32,
@@ -180,7 +180,7 @@ struct Slot {
 
 struct Shared {
     queue: ArrayQueue<Request>,
-    /// Bit `i` set: worker `i` is idle (asleep or about to be) and may be claimed.
+    /// Bit `i` set: worker `i` is idle (asleep or about to be) and may be taken and woken.
     idle: CachePadded<AtomicU64>,
     /// Workers started and not yet left.
     running: CachePadded<AtomicU32>,
@@ -191,9 +191,9 @@ struct Shared {
     window_start: AtomicU64,
     /// How the wakes of this window went (calm or not).
     tally: WakeTally,
-    /// Workers claimed by a wake and not yet back at the queue (they will each take a
-    /// request). May dip below 0 for a moment (a worker can notice its claim before the
-    /// claimer counts it); read as at least 0.
+    /// Workers woken and not yet back at the queue (they will each take a
+    /// request). May dip below 0 for a moment (a worker can notice its wake before the
+    /// waker counts it); read as at least 0.
     on_the_way: AtomicI32,
     /// Workers that finished a request and have not yet looked at the queue again (each will
     /// take a request if one is there, without a wake). Counted like `on_the_way`.
@@ -347,7 +347,7 @@ impl WorkerPool {
     }
 }
 
-/// Claims and wakes up to `want` idle workers, lowest-numbered first; returns how many.
+/// Takes and wakes up to `want` idle workers, lowest-numbered first; returns how many.
 fn wake_idle(s: &Shared, want: u32) -> u32 {
     let mut woken = 0;
     while woken < want {
@@ -543,7 +543,7 @@ fn worker_main(shared: &Arc<Shared>, id: u32) {
     let bit = 1u64 << id;
     let timeout = (!shared.size.is_fixed()).then_some(shared.size.idle_timeout);
     // Whom this worker is counted by until its next look at the queue: `on_the_way` (a
-    // submitter claimed it) or `returning` (it finished a request).
+    // submitter woke it) or `returning` (it finished a request).
     let mut coming = Coming::No;
     loop {
         if let Some(req) = shared.queue.pop() {
@@ -576,10 +576,10 @@ fn worker_main(shared: &Arc<Shared>, id: u32) {
         fence(Ordering::SeqCst);
         let stopping = shared.stop.load(Ordering::SeqCst);
         if !shared.queue.is_empty() || stopping {
-            // Not going to sleep: take the bit back (if a submitter claimed it first, its
+            // Not going to sleep: take the bit back (if a submitter took it first, its
             // wake finds this worker awake; harmless).
             if shared.idle.fetch_and(!bit, Ordering::SeqCst) & bit == 0 {
-                coming = Coming::Claimed;
+                coming = Coming::Woken;
             }
             if stopping && shared.queue.is_empty() {
                 coming.arrived(shared);
@@ -592,10 +592,10 @@ fn worker_main(shared: &Arc<Shared>, id: u32) {
         let timeout = timeout.filter(|_| shared.running.load(Ordering::Relaxed) > shared.size.min);
         let slept_from = timeout.map(|_| Instant::now());
         futex::wait(&slot.word, seen, timeout);
-        // Each idle spell ends here or above, once: claimed if a submitter cleared the bit.
+        // Each idle spell ends here or above, once: woken if a submitter cleared the bit.
         if shared.idle.fetch_and(!bit, Ordering::SeqCst) & bit == 0 {
-            coming = Coming::Claimed;
-            continue; // back at the queue, as the claimer expects
+            coming = Coming::Woken;
+            continue; // back at the queue, as the waker expects
         }
         if shared.stop.load(Ordering::SeqCst) {
             continue; // drain what is left, then leave
@@ -610,8 +610,8 @@ fn worker_main(shared: &Arc<Shared>, id: u32) {
 /// Which count has a worker as coming to the queue (to take a request without a wake).
 enum Coming {
     No,
-    /// Claimed by a submitter's wake: counted in `on_the_way`.
-    Claimed,
+    /// Woken by a submitter: counted in `on_the_way`.
+    Woken,
     /// Finished a request: counted in `returning`.
     Returning,
 }
@@ -622,7 +622,7 @@ impl Coming {
     fn arrived(&mut self, shared: &Shared) {
         match std::mem::replace(self, Coming::No) {
             Coming::No => {}
-            Coming::Claimed => {
+            Coming::Woken => {
                 shared.on_the_way.fetch_sub(1, Ordering::SeqCst);
             }
             Coming::Returning => {

@@ -174,7 +174,7 @@ impl Worker<'_> {
         };
         cell.state.store(W_BUSY, Ordering::SeqCst);
         // This worker's bit in `coming` is set while it is on its way to the queue (it posted
-        // a result, or a submitter claimed it); it leaves once it has taken a request or is
+        // a result, or a submitter woke it); it leaves once it has taken a request or is
         // visible as idle. Only a self-sizing pool keeps the mask (`sized`).
         let arrived = || {
             if h.coming.load(Ordering::Relaxed) & bit != 0 {
@@ -192,7 +192,7 @@ impl Worker<'_> {
             if h.stop.load(Ordering::SeqCst) != 0 {
                 return;
             }
-            // Idle: advertise, look once more, then sleep until claimed (Dekker with the
+            // Idle: advertise, look once more, then sleep until woken (Dekker with the
             // submitter's set-then-read of the idle mask).
             let seen = cell.word.load(Ordering::SeqCst);
             cell.state.store(W_IDLE, Ordering::Relaxed);
@@ -207,7 +207,7 @@ impl Worker<'_> {
             }
             futex::wait(&cell.word, seen, timeout);
             if cell.word.load(Ordering::SeqCst) == seen {
-                // Not claimed: a timeout, a signal or a spurious return. Leave if idle long
+                // Not woken: a timeout, a signal or a spurious return. Leave if idle long
                 // enough and above the minimum.
                 if h.idle.fetch_and(!bit, Ordering::SeqCst) & bit != 0
                     && timeout.is_some()

@@ -70,9 +70,9 @@ pub(crate) struct Header {
     pub regions: [[AtomicU64; 2]; dbaio_sys::arena::MAX_REGIONS],
     /// Bumped when the embedder closes a file: workers drop their stale descriptors.
     pub close_seq: AtomicU32,
-    /// Bit `w` set: worker `w` is idle and may be claimed by a submitter.
+    /// Bit `w` set: worker `w` is idle and may be taken and woken by a submitter.
     pub idle: CachePadded<AtomicU64>,
-    /// Bit `w` set: worker `w` is on its way to the queue — a submitter claimed it, or it has
+    /// Bit `w` set: worker `w` is on its way to the queue — a submitter woke it, or it has
     /// just posted a result — and takes a request there without another wake. Kept by
     /// self-sizing pools only, and only their sizing reads it (a wake that found too few idle
     /// workers but enough coming ones is met); wakeups do not depend on it, so a bit left set
@@ -123,7 +123,7 @@ pub(crate) fn monotonic_ns() -> u64 {
 /// One worker's cell.
 #[repr(C)]
 pub(crate) struct WorkerCell {
-    /// Bumped by whoever claims this worker's idle bit, then woken.
+    /// Bumped by whoever takes this worker's idle bit, then woken.
     pub word: AtomicU32,
     pub state: AtomicU32,
     pub pid: AtomicI32,
@@ -168,8 +168,8 @@ pub(crate) struct ReqCell {
 pub(crate) type Spaces = [(*mut u8, u64); dbaio_sys::arena::MAX_REGIONS + 1];
 
 impl ReqCell {
-    /// Executes the request this cell holds (read after its state was claimed) on descriptor
-    /// `fd`, with its iovecs resolved against the shared spaces as this process maps them;
+    /// Executes the request this cell holds (read after this worker set its state RUNNING)
+    /// on descriptor `fd`, with its iovecs resolved against the shared spaces as this process maps them;
     /// returns the raw result (`-errno` for an op that never comes here, such as an unlink,
     /// or an iovec outside every space).
     ///

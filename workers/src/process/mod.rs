@@ -48,7 +48,7 @@ pub use child::ENV as WORKER_ENV;
 pub use control::MAX_IOV;
 
 /// Times a request may lose its worker before it is completed as lost.
-const MAX_ATTEMPTS: u32 = 3;
+const MAX_LOSSES: u32 = 3;
 /// How long a starting worker may take to reach its loop.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -453,7 +453,7 @@ impl ProcessPool {
     }
 }
 
-/// Claims and wakes up to `want` idle workers, lowest first; returns how many. `coming`: mark
+/// Takes and wakes up to `want` idle workers, lowest first; returns how many. `coming`: mark
 /// them in `Header::coming` (self-sizing pools, whose wakes count the workers on their way).
 fn wake_idle(ctl: &Control, want: u32, coming: bool) -> u32 {
     let h = ctl.header();
@@ -722,7 +722,7 @@ fn supervise(inner: &Arc<Inner>, ready: std::sync::mpsc::Sender<io::Result<()>>)
             // killed before it could say so in its cell) or not (a death).
             let bit = 1u64 << w;
             if h.live.fetch_and(!bit, Ordering::SeqCst) & bit == 0 {
-                ctl.repair_after(w as u32, MAX_ATTEMPTS);
+                ctl.repair_after(w as u32, MAX_LOSSES);
                 cell.state.store(W_ABSENT, Ordering::SeqCst);
                 inner.retired.fetch_add(1, Ordering::Relaxed);
                 continue;
@@ -736,14 +736,14 @@ fn supervise(inner: &Arc<Inner>, ready: std::sync::mpsc::Sender<io::Result<()>>)
             } else {
                 0
             };
-            let requeued = ctl.repair_after(w as u32, MAX_ATTEMPTS);
+            let requeued = ctl.repair_after(w as u32, MAX_LOSSES);
             inner
                 .requeued
                 .fetch_add(u64::from(requeued), Ordering::Relaxed);
             cell.state.store(W_ABSENT, Ordering::SeqCst);
             inner.replaced.fetch_add(1, Ordering::Relaxed);
             wake_completer(inner);
-            if failed_starts >= MAX_ATTEMPTS {
+            if failed_starts >= MAX_LOSSES {
                 eprintln!(
                     "dbaio: I/O worker process {w} died {failed_starts} times before it could \
                      start; not replacing it (the other workers, or this process, run the queue)"

@@ -327,12 +327,10 @@ impl Issuer {
         self.local.borrow_mut().h[li as usize].held = false;
     }
 
-    /// Defines, stages and (unless batching) submits the handed-out handle `li`.
+    /// Defines, stages and (unless batching) submits the handed-out handle `li`; `held`: an
+    /// `InFlight` will redeem it. Returns the I/O's generation.
     pub(crate) fn start(&self, li: u32, def: Definition<'_>, held: bool) -> u64 {
-        let shared = &self.aio.shared;
         let idx = self.base + li;
-        let s = shared.slot(idx);
-        let r = Ordering::Relaxed;
         let mut l = self.local.borrow_mut();
         assert_eq!(
             l.handed_out,
@@ -340,34 +338,66 @@ impl Issuer {
             "starting an I/O on a handle that is not handed out"
         );
         l.handed_out = None;
-        let generation = s.generation.load(r);
-        s.op.store(def.op as u8, r);
-        s.offset.store(def.offset, r);
-        s.length.store(def.length, r);
+        let generation = self.aio.shared.slot(idx).generation.load(Ordering::Relaxed);
         // A `File` of another subsystem names a slot of another table: the I/O is defined on
-        // no file here, and fails below with a message naming it.
+        // no file here, and fails with a message naming it.
         let foreign = def
             .file
             .filter(|f| !Arc::ptr_eq(&f.aio, &self.aio))
             .map(|f| f.path());
-        let file = def.file.filter(|_| foreign.is_none());
+        let file_slot = self.define(idx, &def, foreign.is_none());
+        let lh = &mut l.h[li as usize];
+        lh.memory = def.memory;
+        lh.skip = def.skip;
+        lh.file = file_slot;
+        lh.held = held;
+        let is_foreign = foreign.is_some();
+        lh.foreign = foreign;
+        self.launch_defined(&mut l, li, held, is_foreign);
+        generation
+    }
+
+    /// Writes `def` into handle `idx`'s slot (HANDED_OUT to this issuer): op, offset, length,
+    /// the file reference and descriptor (unless `own_file` is false: a foreign file), flags,
+    /// iovecs and path. Returns the file slot (`NO_FILE` for none).
+    fn define(&self, idx: u32, def: &Definition<'_>, own_file: bool) -> u32 {
+        let shared = &self.aio.shared;
+        let s = shared.slot(idx);
+        let r = Ordering::Relaxed;
+        s.op.store(def.op as u8, r);
+        s.offset.store(def.offset, r);
+        s.length.store(def.length, r);
+        let file = def.file.filter(|_| own_file);
         let file_slot = file.map_or(NO_FILE, |f| f.slot);
         s.file.store(file_slot, r);
         if let Some(f) = file {
             shared.files.add_ref(f.slot);
-            s.fd.store(
-                shared.files.slots[f.slot as usize]
-                    .fd
-                    .load(Ordering::Acquire),
-                r,
-            );
+            let fd = shared.files.slots[f.slot as usize]
+                .fd
+                .load(Ordering::Acquire);
+            s.fd.store(fd, r);
             if !f.is_direct() && def.op.transfers_data() {
                 // Only the issuer writes a handle's flags (while it holds it): no locked RMW.
                 s.flags.store(s.flags.load(r) | HandleFlags::BUFFERED.0, r);
             }
         }
+        let (count, total) = self.write_iovecs(idx, def);
+        s.iov_count.store(count as u16, r);
+        if def.op.transfers_data() {
+            s.length.store(total, r);
+        }
+        if let IoMemory::Path(p) = &def.memory {
+            s.path.store(p.as_ptr() as usize, r);
+        }
+        file_slot
+    }
+
+    /// Fills handle `idx`'s iovec array from `def` (its raw iovecs, or its memory); returns
+    /// the count and the bytes they cover.
+    fn write_iovecs(&self, idx: u32, def: &Definition<'_>) -> (usize, u64) {
+        let shared = &self.aio.shared;
         let iov = shared.iovecs(idx);
-        let (count, total) = match def.raw_iov {
+        match def.raw_iov {
             Some(raw) => {
                 for (k, v) in raw.iter().enumerate() {
                     // SAFETY: `raw.len() <= max_iov` was checked by the caller; the handle is
@@ -381,39 +411,44 @@ impl Issuer {
                 def.memory
                     .fill_iovecs(iov, shared.max_iov as usize, def.skip)
             },
-        };
-        s.iov_count.store(count as u16, r);
-        if def.op.transfers_data() {
-            s.length.store(total, r);
         }
-        if let IoMemory::Path(p) = &def.memory {
-            s.path.store(p.as_ptr() as usize, r);
-        }
-        let lh = &mut l.h[li as usize];
-        lh.memory = def.memory;
-        lh.skip = def.skip;
-        lh.file = file_slot;
-        lh.held = held;
-        let is_foreign = foreign.is_some();
-        lh.foreign = foreign;
+    }
+
+    /// Hands defined handle `li` on: the direct path for an I/O its issuer runs at once
+    /// without callbacks; otherwise the stage callbacks and STAGED, and then failed at once
+    /// (a foreign file), run here (SYNCHRONOUS, or an op the method runs inline), or put in
+    /// the batch (submitted unless batching). A complete I/O no `InFlight` holds is reclaimed
+    /// at once.
+    fn launch_defined(&self, l: &mut Local, li: u32, held: bool, is_foreign: bool) {
+        let shared = &self.aio.shared;
+        let idx = self.base + li;
+        let s = shared.slot(idx);
         let here = !is_foreign
             && (s.flags().contains(HandleFlags::SYNCHRONOUS)
                 || self.aio.method.needs_synchronous_execution(shared, idx));
-        if here && s.num_callbacks.load(r) == 0 {
+        if here && s.num_callbacks.load(Ordering::Relaxed) == 0 {
             l.link(li);
             self.start_direct(idx);
             if !held {
-                self.reclaim_locked(&mut l, li);
+                self.reclaim_locked(l, li);
             }
-            return generation;
+            return;
         }
         s.set_state(HandleState::HandedOut, HandleState::Defined);
         self.run_stage_callbacks(idx);
-        s.staged_ns.store(shared.io_clock_ns(), r);
+        s.staged_ns.store(shared.io_clock_ns(), Ordering::Relaxed);
         s.set_state(HandleState::Defined, HandleState::Staged);
-        if is_foreign {
-            l.link(li);
-            if shared.claim_submit(idx) {
+        if !is_foreign && !here {
+            l.staged.push(li);
+            if !l.in_batch || l.staged.len() >= SUBMIT_BATCH_SIZE {
+                self.submit_staged_locked(l);
+            }
+            return;
+        }
+        l.link(li);
+        // A waiter that saw it staged may have claimed it first; then it runs it.
+        if shared.claim_submit(idx) {
+            if is_foreign {
                 let ebadf = IoResult {
                     status: Status::Error,
                     callback_id: 0,
@@ -421,26 +456,13 @@ impl Issuer {
                     result: 0,
                 };
                 shared.fail(idx, -libc::EBADF, Executor::Issuer, ebadf);
-            }
-            if !held && s.state() == HandleState::CompletedShared {
-                self.reclaim_locked(&mut l, li);
-            }
-        } else if here {
-            l.link(li);
-            // A waiter that saw it staged may have claimed it first; then it runs it.
-            if shared.claim_submit(idx) {
+            } else {
                 shared.run_here(idx, Executor::Issuer);
             }
-            if !held && s.state() == HandleState::CompletedShared {
-                self.reclaim_locked(&mut l, li);
-            }
-        } else {
-            l.staged.push(li);
-            if !l.in_batch || l.staged.len() >= SUBMIT_BATCH_SIZE {
-                self.submit_staged_locked(&mut l);
-            }
         }
-        generation
+        if !held && s.state() == HandleState::CompletedShared {
+            self.reclaim_locked(l, li);
+        }
     }
 
     /// The direct path of an I/O its issuer runs at once (the sync method, a SYNCHRONOUS
@@ -485,61 +507,10 @@ impl Issuer {
         let idx = self.base + li;
         let s = shared.slot(idx);
         let r = Ordering::Relaxed;
-        let mut result = s.distilled();
-        let ctx = IoContext { shared, index: idx };
-        // Without callbacks there is nothing local to run: COMPLETED_SHARED → IDLE directly.
-        let callbacks = s.num_callbacks.load(r) as usize;
-        for k in (0..callbacks).rev() {
-            let id = s.callbacks[k].load(r);
-            if let Some(cb) = shared.callbacks.get(id) {
-                let data = s.callback_data[k].load(r);
-                result = match catch_unwind(AssertUnwindSafe(|| {
-                    cb.complete_local(&ctx, result, data)
-                })) {
-                    Ok(res) => res,
-                    Err(_) => IoResult {
-                        status: Status::Error,
-                        callback_id: id,
-                        error_data: 0x7f_ffff,
-                        result: 0,
-                    },
-                };
-            }
-        }
-        let reclaiming = if callbacks > 0 {
-            s.set_state(HandleState::CompletedShared, HandleState::CompletedLocal);
-            HandleState::CompletedLocal
-        } else {
-            HandleState::CompletedShared
-        };
-        let op = s.op();
-        let offset = s.offset.load(r);
-        let length = s.length.load(r);
+        let (result, reclaiming) = self.run_local_callbacks(idx);
+        let (op, offset, length) = (s.op(), s.offset.load(r), s.length.load(r));
         let foreign = l.h[li as usize].foreign.take();
-        // A failure, or a short transfer (described the same way: "read only N of M bytes").
-        let error = matches!(result.status, Status::Error | Status::Partial)
-            .then(|| Box::new(self.aio.shared.describe(idx, result, foreign.as_ref())));
-        if result.status == Status::Warning {
-            // A callback's warning (a zeroed page, an ignored checksum failure): said once,
-            // by the issuer, as PostgreSQL's WARNING.
-            tracing::warn!(
-                issuer = self.slot,
-                io_id = idx,
-                "{}",
-                self.aio.shared.describe(idx, result, foreign.as_ref())
-            );
-        }
-        let latency = s.completed_ns.load(r).saturating_sub(s.staged_ns.load(r));
-        let bytes = if op.transfers_data() {
-            result.result.max(0) as u64
-        } else {
-            0
-        };
-        let executor = crate::handle::slot::Executor::decode(s.executor.load(r));
-        let ok = result.status != Status::Error;
-        self.aio
-            .stats
-            .record(self.slot, op, bytes, latency, ok, executor);
+        let error = self.report(idx, result, foreign.as_ref());
         let lh = &mut l.h[li as usize];
         let held = std::mem::replace(&mut lh.held, false);
         let memory = std::mem::replace(&mut lh.memory, IoMemory::None);
@@ -557,17 +528,7 @@ impl Issuer {
                 }
             }
         }
-        // Reclaimed while still in the batch: a waiter found it staged and ran it.
-        match l.staged.iter().position(|&x| x == li) {
-            Some(k) => {
-                l.staged.remove(k);
-            }
-            None => l.unlink(li),
-        }
-        s.next_generation();
-        s.set_state(reclaiming, HandleState::Idle);
-        s.reset();
-        l.idle.push(li);
+        self.recycle(l, li, reclaiming);
         if file != NO_FILE {
             self.aio.release_file(file);
         }
@@ -580,5 +541,87 @@ impl Issuer {
             memory,
             error,
         }
+    }
+
+    /// Runs complete handle `idx`'s local callbacks (a panicking one fails the I/O) over its
+    /// distilled result; returns the result and the state the handle is now in
+    /// (COMPLETED_LOCAL, or COMPLETED_SHARED without callbacks: nothing local to run).
+    fn run_local_callbacks(&self, idx: u32) -> (IoResult, HandleState) {
+        let shared = &self.aio.shared;
+        let s = shared.slot(idx);
+        let r = Ordering::Relaxed;
+        let mut result = s.distilled();
+        let ctx = IoContext { shared, index: idx };
+        let callbacks = s.num_callbacks.load(r) as usize;
+        if callbacks == 0 {
+            return (result, HandleState::CompletedShared);
+        }
+        for k in (0..callbacks).rev() {
+            let id = s.callbacks[k].load(r);
+            let Some(cb) = shared.callbacks.get(id) else {
+                continue;
+            };
+            let data = s.callback_data[k].load(r);
+            result = catch_unwind(AssertUnwindSafe(|| cb.complete_local(&ctx, result, data)))
+                .unwrap_or(IoResult {
+                    status: Status::Error,
+                    callback_id: id,
+                    error_data: 0x7f_ffff,
+                    result: 0,
+                });
+        }
+        s.set_state(HandleState::CompletedShared, HandleState::CompletedLocal);
+        (result, HandleState::CompletedLocal)
+    }
+
+    /// Records complete handle `idx`'s statistics and says what went wrong: its failure or
+    /// short transfer as an error (described the same way: "read only N of M bytes"), and a
+    /// callback's warning (a zeroed page, an ignored checksum failure) logged once, as
+    /// PostgreSQL's WARNING.
+    fn report(
+        &self,
+        idx: u32,
+        result: IoResult,
+        foreign: Option<&Arc<std::path::Path>>,
+    ) -> Option<Box<IoError>> {
+        let shared = &self.aio.shared;
+        let s = shared.slot(idx);
+        let r = Ordering::Relaxed;
+        let error = matches!(result.status, Status::Error | Status::Partial)
+            .then(|| Box::new(shared.describe(idx, result, foreign)));
+        if result.status == Status::Warning {
+            let warning = shared.describe(idx, result, foreign);
+            tracing::warn!(issuer = self.slot, io_id = idx, "{warning}");
+        }
+        let op = s.op();
+        let latency = s.completed_ns.load(r).saturating_sub(s.staged_ns.load(r));
+        let bytes = if op.transfers_data() {
+            result.result.max(0) as u64
+        } else {
+            0
+        };
+        let executor = Executor::decode(s.executor.load(r));
+        let ok = result.status != Status::Error;
+        self.aio
+            .stats
+            .record(self.slot, op, bytes, latency, ok, executor);
+        error
+    }
+
+    /// Takes handle `li` (in state `from`) off the in-flight list — or out of the batch, if a
+    /// waiter found it staged and ran it — and recycles it: a new generation, IDLE, cleared
+    /// fields, back on the idle stack.
+    fn recycle(&self, l: &mut Local, li: u32, from: HandleState) {
+        let s = self.aio.shared.slot(self.base + li);
+        match l.staged.iter().position(|&x| x == li) {
+            Some(k) => {
+                l.staged.remove(k);
+            }
+            None => l.unlink(li),
+        }
+        s.next_generation();
+        s.set_state(from, HandleState::Idle);
+        s.reset();
+        l.idle.push(li);
     }
 }

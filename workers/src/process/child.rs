@@ -82,7 +82,29 @@ fn run(arg: &str) -> Result<(), String> {
         unsafe { nix::sys::signal::signal(Signal::SIGINT, nix::sys::signal::SigHandler::SigIgn) };
     let name = CString::new(format!("dbaio-io-w{id}")).unwrap_or_default();
     let _ = nix::sys::prctl::set_name(&name);
-    // The control segment is our standard input.
+    let ctl = map_control_segment(id)?;
+    let spaces = map_spaces(&ctl, parent)?;
+    let h = ctl.header();
+    let cell = &ctl.workers()[id as usize];
+    cell.pid.store(std::process::id() as i32, Ordering::Relaxed);
+    cell.done.store(0, Ordering::Relaxed);
+    let mut w = Worker {
+        ctl: &ctl,
+        id,
+        parent,
+        spaces,
+        files: HashMap::new(),
+        close_seq: h.close_seq.load(Ordering::Acquire),
+        cursor: id as usize * 64,
+        sized: h.min.load(Ordering::Relaxed) < h.max.load(Ordering::Relaxed),
+    };
+    w.serve();
+    Ok(())
+}
+
+/// Maps the control segment, which is standard input, and checks it is one (its magic, and
+/// a layout that fits the mapping and has a cell for worker `id`).
+fn map_control_segment(id: u32) -> Result<Control, String> {
     // SAFETY: fd 0 was set up by the embedder as the segment's memfd; we take it over.
     let seg = unsafe { OwnedFd::from_raw_fd(0) };
     let len = nix::sys::stat::fstat(seg.as_raw_fd())
@@ -104,7 +126,12 @@ fn run(arg: &str) -> Result<(), String> {
         return Err("the control segment is smaller than its layout".into());
     }
     // SAFETY: as above, now with the segment's true layout, which fits the mapping.
-    let ctl = unsafe { Control::new(base.as_ptr(), layout) };
+    Ok(unsafe { Control::new(base.as_ptr(), layout) })
+}
+
+/// Maps the memory requests name — the shared arena, and each region registered in the
+/// segment — through the embedder's descriptors (`/proc/<parent>/fd/<n>`).
+fn map_spaces(ctl: &Control, parent: i32) -> Result<super::control::Spaces, String> {
     let h = ctl.header();
     let arena_len = h.arena_len.load(Ordering::Relaxed);
     let arena_path = format!("/proc/{parent}/fd/{}", h.arena_fd.load(Ordering::Relaxed));
@@ -118,7 +145,6 @@ fn run(arg: &str) -> Result<(), String> {
     let arena = unsafe { OwnedFd::from_raw_fd(arena) };
     let arena_base = dbaio_sys::arena::map_shared(arena.as_raw_fd(), arena_len as usize)
         .map_err(|e| e.to_string())?;
-    drop(arena);
     let mut spaces: super::control::Spaces =
         [(std::ptr::null_mut(), 0); dbaio_sys::arena::MAX_REGIONS + 1];
     spaces[0] = (arena_base.as_ptr(), arena_len);
@@ -145,21 +171,7 @@ fn run(arg: &str) -> Result<(), String> {
             spaces[k + 1] = (base.as_ptr(), len);
         }
     }
-    let cell = &ctl.workers()[id as usize];
-    cell.pid.store(std::process::id() as i32, Ordering::Relaxed);
-    cell.done.store(0, Ordering::Relaxed);
-    let mut w = Worker {
-        ctl: &ctl,
-        id,
-        parent,
-        spaces,
-        files: HashMap::new(),
-        close_seq: h.close_seq.load(Ordering::Acquire),
-        cursor: id as usize * 64,
-        sized: h.min.load(Ordering::Relaxed) < h.max.load(Ordering::Relaxed),
-    };
-    w.serve();
-    Ok(())
+    Ok(spaces)
 }
 
 impl Worker<'_> {

@@ -656,38 +656,80 @@ fn await_ready(inner: &Inner, w: u32, r: &mut Running) -> io::Result<()> {
 }
 
 fn supervise(inner: &Arc<Inner>, ready: std::sync::mpsc::Sender<io::Result<()>>) {
-    let ctl = &inner.ctl;
-    let h = ctl.header();
-    let mut running: Vec<Option<Running>> = (0..inner.size.max).map(|_| None).collect();
-    for w in 0..inner.size.min {
-        let started = launch(inner, w).and_then(|mut r| {
-            let ok = await_ready(inner, w, &mut r);
-            running[w as usize] = Some(r);
-            ok
-        });
-        if let Err(e) = started {
-            let _ = ready.send(Err(e));
-            stop_workers(inner, &mut running);
-            return;
-        }
+    let mut sup = Supervisor::new(inner);
+    if let Err(e) = sup.start_minimum() {
+        let _ = ready.send(Err(e));
+        stop_workers(inner, &mut sup.running);
+        return;
     }
     let _ = ready.send(Ok(()));
     drop(ready);
-    let dynamic = inner.size.min < inner.size.max;
-    let interval = inner.size.launch_interval.max(Duration::from_millis(1));
-    let mut last_launch = Instant::now();
-    let mut backed_up_since: Option<Instant> = None;
-    // Replacements that died before reaching their loop, in a row: a program that cannot
-    // start workers any more is not restarted for ever.
-    let mut failed_starts = 0u32;
     loop {
+        let exited = sup.wait_for_exits();
+        if inner.stopping.load(Ordering::SeqCst) {
+            stop_workers(inner, &mut sup.running);
+            return;
+        }
+        for w in exited {
+            sup.handle_exit(w);
+        }
+        if inner.ctl.header().live.load(Ordering::SeqCst) == 0 {
+            // No worker could be started: the embedder executes what is queued.
+            run_queue_here(inner);
+        }
+        sup.grow_if_backed_up();
+    }
+}
+
+/// The supervisor thread's state: the workers it started, and how the pool's sizing and
+/// replacements have gone.
+struct Supervisor<'a> {
+    inner: &'a Arc<Inner>,
+    running: Vec<Option<Running>>,
+    dynamic: bool,
+    interval: Duration,
+    last_launch: Instant,
+    backed_up_since: Option<Instant>,
+    /// Replacements that died before reaching their loop, in a row: a program that cannot
+    /// start workers any more is not restarted for ever.
+    failed_starts: u32,
+}
+
+impl<'a> Supervisor<'a> {
+    fn new(inner: &'a Arc<Inner>) -> Supervisor<'a> {
+        Supervisor {
+            inner,
+            running: (0..inner.size.max).map(|_| None).collect(),
+            dynamic: inner.size.min < inner.size.max,
+            interval: inner.size.launch_interval.max(Duration::from_millis(1)),
+            last_launch: Instant::now(),
+            backed_up_since: None,
+            failed_starts: 0,
+        }
+    }
+
+    /// Starts the pool's minimum of workers and waits until each has reached its loop.
+    fn start_minimum(&mut self) -> io::Result<()> {
+        for w in 0..self.inner.size.min {
+            let mut r = launch(self.inner, w)?;
+            let ok = await_ready(self.inner, w, &mut r);
+            self.running[w as usize] = Some(r);
+            ok?;
+        }
+        Ok(())
+    }
+
+    /// Sleeps until a worker exits, the pool stops, or (while a self-sizing pool is below
+    /// its maximum) a launch interval passes; returns the workers that exited.
+    fn wait_for_exits(&self) -> Vec<usize> {
+        let inner = self.inner;
         let mut fds: Vec<libc::pollfd> = vec![libc::pollfd {
             fd: inner.bell.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         }];
         let mut who = Vec::new();
-        for (w, r) in running.iter().enumerate() {
+        for (w, r) in self.running.iter().enumerate() {
             if let Some(r) = r {
                 fds.push(libc::pollfd {
                     fd: r.pidfd.as_raw_fd(),
@@ -697,93 +739,108 @@ fn supervise(inner: &Arc<Inner>, ready: std::sync::mpsc::Sender<io::Result<()>>)
                 who.push(w);
             }
         }
-        let live = h.live.load(Ordering::SeqCst).count_ones();
-        let timeout = if dynamic && live < inner.size.max {
-            interval.as_millis().clamp(1, 1000) as i32
+        let live = inner.ctl.header().live.load(Ordering::SeqCst).count_ones();
+        let timeout = if self.dynamic && live < inner.size.max {
+            self.interval.as_millis().clamp(1, 1000) as i32
         } else {
             -1
         };
         // SAFETY: `fds` is a valid array of pollfd for the duration of the call.
         unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
-        if inner.stopping.load(Ordering::SeqCst) {
-            stop_workers(inner, &mut running);
+        who.into_iter()
+            .enumerate()
+            .filter(|&(k, _)| fds[k + 1].revents != 0)
+            .map(|(_, w)| w)
+            .collect()
+    }
+
+    /// Worker `w` exited. Its live bit says whether it had counted itself out (a
+    /// retirement, even if it was killed before it could say so in its cell) or not (a
+    /// death: its requests go back to the queue and a new worker takes its place).
+    fn handle_exit(&mut self, w: usize) {
+        let inner = self.inner;
+        let ctl = &inner.ctl;
+        let Some(mut r) = self.running[w].take() else {
+            return;
+        };
+        let status = r.child.wait().ok();
+        let cell = &ctl.workers()[w];
+        let bit = 1u64 << w;
+        if ctl.header().live.fetch_and(!bit, Ordering::SeqCst) & bit == 0 {
+            ctl.repair_after(w as u32, MAX_LOSSES);
+            cell.state.store(W_ABSENT, Ordering::SeqCst);
+            inner.retired.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        for (k, &w) in who.iter().enumerate() {
-            if fds[k + 1].revents == 0 {
-                continue;
-            }
-            let Some(mut r) = running[w].take() else {
-                continue;
-            };
-            let status = r.child.wait().ok();
-            let cell = &ctl.workers()[w];
-            // Its bit says whether it had counted itself out (a retirement, even if it was
-            // killed before it could say so in its cell) or not (a death).
-            let bit = 1u64 << w;
-            if h.live.fetch_and(!bit, Ordering::SeqCst) & bit == 0 {
-                ctl.repair_after(w as u32, MAX_LOSSES);
-                cell.state.store(W_ABSENT, Ordering::SeqCst);
-                inner.retired.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            // Died: requeue its requests, then put a new worker in its place.
-            // Exited by itself (not killed) before reaching its loop: it could not start.
-            let could_not_start = cell.state.load(Ordering::SeqCst) == W_STARTING
-                && status.is_some_and(|s| s.code().is_some());
-            failed_starts = if could_not_start {
-                failed_starts + 1
-            } else {
-                0
-            };
-            let requeued = ctl.repair_after(w as u32, MAX_LOSSES);
-            inner
-                .requeued
-                .fetch_add(u64::from(requeued), Ordering::Relaxed);
-            cell.state.store(W_ABSENT, Ordering::SeqCst);
-            inner.replaced.fetch_add(1, Ordering::Relaxed);
-            wake_completer(inner);
-            if failed_starts >= MAX_LOSSES {
-                eprintln!(
-                    "dbaio: I/O worker process {w} died {failed_starts} times before it could \
-                     start; not replacing it (the other workers, or this process, run the queue)"
-                );
-            } else {
-                match launch(inner, w as u32) {
-                    Ok(r) => running[w] = Some(r),
-                    Err(e) => eprintln!("dbaio: could not replace I/O worker process {w}: {e}"),
-                }
-            }
-            wake_idle(ctl, requeued.max(1), false);
+        // Exited by itself (not killed) before reaching its loop: it could not start.
+        let could_not_start = cell.state.load(Ordering::SeqCst) == W_STARTING
+            && status.is_some_and(|s| s.code().is_some());
+        self.failed_starts = if could_not_start {
+            self.failed_starts + 1
+        } else {
+            0
+        };
+        let requeued = ctl.repair_after(w as u32, MAX_LOSSES);
+        inner
+            .requeued
+            .fetch_add(u64::from(requeued), Ordering::Relaxed);
+        cell.state.store(W_ABSENT, Ordering::SeqCst);
+        inner.replaced.fetch_add(1, Ordering::Relaxed);
+        wake_completer(inner);
+        self.replace(w);
+        wake_idle(ctl, requeued.max(1), false);
+    }
+
+    /// Starts a worker in dead worker `w`'s place, unless replacements keep dying before
+    /// they can start.
+    fn replace(&mut self, w: usize) {
+        if self.failed_starts >= MAX_LOSSES {
+            eprintln!(
+                "dbaio: I/O worker process {w} died {} times before it could start; not \
+                 replacing it (the other workers, or this process, run the queue)",
+                self.failed_starts
+            );
+            return;
         }
-        if h.live.load(Ordering::SeqCst) == 0 {
-            // No worker could be started: the embedder executes what is queued.
-            run_queue_here(inner);
+        match launch(self.inner, w as u32) {
+            Ok(r) => self.running[w] = Some(r),
+            Err(e) => eprintln!("dbaio: could not replace I/O worker process {w}: {e}"),
         }
-        // Grow by one after a whole launch interval in which requests waited with no idle
-        // worker: the interval was not calm (a depth-1 issuer that now and then meets its
-        // worker on the way back to idle does not grow the pool), and the queue is backed up
-        // at its end.
-        if dynamic {
-            let calm = inner.tally.close();
-            let backed_up = !calm && ctl.queued().any() && h.idle.load(Ordering::SeqCst) == 0;
-            let since = *backed_up_since.get_or_insert_with(Instant::now);
-            if !backed_up {
-                backed_up_since = None;
-            } else if since.elapsed() >= interval && last_launch.elapsed() >= interval {
-                if let Some(w) = (0..inner.size.max as usize).find(|&w| running[w].is_none()) {
-                    match launch(inner, w as u32) {
-                        Ok(r) => {
-                            running[w] = Some(r);
-                            inner.grown.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Err(e) => eprintln!("dbaio: could not start an I/O worker process: {e}"),
-                    }
-                    last_launch = Instant::now();
-                    backed_up_since = None;
-                }
+    }
+
+    /// Grows a self-sizing pool by one after a whole launch interval in which requests
+    /// waited with no idle worker: the interval was not calm (a depth-1 issuer that now and
+    /// then meets its worker on the way back to idle does not grow the pool), and the queue
+    /// is backed up at its end.
+    fn grow_if_backed_up(&mut self) {
+        if !self.dynamic {
+            return;
+        }
+        let inner = self.inner;
+        let calm = inner.tally.close();
+        let backed_up = !calm
+            && inner.ctl.queued().any()
+            && inner.ctl.header().idle.load(Ordering::SeqCst) == 0;
+        let since = *self.backed_up_since.get_or_insert_with(Instant::now);
+        if !backed_up {
+            self.backed_up_since = None;
+            return;
+        }
+        if since.elapsed() < self.interval || self.last_launch.elapsed() < self.interval {
+            return;
+        }
+        let Some(w) = (0..inner.size.max as usize).find(|&w| self.running[w].is_none()) else {
+            return;
+        };
+        match launch(inner, w as u32) {
+            Ok(r) => {
+                self.running[w] = Some(r);
+                inner.grown.fetch_add(1, Ordering::Relaxed);
             }
+            Err(e) => eprintln!("dbaio: could not start an I/O worker process: {e}"),
         }
+        self.last_launch = Instant::now();
+        self.backed_up_since = None;
     }
 }
 

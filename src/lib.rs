@@ -27,7 +27,7 @@
 //! | file | role |
 //! |---|---|
 //! | **`handle/`** | **the shared handle table and its protocol** |
-//! | `handle/settings.rs` | parameters, parsing, PostgreSQL-style errors |
+//! | `handle/settings/` | the settings table, parsing, `SHOW`, PostgreSQL-style errors |
 //! | `handle/error.rs` | [`AioError`], [`IoError`] |
 //! | `handle/op.rs`, `handle/result.rs` | ops and flags; packed results |
 //! | `handle/slot.rs` | one handle's shared slot, its eight states, [`WaitRef`] |

@@ -34,7 +34,7 @@ proptest! {
     fn any_value_for_any_parameter(k in 0..PARAMETERS.len(), v in value()) {
         let mut s = Settings::default();
         let before = s.clone();
-        match s.set(PARAMETERS[k], &v) {
+        match s.set(PARAMETERS[k].name, &v) {
             // A single value can break only the two cross-checks: a pool too small for the
             // issuers, a worker minimum above the maximum.
             Ok(()) => prop_assert!(
@@ -67,7 +67,7 @@ proptest! {
     /// Near-miss parameter names.
     #[test]
     fn near_miss_names(k in 0..PARAMETERS.len(), cut in 0usize..4, extra in "[a-z_]{0,3}") {
-        let name = PARAMETERS[k];
+        let name = PARAMETERS[k].name;
         let name = format!("{}{}", &name[..name.len().saturating_sub(cut)], extra);
         let mut s = Settings::default();
         if let Err(e) = s.set(&name, "1") {

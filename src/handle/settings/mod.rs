@@ -1,12 +1,22 @@
 //! Settings: PostgreSQL's AIO parameter names, units, defaults and ranges, plus dbaio's own.
 //!
-//! Parsed from `name = value` text (`#` comments, single quotes, units `B kB MB GB TB`) or set
-//! in code with [`Settings::set`]. Every error reads like PostgreSQL's, with its DETAIL and
-//! HINT lines. See `docs/settings.md` and `docs/design.md`, "Settings".
+//! Every setting is one entry of the table in `table.rs` ([`PARAMETERS`]): name, type and
+//! range, default, unit, context and description. Parsing from `name = value` text (`#`
+//! comments, single quotes, units `B kB MB GB TB` and `us ms s min h d`; `text.rs`),
+//! [`Settings::set`], the defaults, validation, the `SHOW`-style listing and
+//! `docs/settings.md` all come from it. Every error reads like PostgreSQL's, with its DETAIL
+//! and HINT lines. See `docs/settings.md` and `docs/design.md`, "Settings".
+
+mod table;
+mod text;
+
+pub use table::{Context, Kind, PARAMETERS, Parameter, reference_table};
+pub use text::Unit;
 
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
+use text::{parse_choice, strip_comment, unquote};
 
 /// Which I/O method executes I/Os (`io_method`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -42,15 +52,8 @@ impl fmt::Display for IoMethodKind {
 impl FromStr for IoMethodKind {
     type Err = SettingsError;
     fn from_str(s: &str) -> Result<Self, SettingsError> {
-        parse_enum(
-            "io_method",
-            s,
-            &[
-                ("sync", Self::Sync),
-                ("worker", Self::Worker),
-                ("io_uring", Self::IoUring),
-            ],
-        )
+        let names = Self::ALL.map(Self::name);
+        parse_choice("io_method", s, &names).map(|k| Self::ALL[k])
     }
 }
 
@@ -219,37 +222,14 @@ pub struct Settings {
 }
 
 impl Default for Settings {
+    /// Every setting at its default from the table (PostgreSQL 18's where it has one).
     fn default() -> Self {
-        Settings {
-            io_method: IoMethodKind::Worker,
-            io_workers: 0,
-            io_worker_kind: IoWorkerKind::Thread,
-            io_worker_program: None,
-            io_min_workers: 1,
-            io_max_workers: 16,
-            io_worker_idle_timeout: 60_000,
-            io_worker_launch_interval: 10,
-            io_max_concurrency: -1,
-            effective_io_concurrency: 16,
-            maintenance_io_concurrency: 16,
-            io_combine_limit: 16,
-            io_max_combine_limit: 16,
-            block_size: 8192,
-            buffer_pool_size: 16384,
-            direct_io: false,
-            buffer_pool_prefault: true,
-            huge_pages: HugePages::Try,
-            track_io_timing: true,
-            transparent_huge_pages: false,
-            io_uring_fallback: IoUringFallback::Error,
-            io_uring_registered_files: true,
-            io_worker_queue_size: 256,
-            io_worker_try_cached: true,
-            max_issuers: 64,
-            max_files: 1024,
-            introspection_socket: None,
-            io_advice_budget: -1,
+        let mut s = Settings::blank();
+        for p in PARAMETERS {
+            s.set(p.name, p.default)
+                .unwrap_or_else(|e| panic!("the default of {} is valid: {e}", p.name));
         }
+        s
     }
 }
 
@@ -258,171 +238,73 @@ pub const MAX_IO_COMBINE_LIMIT: u32 = 128;
 /// The largest `io_max_concurrency` and `io_workers`.
 pub const MAX_IO_CONCURRENCY: i64 = 1024;
 
-/// The unit a numeric parameter's plain numbers are in.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Unit {
-    None,
-    Bytes,
-    Blocks,
-    Millis,
+/// One setting as [`Settings::show_all`] lists it (PostgreSQL's `pg_settings`, in short).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShownSetting {
+    /// Its name.
+    pub name: &'static str,
+    /// Its value, as `SHOW` prints it (`128kB`, `60s`, `on`).
+    pub setting: String,
+    /// The unit of plain numbers (empty for none).
+    pub unit: &'static str,
+    /// The default, as a settings file writes it.
+    pub default: &'static str,
+    /// The valid values, in words.
+    pub values: String,
+    /// When it takes effect.
+    pub context: &'static str,
+    /// What it does.
+    pub description: &'static str,
 }
 
-/// Every parameter name, for "unrecognized" hints and docs.
-pub const PARAMETERS: &[&str] = &[
-    "io_method",
-    "io_workers",
-    "io_worker_kind",
-    "io_worker_program",
-    "io_min_workers",
-    "io_max_workers",
-    "io_worker_idle_timeout",
-    "io_worker_launch_interval",
-    "io_max_concurrency",
-    "effective_io_concurrency",
-    "maintenance_io_concurrency",
-    "io_combine_limit",
-    "io_max_combine_limit",
-    "block_size",
-    "buffer_pool_size",
-    "direct_io",
-    "buffer_pool_prefault",
-    "huge_pages",
-    "track_io_timing",
-    "transparent_huge_pages",
-    "io_uring_fallback",
-    "io_uring_registered_files",
-    "io_worker_queue_size",
-    "io_worker_try_cached",
-    "max_issuers",
-    "max_files",
-    "introspection_socket",
-    "io_advice_budget",
-];
-
-fn parse_enum<T: Copy>(name: &str, value: &str, values: &[(&str, T)]) -> Result<T, SettingsError> {
-    let v = value.trim();
-    for (spelling, t) in values {
-        if spelling.eq_ignore_ascii_case(v) {
-            return Ok(*t);
-        }
-    }
-    let list: Vec<&str> = values.iter().map(|(s, _)| *s).collect();
-    Err(SettingsError::new(format!(
-        "invalid value for parameter \"{name}\": \"{value}\""
-    ))
-    .hint(format!("Available values: {}.", list.join(", "))))
-}
-
-fn parse_bool(name: &str, value: &str) -> Result<bool, SettingsError> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "on" | "true" | "yes" | "1" | "t" | "y" => Ok(true),
-        "off" | "false" | "no" | "0" | "f" | "n" => Ok(false),
-        _ => Err(SettingsError::new(format!(
-            "parameter \"{name}\" requires a Boolean value"
-        ))),
-    }
-}
-
-/// Parses an integer with an optional memory unit into the parameter's base unit.
-fn parse_int(
-    name: &str,
-    value: &str,
-    unit: Unit,
-    block_size: u32,
-    min: i64,
-    max: i64,
-) -> Result<i64, SettingsError> {
-    let invalid = || {
+impl SettingsError {
+    /// `unrecognized configuration parameter "name"`.
+    fn unrecognized(name: &str) -> SettingsError {
         SettingsError::new(format!(
-            "invalid value for parameter \"{name}\": \"{value}\""
+            "unrecognized configuration parameter \"{}\"",
+            name.trim().to_ascii_lowercase()
         ))
-    };
-    let v = value.trim();
-    let split = v
-        .char_indices()
-        .find(|&(i, c)| !(c.is_ascii_digit() || (i == 0 && (c == '-' || c == '+'))))
-        .map_or(v.len(), |(i, _)| i);
-    let (num, suffix) = v.split_at(split);
-    let n: i64 = num.parse().map_err(|_| invalid())?;
-    let suffix = suffix.trim();
-    if unit == Unit::Millis {
-        let (num, den): (i64, i64) = match suffix {
-            "" => (1, 1),
-            "us" => (1, 1000),
-            "ms" => (1, 1),
-            "s" => (1000, 1),
-            "min" => (60_000, 1),
-            "h" => (3_600_000, 1),
-            "d" => (86_400_000, 1),
-            _ => return Err(invalid().hint(
-                "Valid units for this parameter are \"us\", \"ms\", \"s\", \"min\", \"h\", and \"d\".",
-            )),
-        };
-        let ms = n.checked_mul(num).ok_or_else(invalid)?;
-        // PostgreSQL rounds to the nearest whole unit.
-        let ms = if den > 1 {
-            (ms + den / 2).div_euclid(den)
-        } else {
-            ms
-        };
-        if ms < min || ms > max {
-            return Err(SettingsError::new(format!(
-                "{ms} ms is outside the valid range for parameter \"{name}\" ({min} ms .. {max} ms)"
-            )));
-        }
-        return Ok(ms);
-    }
-    let base = if suffix.is_empty() {
-        n
-    } else {
-        if unit == Unit::None {
-            return Err(invalid());
-        }
-        let mult: i64 =
-            match suffix {
-                "B" => 1,
-                "kB" => 1 << 10,
-                "MB" => 1 << 20,
-                "GB" => 1 << 30,
-                "TB" => 1 << 40,
-                _ => return Err(invalid().hint(
-                    "Valid units for this parameter are \"B\", \"kB\", \"MB\", \"GB\", and \"TB\".",
-                )),
-            };
-        let bytes = n.checked_mul(mult).ok_or_else(invalid)?;
-        match unit {
-            Unit::Bytes => bytes,
-            // PostgreSQL rounds a memory value to the nearest whole block (and a value too
-            // large to round is far out of any range anyway).
-            _ => bytes.saturating_add(i64::from(block_size) / 2) / i64::from(block_size),
-        }
-    };
-    if base < min || base > max {
-        return Err(SettingsError::new(format!(
-            "{} is outside the valid range for parameter \"{name}\" ({} .. {})",
-            if suffix.is_empty() {
-                base.to_string()
-            } else {
-                format!("{base} {}", unit_word(unit))
-            },
-            min,
-            max
-        )));
-    }
-    Ok(base)
-}
-
-fn unit_word(unit: Unit) -> &'static str {
-    match unit {
-        Unit::Bytes => "B",
-        Unit::Blocks => "blocks",
-        Unit::Millis => "ms",
-        Unit::None => "",
     }
 }
 
 impl Settings {
-    /// Sets one parameter from its text form, as in a settings file.
+    /// A struct to apply the defaults over (any values; `block_size` as the default, since
+    /// block-unit defaults are read in blocks of it).
+    fn blank() -> Settings {
+        Settings {
+            io_method: IoMethodKind::Worker,
+            io_workers: 0,
+            io_worker_kind: IoWorkerKind::Thread,
+            io_worker_program: None,
+            io_min_workers: 1,
+            io_max_workers: 1,
+            io_worker_idle_timeout: 1,
+            io_worker_launch_interval: 0,
+            io_max_concurrency: -1,
+            effective_io_concurrency: 0,
+            maintenance_io_concurrency: 0,
+            io_combine_limit: 1,
+            io_max_combine_limit: 1,
+            block_size: 8192,
+            buffer_pool_size: 0,
+            direct_io: false,
+            buffer_pool_prefault: false,
+            huge_pages: HugePages::Try,
+            track_io_timing: false,
+            transparent_huge_pages: false,
+            io_uring_fallback: IoUringFallback::Error,
+            io_uring_registered_files: false,
+            io_worker_queue_size: 16,
+            io_worker_try_cached: false,
+            max_issuers: 1,
+            max_files: 1,
+            introspection_socket: None,
+            io_advice_budget: -1,
+        }
+    }
+
+    /// Sets one parameter from its text form, as in a settings file. A failed `set` changes
+    /// nothing.
     ///
     /// ```
     /// let mut s = dbaio::Settings::default();
@@ -432,196 +314,49 @@ impl Settings {
     ///                            HINT:  Available values: sync, worker, io_uring.");
     /// ```
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), SettingsError> {
-        let bs = self.block_size;
-        match name.trim().to_ascii_lowercase().as_str() {
-            "io_method" => self.io_method = value.parse()?,
-            "io_workers" => {
-                self.io_workers = parse_int("io_workers", value, Unit::None, bs, 0, 32)? as u32
-            }
-            "io_min_workers" => {
-                self.io_min_workers =
-                    parse_int("io_min_workers", value, Unit::None, bs, 1, 32)? as u32
-            }
-            "io_max_workers" => {
-                self.io_max_workers =
-                    parse_int("io_max_workers", value, Unit::None, bs, 1, 32)? as u32
-            }
-            "io_worker_idle_timeout" => {
-                self.io_worker_idle_timeout = parse_int(
-                    "io_worker_idle_timeout",
-                    value,
-                    Unit::Millis,
-                    bs,
-                    1,
-                    i64::from(i32::MAX),
-                )? as u32
-            }
-            "io_worker_launch_interval" => {
-                self.io_worker_launch_interval = parse_int(
-                    "io_worker_launch_interval",
-                    value,
-                    Unit::Millis,
-                    bs,
-                    0,
-                    i64::from(i32::MAX),
-                )? as u32
-            }
-            "io_max_concurrency" => {
-                let v = parse_int(
-                    "io_max_concurrency",
-                    value,
-                    Unit::None,
-                    bs,
-                    -1,
-                    MAX_IO_CONCURRENCY,
-                )?;
-                if v == 0 {
-                    return Err(SettingsError::new(format!(
-                        "invalid value for parameter \"io_max_concurrency\": {v}"
-                    ))
-                    .detail("Only -1 or values bigger than 0 are valid."));
-                }
-                self.io_max_concurrency = v as i32;
-            }
-            "effective_io_concurrency" => {
-                self.effective_io_concurrency =
-                    parse_int("effective_io_concurrency", value, Unit::None, bs, 0, 1000)? as u32
-            }
-            "maintenance_io_concurrency" => {
-                self.maintenance_io_concurrency =
-                    parse_int("maintenance_io_concurrency", value, Unit::None, bs, 0, 1000)? as u32
-            }
-            "io_combine_limit" => {
-                self.io_combine_limit = parse_int(
-                    "io_combine_limit",
-                    value,
-                    Unit::Blocks,
-                    bs,
-                    1,
-                    MAX_IO_COMBINE_LIMIT.into(),
-                )? as u32
-            }
-            "io_max_combine_limit" => {
-                self.io_max_combine_limit = parse_int(
-                    "io_max_combine_limit",
-                    value,
-                    Unit::Blocks,
-                    bs,
-                    1,
-                    MAX_IO_COMBINE_LIMIT.into(),
-                )? as u32
-            }
-            "block_size" => {
-                let v = parse_int("block_size", value, Unit::Bytes, bs, 512, 32768)?;
-                if !(v as u64).is_power_of_two() {
-                    return Err(SettingsError::new(format!(
-                        "invalid value for parameter \"block_size\": \"{value}\""
-                    ))
-                    .detail("The block size must be a power of two."));
-                }
-                self.block_size = v as u32;
-            }
-            "buffer_pool_size" => {
-                // 0: the engine brings its own cache (see `pool_blocks`).
-                let v = parse_int("buffer_pool_size", value, Unit::Blocks, bs, 0, 1 << 30)
-                    .map_err(|mut e| {
-                        e.message = e.message.replace("(0 .. ", "(0, or 16 .. ");
-                        e
-                    })?;
-                if (1..16).contains(&v) {
-                    return Err(SettingsError::new(format!(
-                        "{v} blocks is outside the valid range for parameter \"buffer_pool_size\" (0, or 16 .. {})",
-                        1u64 << 30
-                    ))
-                    .detail("0 means the engine brings its own cache."));
-                }
-                self.buffer_pool_size = v as u64;
-            }
-            "direct_io" => self.direct_io = parse_bool("direct_io", value)?,
-            "io_advice_budget" => {
-                self.io_advice_budget =
-                    parse_int("io_advice_budget", value, Unit::Blocks, bs, -1, 1 << 20)?
-            }
-            "buffer_pool_prefault" => {
-                self.buffer_pool_prefault = parse_bool("buffer_pool_prefault", value)?
-            }
-            "track_io_timing" => self.track_io_timing = parse_bool("track_io_timing", value)?,
-            "huge_pages" => {
-                // Boolean spellings mean on/off, as in PostgreSQL.
-                let v = match parse_bool("huge_pages", value) {
-                    Ok(true) => "on",
-                    Ok(false) => "off",
-                    Err(_) => value,
-                };
-                self.huge_pages = parse_enum(
-                    "huge_pages",
-                    v,
-                    &[
-                        ("try", HugePages::Try),
-                        ("on", HugePages::On),
-                        ("off", HugePages::Off),
-                    ],
-                )?
-            }
-            "transparent_huge_pages" => {
-                self.transparent_huge_pages = parse_bool("transparent_huge_pages", value)?
-            }
-            "io_worker_kind" => {
-                self.io_worker_kind = parse_enum(
-                    "io_worker_kind",
-                    value,
-                    &[
-                        ("thread", IoWorkerKind::Thread),
-                        ("process", IoWorkerKind::Process),
-                    ],
-                )?
-            }
-            "io_worker_program" => {
-                let v = value.trim();
-                self.io_worker_program = (!v.is_empty()).then(|| PathBuf::from(v));
-            }
-            "io_uring_fallback" => {
-                self.io_uring_fallback = parse_enum(
-                    "io_uring_fallback",
-                    value,
-                    &[
-                        ("error", IoUringFallback::Error),
-                        ("worker", IoUringFallback::Worker),
-                        ("sync", IoUringFallback::Sync),
-                    ],
-                )?
-            }
-            "io_uring_registered_files" => {
-                self.io_uring_registered_files = parse_bool("io_uring_registered_files", value)?
-            }
-            "io_worker_try_cached" => {
-                self.io_worker_try_cached = parse_bool("io_worker_try_cached", value)?
-            }
-            "io_worker_queue_size" => {
-                self.io_worker_queue_size =
-                    parse_int("io_worker_queue_size", value, Unit::None, bs, 16, 65536)? as u32
-            }
-            "max_issuers" => {
-                self.max_issuers = parse_int("max_issuers", value, Unit::None, bs, 1, 4096)? as u32
-            }
-            "max_files" => {
-                self.max_files = parse_int("max_files", value, Unit::None, bs, 1, 1 << 20)? as u32
-            }
-            "introspection_socket" => {
-                let v = value.trim();
-                self.introspection_socket = if v.is_empty() {
-                    None
-                } else {
-                    Some(PathBuf::from(v))
-                };
-            }
-            other => {
-                return Err(SettingsError::new(format!(
-                    "unrecognized configuration parameter \"{other}\""
-                )));
-            }
-        }
+        let p = Parameter::find(name).ok_or_else(|| SettingsError::unrecognized(name))?;
+        let v = p.parse(value, self.block_size)?;
+        p.store(self, v);
         Ok(())
+    }
+
+    /// The value of setting `name` as PostgreSQL's `SHOW` prints it (`128kB`, `60s`, `on`),
+    /// or the PostgreSQL-style error for a name that is none.
+    ///
+    /// ```
+    /// let s = dbaio::Settings::default();
+    /// assert_eq!(s.show("io_combine_limit").unwrap(), "128kB");
+    /// assert_eq!(s.show("io_worker_idle_timeout").unwrap(), "1min");
+    /// ```
+    pub fn show(&self, name: &str) -> Result<String, SettingsError> {
+        let p = Parameter::find(name).ok_or_else(|| SettingsError::unrecognized(name))?;
+        Ok(p.shown(self))
+    }
+
+    /// Every setting with its value, unit, default, valid values, context and description,
+    /// in the table's order (PostgreSQL's `SHOW ALL` / `pg_settings`).
+    pub fn show_all(&self) -> Vec<ShownSetting> {
+        PARAMETERS
+            .iter()
+            .map(|p| ShownSetting {
+                name: p.name,
+                setting: p.shown(self),
+                unit: p.unit(),
+                default: p.default,
+                values: p.values(),
+                context: p.context.name(),
+                description: p.description,
+            })
+            .collect()
+    }
+
+    /// Writes every setting as settings-file text (`name = value` per line), which
+    /// [`Settings::parse`] reads back to the same settings.
+    pub fn to_text(&self) -> String {
+        PARAMETERS
+            .iter()
+            .map(|p| format!("{} = {}\n", p.name, p.text(self)))
+            .collect()
     }
 
     /// Parses settings text (`name = value` per line, `#` comments, optional single quotes)
@@ -778,90 +513,6 @@ impl Settings {
     /// `min(io_combine_limit, io_max_combine_limit)`, as PostgreSQL applies it.
     pub fn effective_io_combine_limit(&self) -> u32 {
         self.io_combine_limit.min(self.io_max_combine_limit)
-    }
-
-    /// Every setting in text form, as `name = value` lines that [`Settings::parse`] reads back.
-    pub fn to_text(&self) -> String {
-        let fb = match self.io_uring_fallback {
-            IoUringFallback::Error => "error",
-            IoUringFallback::Worker => "worker",
-            IoUringFallback::Sync => "sync",
-        };
-        let onoff = |b: bool| if b { "on" } else { "off" };
-        format!(
-            "io_method = {}\nio_workers = {}\nio_worker_kind = {}\nio_worker_program = '{}'\nio_min_workers = {}\nio_max_workers = {}\n\
-             io_worker_idle_timeout = {}ms\nio_worker_launch_interval = {}ms\nio_max_concurrency = {}\neffective_io_concurrency = {}\n\
-             maintenance_io_concurrency = {}\nio_combine_limit = {}\nio_max_combine_limit = {}\n\
-             block_size = {}\nbuffer_pool_size = {}\ndirect_io = {}\nbuffer_pool_prefault = {}\nhuge_pages = {}\n\
-             track_io_timing = {}\ntransparent_huge_pages = {}\nio_uring_fallback = {}\n\
-             io_uring_registered_files = {}\nio_worker_queue_size = {}\nio_worker_try_cached = {}\nmax_issuers = {}\nmax_files = {}\n\
-             introspection_socket = '{}'\nio_advice_budget = {}\n",
-            self.io_method,
-            self.io_workers,
-            match self.io_worker_kind {
-                IoWorkerKind::Thread => "thread",
-                IoWorkerKind::Process => "process",
-            },
-            self.io_worker_program
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default(),
-            self.io_min_workers,
-            self.io_max_workers,
-            self.io_worker_idle_timeout,
-            self.io_worker_launch_interval,
-            self.io_max_concurrency,
-            self.effective_io_concurrency,
-            self.maintenance_io_concurrency,
-            self.io_combine_limit,
-            self.io_max_combine_limit,
-            self.block_size,
-            self.buffer_pool_size,
-            onoff(self.direct_io),
-            onoff(self.buffer_pool_prefault),
-            match self.huge_pages {
-                HugePages::Try => "try",
-                HugePages::On => "on",
-                HugePages::Off => "off",
-            },
-            onoff(self.track_io_timing),
-            onoff(self.transparent_huge_pages),
-            fb,
-            onoff(self.io_uring_registered_files),
-            self.io_worker_queue_size,
-            onoff(self.io_worker_try_cached),
-            self.max_issuers,
-            self.max_files,
-            self.introspection_socket
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default(),
-            self.io_advice_budget
-        )
-    }
-}
-
-fn strip_comment(line: &str) -> &str {
-    let mut in_quote = false;
-    for (i, c) in line.char_indices() {
-        match c {
-            '\'' => in_quote = !in_quote,
-            '#' if !in_quote => return &line[..i],
-            _ => {}
-        }
-    }
-    line
-}
-
-/// Removes one level of single quotes (`''` inside stands for one quote); None if unbalanced.
-fn unquote(v: &str) -> Option<String> {
-    if let Some(inner) = v.strip_prefix('\'') {
-        let inner = inner.strip_suffix('\'')?;
-        Some(inner.replace("''", "'"))
-    } else if v.contains('\'') {
-        None
-    } else {
-        Some(v.to_string())
     }
 }
 
@@ -1051,5 +702,47 @@ mod tests {
         // Written out and read back.
         let back = Settings::parse(&s.to_text(), None).unwrap();
         assert_eq!(back, s);
+    }
+
+    /// docs/settings.md holds the table [`reference_table`] makes from [`PARAMETERS`], so the
+    /// documented names, defaults, ranges and units are the code's. Guards against a
+    /// setting added, renamed or changed in one place and not the other. On a mismatch the
+    /// message carries the table to paste.
+    #[test]
+    fn the_docs_hold_the_settings_table() {
+        let doc = include_str!("../../../docs/settings.md");
+        let table = reference_table();
+        assert!(
+            doc.contains(&table),
+            "docs/settings.md does not hold the settings table; paste this:\n{table}"
+        );
+    }
+
+    /// Every default, written out and read back, is itself; `show_all` lists every setting
+    /// once, in the table's order, as `SHOW` prints it.
+    #[test]
+    fn defaults_come_from_the_table_and_round_trip() {
+        let s = Settings::default();
+        for p in PARAMETERS {
+            let mut t = Settings::default();
+            t.set(p.name, p.default).unwrap();
+            assert_eq!(t, s, "{}'s default", p.name);
+        }
+        assert_eq!(Settings::parse(&s.to_text(), None).unwrap(), s);
+        let all = s.show_all();
+        assert_eq!(all.len(), PARAMETERS.len());
+        let shown: Vec<_> = all.iter().map(|r| (r.name, r.setting.as_str())).collect();
+        assert!(shown.contains(&("io_combine_limit", "128kB")), "{shown:?}");
+        assert!(shown.contains(&("buffer_pool_size", "128MB")), "{shown:?}");
+        assert!(
+            shown.contains(&("io_worker_launch_interval", "10ms")),
+            "{shown:?}"
+        );
+        assert!(shown.contains(&("io_method", "worker")), "{shown:?}");
+        assert!(shown.contains(&("introspection_socket", "")), "{shown:?}");
+        assert_eq!(
+            s.show("no_such").unwrap_err().message,
+            "unrecognized configuration parameter \"no_such\""
+        );
     }
 }

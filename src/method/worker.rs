@@ -127,13 +127,12 @@ const UNSUPPORTED: u8 = u8::MAX;
 /// file then costs the issuer one wasted system call per `SAMPLE` reads, not one per read.
 const MISSES_BEFORE_SAMPLING: u8 = 8;
 const SAMPLE: u32 = 32;
-/// Larger reads always go to a worker. A hit saves a hand-off (~3–4 µs of CPU) but copies
-/// on the issuer's thread, one read after another, where workers copy in parallel; from the
-/// page cache at depth 32 with 8 workers on this 2-CPU machine, trying reads inline gave
-/// 578–624k against 317–393k IOPS at 4 KiB, about the same at 16 KiB (223–237k against
-/// 228–280k, half the CPU), and lost above it: 146–152k against 221–247k at 32 KiB, 60–84k
-/// against 127–137k at 64 KiB (docs/benchmarks.md). PostgreSQL's single blocks (8 KiB) are
-/// tried; combined reads go to the workers.
+/// Larger reads always go to a worker. A hit saves a hand-off but copies on the issuer's
+/// thread, one read after another, where workers copy in parallel: measured from the page
+/// cache at depth 32, trying reads here wins at 4 KiB, ties at 16 KiB (with half the CPU)
+/// and loses from 32 KiB up (docs/benchmarks.md, "Page-cache reads on the worker and
+/// io_uring methods"). PostgreSQL's single blocks (8 KiB) are tried; combined reads go to
+/// the workers.
 const MAX_TRY_BYTES: u64 = 16 << 10;
 
 /// A buffered read of at most [`MAX_TRY_BYTES`]: the reads tried in the page cache at

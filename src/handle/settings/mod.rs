@@ -186,7 +186,7 @@ pub struct Settings {
     /// `track_io_timing`: time every I/O (default on) for the statistics' latencies and the
     /// aios view's ages. Off, as PostgreSQL's default, the I/O paths read only the coarse
     /// clock (jiffy resolution, a quarter of the cost): the statistics count I/Os and bytes
-    /// but no time, and ages are approximate. Two fine clock reads are about 50 ns, which
+    /// but no time, and ages are approximate. Two fine clock reads per I/O are what
     /// an engine reading page-cache hits through slice I/O notices (docs/settings.md).
     pub track_io_timing: bool,
     /// `transparent_huge_pages`: when the pool is not on reserved huge pages, advise the

@@ -4,6 +4,9 @@
 //! thread is parked per I/O and nothing polls in a loop. The issuers are the runtime threads'
 //! own (`Aio::with_issuer`), so the view attributes each I/O to the thread that started it.
 
+#[path = "common/skips.rs"]
+mod skips;
+
 use dbaio::{Aio, IoBuf, IoMethodKind, OpenOptions, Settings};
 
 fn pattern(off: u64) -> u8 {
@@ -13,16 +16,7 @@ fn pattern(off: u64) -> u8 {
 fn methods() -> Vec<IoMethodKind> {
     IoMethodKind::ALL
         .into_iter()
-        .filter(|&m| {
-            let ok = m != IoMethodKind::IoUring || dbaio::io_uring_available().is_ok();
-            if !ok {
-                eprintln!(
-                    "SKIPPED futures on io_uring: {:?}",
-                    dbaio::io_uring_available()
-                );
-            }
-            ok
-        })
+        .filter(|&m| m != IoMethodKind::IoUring || skips::io_uring_column("futures"))
         .collect()
 }
 

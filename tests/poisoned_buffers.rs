@@ -10,6 +10,9 @@
 //! `InFlight`s are redeemed, dropped mid-flight or left to issuer exit, on every method —
 //! no quarantined block is disturbed.
 
+#[path = "common/skips.rs"]
+mod skips;
+
 use dbaio::{Aio, IoBuf, IoMethodKind, OpenOptions, Settings};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Mutex;
@@ -83,13 +86,7 @@ fn check() -> (usize, usize) {
 fn methods() -> Vec<IoMethodKind> {
     IoMethodKind::ALL
         .into_iter()
-        .filter(|&m| {
-            let ok = m != IoMethodKind::IoUring || dbaio::io_uring_available().is_ok();
-            if !ok {
-                eprintln!("SKIPPED poisoned_buffers on io_uring");
-            }
-            ok
-        })
+        .filter(|&m| m != IoMethodKind::IoUring || skips::io_uring_column("poisoned_buffers"))
         .collect()
 }
 

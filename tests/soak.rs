@@ -8,6 +8,9 @@
 //!
 //!     cargo test --release --test soak -- --ignored --nocapture
 
+#[path = "common/skips.rs"]
+mod skips;
+
 use dbaio::{
     Aio, FaultAction, FaultRule, IoBuf, IoMethodKind, IoWorkerKind, Op, OpenOptions, Settings,
 };
@@ -107,7 +110,7 @@ fn ten_million_ios() {
     let fds_before = open_fds();
     let mut methods: Vec<_> = IoMethodKind::ALL
         .into_iter()
-        .filter(|&m| m != IoMethodKind::IoUring || dbaio::io_uring_available().is_ok())
+        .filter(|&m| m != IoMethodKind::IoUring || skips::io_uring_column("ten_million_ios"))
         .map(|m| (m, IoWorkerKind::Thread, m.to_string()))
         .collect();
     methods.push((

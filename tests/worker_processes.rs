@@ -7,6 +7,9 @@
 //! The kill run lasts `DBAIO_KILL_SECS` seconds (default 10) and kills a worker every
 //! `DBAIO_KILL_EVERY_MS` milliseconds (default 100).
 
+#[path = "common/skips.rs"]
+mod skips;
+
 use dbaio::{Aio, IoBuf, IoMethodKind, IoWorkerKind, OpenOptions, Settings};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -522,9 +525,10 @@ fn free_huge_pages() -> u64 {
 fn a_buffer_pool_on_huge_pages_is_reached_by_worker_processes() {
     // 16 MiB of pool: 8 huge pages. `.ci/run` reserves some when it may.
     if free_huge_pages() < 8 {
-        eprintln!(
-            "SKIPPED huge-page pool on worker processes: fewer than 8 huge pages reserved and \
-             free (vm.nr_hugepages; another program may hold them)"
+        skips::skipped(
+            "huge-page pool on worker processes",
+            "fewer than 8 huge pages reserved and free (vm.nr_hugepages; another program may \
+             hold them)",
         );
         return;
     }

@@ -8,6 +8,8 @@
 
 mod board;
 mod harness;
+#[path = "../common/skips.rs"]
+mod skips;
 
 mod buffer_readers;
 mod foreign_wait_on_batches;

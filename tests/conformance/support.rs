@@ -13,9 +13,24 @@ pub mod skips;
 pub use skips::io_uring_column;
 
 /// Expands to one `#[test]` per method, each calling `scenario(method)`.
+///
+/// `for_every_method!(scenario)` makes the tests `sync`, `worker`, `worker_process` and
+/// `io_uring` in the calling module (a file with one scenario). `for_every_method!(a, b, c)`
+/// makes a module per scenario, named after it, with those four tests in each (a file with
+/// several scenarios: `read_stream::a::io_uring`).
 #[macro_export]
 macro_rules! for_every_method {
     ($scenario:ident) => {
+        $crate::for_every_method!(@columns $scenario);
+    };
+    ($($scenario:ident),+ $(,)?) => {
+        $(
+            mod $scenario {
+                $crate::for_every_method!(@columns super::$scenario);
+            }
+        )+
+    };
+    (@columns $scenario:path) => {
         #[test]
         fn sync() {
             $crate::support::run(module_path!(), dbaio::IoMethodKind::Sync, $scenario);

@@ -367,8 +367,8 @@ const EMBEDDER: &str = "DBAIO_TEST_EMBEDDER";
 /// `killing_the_embedder_leaves_no_worker` starts as a child process and kills. It starts
 /// three worker processes, has one of them execute a read (the issuer only watches the
 /// handle, so no one but a worker can run it) and checks the bytes, then reports `EMBEDDER
-/// <its pid> WORKERS <their pids> READS_BY_WORKERS <n>` on stdout and blocks until its stdin
-/// closes: only the kill ends it while its parent runs.
+/// <its pid> WORKERS <their pids> READS_BY_WORKERS <n>` on stdout and waits, answering each
+/// line on stdin, until stdin closes: only the kill ends it while its parent runs.
 #[test]
 #[ignore = "the child process of killing_the_embedder_leaves_no_worker, not a test on its own"]
 fn embedder_child() {
@@ -410,11 +410,15 @@ fn embedder_child() {
         std::process::id(),
         pids.join(" ")
     );
-    use std::io::{Read, Write};
+    use std::io::{BufRead, Write};
     std::io::stdout().flush().unwrap();
-    // Until the parent closes stdin (it kills this process first): no timer that a busy
-    // machine could outlast.
-    let _ = std::io::stdin().read_to_end(&mut Vec::new());
+    // Wait to be killed, answering each line on stdin with `ALIVE <line>` (the parent's proof
+    // that this process is waiting here, not on its way out), until stdin closes (the parent
+    // kills it first): no timer that a busy machine could outlast.
+    for line in std::io::stdin().lock().lines().map_while(Result::ok) {
+        println!("ALIVE {line}");
+        std::io::stdout().flush().unwrap();
+    }
     eprintln!("embedder_child: stdin closed before the kill");
 }
 
@@ -473,9 +477,11 @@ fn killing_the_embedder_leaves_no_worker() {
             }
         });
     }
-    let report = std::io::BufReader::new(child.stdout.take().unwrap())
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap())
         .lines()
-        .map_while(Result::ok)
+        .map_while(Result::ok);
+    let report = out
+        .by_ref()
         // (The harness may print "test embedder_child ... " before it on the same line.)
         .find_map(|l| l.split_once("EMBEDDER ").map(|(_, r)| r.to_string()));
     let Some(report) = report else {
@@ -505,6 +511,19 @@ fn killing_the_embedder_leaves_no_worker() {
     );
     assert_eq!(pids.len(), 3, "three workers: EMBEDDER {report}");
     assert!(reads >= 1, "a worker executed the read: EMBEDDER {report}");
+    // The child is waiting to be killed, not on its way out (shutting its workers down
+    // itself would pass for them dying with it): it answers.
+    {
+        use std::io::Write;
+        let _ = writeln!(child.stdin.as_mut().unwrap(), "ping");
+    }
+    let answer = out.next();
+    assert_eq!(
+        answer.as_deref(),
+        Some("ALIVE ping"),
+        "the embedder child answers while it waits to be killed; its stderr:\n{}",
+        stderr.lock().unwrap()
+    );
     for &p in &pids {
         assert!(p > 0 && p != embedder, "worker pid {p}: EMBEDDER {report}");
         assert_eq!(
@@ -548,6 +567,13 @@ fn killing_the_embedder_leaves_no_worker() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    // Killed while it waited: it printed nothing more (no "test embedder_child ... ok"). It
+    // is dead (and its workers' stdout is /dev/null), so this reads to the end.
+    let after: Vec<String> = out.collect();
+    assert!(
+        after.is_empty(),
+        "the embedder child went on after answering: {after:?}"
+    );
 }
 
 #[test]

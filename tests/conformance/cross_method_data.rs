@@ -36,11 +36,16 @@ fn executed_by_method(reader: IoMethodKind, executor: &str) -> bool {
     }
 }
 
-fn scenario(writer: IoMethodKind) {
+fn scenario(method: IoMethodKind) {
+    let writer = if on_processes() {
+        "worker processes".to_string()
+    } else {
+        method.to_string()
+    };
     let d = dir();
     let path = d.path().join("x");
     {
-        let aio = start(writer);
+        let aio = start(method);
         let me = aio.register_issuer("writer").unwrap();
         let f = aio
             .open(&path, &OpenOptions::read_write().direct(true))

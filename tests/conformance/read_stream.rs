@@ -35,7 +35,16 @@ pub fn open_rel(aio: &Aio, path: &PathBuf, direct: bool) -> Relation {
 
 /// Asserts `page` holds relation block `block`'s bytes.
 pub fn page_ok(block: u32, page: &[u8]) {
-    assert_pattern(page, u64::from(block % SEG) * 8192);
+    let base = u64::from(block % SEG) * 8192;
+    if let Some(i) = (0..page.len()).find(|&i| page[i] != pattern_byte(base + i as u64)) {
+        panic!(
+            "relation block {block} (segment {}, block {}): byte {i} is {:#04x}, not {:#04x}",
+            block / SEG,
+            block % SEG,
+            page[i],
+            pattern_byte(base + i as u64)
+        );
+    }
 }
 
 /// A cold stream over the whole relation gives back all 250 blocks in order, each with its
@@ -138,7 +147,11 @@ fn reset_drops_the_look_ahead_and_goes_on_in_order(m: IoMethodKind) {
         assert_eq!(s.next_buffer().unwrap().unwrap().block(), want);
     }
     s.reset();
-    assert_eq!((s.distance(), s.ios_in_flight()), (1, 0));
+    assert_eq!(
+        (s.distance(), s.ios_in_flight()),
+        (1, 0),
+        "after reset: (distance, I/Os in flight)"
+    );
     let mut last = 73;
     while let Some(b) = s.next_buffer() {
         let b = b.unwrap();

@@ -3,6 +3,8 @@
 //! completes its I/O (a worker, a thread reaping the ring, or io_uring's watcher thread) — no
 //! thread is parked per I/O and nothing polls in a loop. The issuers are the runtime threads'
 //! own (`Aio::with_issuer`), so the view attributes each I/O to the thread that started it.
+//! Guards against: a future never woken (a lost wake-up when another thread completes its
+//! I/O), and a thread parked per I/O.
 
 #[path = "common/skips.rs"]
 mod skips;

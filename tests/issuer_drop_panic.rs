@@ -4,6 +4,8 @@
 //! which the kernel or a worker may still write into — it leaks them. A counting allocator
 //! watches for the buffers' deallocation (they have a size nothing else uses). Before: the
 //! unwinding dropped the issuer's bookkeeping and freed both buffers.
+//! Guards against: in-flight buffers freed while unwinding (a use after free by the kernel or
+//! a worker).
 
 #[path = "common/skips.rs"]
 mod skips;

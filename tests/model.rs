@@ -18,6 +18,9 @@
 //!   watchdog), the aios view is empty at the end, and the files hold a candidate of every
 //!   block.
 //!
+//! Guards against: any interleaving of the API's operations that loses, duplicates, tears or
+//! reorders data or completions, or hangs.
+//!
 //! The default suite runs a few hundred programs per method; `cargo test --release --test
 //! model -- --ignored` runs 10,000 per method. proptest shrinks a failure to a minimal program
 //! and saves it in `tests/model.proptest-regressions`, which replays it first from then on.

@@ -1,6 +1,8 @@
 //! An engine that brings its own cache (`buffer_pool_size = 0`): the subsystem starts without
 //! a 128 MB pool, handles per issuer no longer derive from the pool, slice I/O works, and the
 //! buffer-pool entry points still work through the token pool instead of failing.
+//! Guards against: a zero pool that fails to start, a handle count still derived from the
+//! missing pool, and `read_block` left without buffers.
 
 #[path = "common/skips.rs"]
 mod skips;

@@ -9,6 +9,9 @@
 //! `nothing_is_freed_under_an_io` is the real check: thousands of reads and writes whose
 //! `InFlight`s are redeemed, dropped mid-flight or left to issuer exit, on every method —
 //! no quarantined block is disturbed.
+//!
+//! Guards against: a buffer freed while the kernel or a worker may still write into it (a
+//! use after free that valgrind cannot see for io_uring).
 
 #[path = "common/skips.rs"]
 mod skips;

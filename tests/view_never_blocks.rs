@@ -4,6 +4,8 @@
 //! issuer's stats mutex while building its rows — must not stop the issuer, which records
 //! every completed I/O's statistics. The issuer does 200 I/Os while the reader is frozen; a
 //! watchdog turns a block into a failure. The same for `Aio::aios()` and `Aio::waits()`.
+//! Guards against: a lock the view's reader holds while it allocates, which stalled the
+//! issuer's completions behind a stalled reader.
 
 #[path = "common/skips.rs"]
 mod skips;

@@ -3,6 +3,9 @@
 //! request that kills every worker that runs it fails with an error naming the lost worker;
 //! killing the embedding process leaves no worker behind; a result no one waits for is
 //! completed by the completer even while it naps.
+//! Guards against: lost or doubled completions and torn or stale data when a worker dies, a
+//! request retried forever, workers that outlive their embedder, and a result left
+//! uncompleted while the completer naps.
 //!
 //! The kill run lasts `DBAIO_KILL_SECS` seconds (default 10) and kills a worker every
 //! `DBAIO_KILL_EVERY_MS` milliseconds (default 100).

@@ -5,6 +5,9 @@
 //! thread's last step, what the kernel says it sleeps in, and the aios view. A run that ends
 //! also asserts that no wait was ended by a safety-net timeout and, for worker processes,
 //! that no wake-up was missed.
+//! Guards against: a hang passing for a slow test, a missed wake-up rescued in silence by a
+//! safety-net timeout, and an io_uring column skipped in silence (`SKIPPED`, or a failure
+//! under `DBAIO_REQUIRE_IO_URING`).
 
 use dbaio::{Aio, IoMethodKind, IoWorkerKind, Settings};
 use std::path::{Path, PathBuf};

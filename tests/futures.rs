@@ -3,6 +3,11 @@
 //! completes its I/O (a worker, a thread reaping the ring, or io_uring's watcher thread) — no
 //! thread is parked per I/O and nothing polls in a loop. The issuers are the runtime threads'
 //! own (`Aio::with_issuer`), so the view attributes each I/O to the thread that started it.
+//! Guards against: a future never woken (a lost wake-up when another thread completes its
+//! I/O), and a thread parked per I/O.
+
+#[path = "common/skips.rs"]
+mod skips;
 
 use dbaio::{Aio, IoBuf, IoMethodKind, OpenOptions, Settings};
 
@@ -13,16 +18,7 @@ fn pattern(off: u64) -> u8 {
 fn methods() -> Vec<IoMethodKind> {
     IoMethodKind::ALL
         .into_iter()
-        .filter(|&m| {
-            let ok = m != IoMethodKind::IoUring || dbaio::io_uring_available().is_ok();
-            if !ok {
-                eprintln!(
-                    "SKIPPED futures on io_uring: {:?}",
-                    dbaio::io_uring_available()
-                );
-            }
-            ok
-        })
+        .filter(|&m| m != IoMethodKind::IoUring || skips::io_uring_column("futures"))
         .collect()
 }
 

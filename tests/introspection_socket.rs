@@ -4,6 +4,9 @@
 //! serving; a stale socket file is replaced, a foreign file or a live socket is not; the file
 //! is removed when the subsystem goes. Guards against: a view that crashes or leaks to others.
 
+#[path = "common/skips.rs"]
+mod skips;
+
 use dbaio::{Aio, IoBuf, IoMethodKind, OpenOptions, Settings};
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -167,7 +170,10 @@ fn another_uid_is_refused() {
     }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED another_uid_is_refused: needs root to run a client as another uid");
+        skips::skipped(
+            "another_uid_is_refused",
+            "needs root to run a client as another uid",
+        );
         return;
     }
     let (d, sock) = dir();
@@ -188,17 +194,23 @@ fn another_uid_is_refused() {
         match out {
             Ok(o) if o.status.success() => Some(String::from_utf8_lossy(&o.stdout).into_owned()),
             Ok(o) => {
-                eprintln!(
-                    "SKIPPED another_uid_is_refused: the test binary did not run as uid 65534: {}",
-                    String::from_utf8_lossy(&o.stderr)
-                        .lines()
-                        .next()
-                        .unwrap_or("")
+                skips::skipped(
+                    "another_uid_is_refused",
+                    format!(
+                        "the test binary did not run as uid 65534: {}",
+                        String::from_utf8_lossy(&o.stderr)
+                            .lines()
+                            .next()
+                            .unwrap_or("")
+                    ),
                 );
                 None
             }
             Err(e) => {
-                eprintln!("SKIPPED another_uid_is_refused: cannot run as uid 65534: {e}");
+                skips::skipped(
+                    "another_uid_is_refused",
+                    format!("cannot run as uid 65534: {e}"),
+                );
                 None
             }
         }

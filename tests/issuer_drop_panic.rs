@@ -4,6 +4,11 @@
 //! which the kernel or a worker may still write into — it leaks them. A counting allocator
 //! watches for the buffers' deallocation (they have a size nothing else uses). Before: the
 //! unwinding dropped the issuer's bookkeeping and freed both buffers.
+//! Guards against: in-flight buffers freed while unwinding (a use after free by the kernel or
+//! a worker).
+
+#[path = "common/skips.rs"]
+mod skips;
 
 use dbaio::{Aio, FaultAction, FaultRule, IoBuf, IoMethodKind, OpenOptions, Settings};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -63,8 +68,7 @@ impl tracing::Subscriber for PanicOnBatchWarning {
 }
 
 fn scenario(m: IoMethodKind) {
-    if m == IoMethodKind::IoUring && dbaio::io_uring_available().is_err() {
-        eprintln!("SKIPPED issuer_drop_panic on io_uring");
+    if m == IoMethodKind::IoUring && !skips::io_uring_column("issuer_drop_panic") {
         return;
     }
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();

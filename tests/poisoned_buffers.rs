@@ -9,6 +9,12 @@
 //! `nothing_is_freed_under_an_io` is the real check: thousands of reads and writes whose
 //! `InFlight`s are redeemed, dropped mid-flight or left to issuer exit, on every method —
 //! no quarantined block is disturbed.
+//!
+//! Guards against: a buffer freed while the kernel or a worker may still write into it (a
+//! use after free that valgrind cannot see for io_uring).
+
+#[path = "common/skips.rs"]
+mod skips;
 
 use dbaio::{Aio, IoBuf, IoMethodKind, OpenOptions, Settings};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -83,13 +89,7 @@ fn check() -> (usize, usize) {
 fn methods() -> Vec<IoMethodKind> {
     IoMethodKind::ALL
         .into_iter()
-        .filter(|&m| {
-            let ok = m != IoMethodKind::IoUring || dbaio::io_uring_available().is_ok();
-            if !ok {
-                eprintln!("SKIPPED poisoned_buffers on io_uring");
-            }
-            ok
-        })
+        .filter(|&m| m != IoMethodKind::IoUring || skips::io_uring_column("poisoned_buffers"))
         .collect()
 }
 

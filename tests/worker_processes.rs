@@ -3,9 +3,15 @@
 //! request that kills every worker that runs it fails with an error naming the lost worker;
 //! killing the embedding process leaves no worker behind; a result no one waits for is
 //! completed by the completer even while it naps.
+//! Guards against: lost or doubled completions and torn or stale data when a worker dies, a
+//! request retried forever, workers that outlive their embedder, and a result left
+//! uncompleted while the completer naps.
 //!
 //! The kill run lasts `DBAIO_KILL_SECS` seconds (default 10) and kills a worker every
 //! `DBAIO_KILL_EVERY_MS` milliseconds (default 100).
+
+#[path = "common/skips.rs"]
+mod skips;
 
 use dbaio::{Aio, IoBuf, IoMethodKind, IoWorkerKind, OpenOptions, Settings};
 use std::collections::HashMap;
@@ -357,74 +363,220 @@ fn a_request_that_kills_every_worker_fails_naming_the_lost_worker() {
     assert!(b.iter().all(|&x| x == 0));
 }
 
-/// Not a test on its own: the embedder that `killing_the_embedder_leaves_no_worker` starts and
-/// kills. It prints its workers' pids, then sleeps.
+/// The variable that makes `embedder_child` the embedder instead of a note.
+const EMBEDDER: &str = "DBAIO_TEST_EMBEDDER";
+
+/// Not a test on its own (ignored in the normal run): the embedder that
+/// `killing_the_embedder_leaves_no_worker` starts as a child process and kills. It starts
+/// three worker processes, has one of them execute a read (the issuer only watches the
+/// handle, so no one but a worker can run it) and checks the bytes, then reports `EMBEDDER
+/// <its pid> WORKERS <their pids> READS_BY_WORKERS <n>` on stdout and waits, answering each
+/// line on stdin, until stdin closes: only the kill ends it while its parent runs.
 #[test]
+#[ignore = "the child process of killing_the_embedder_leaves_no_worker, not a test on its own"]
 fn embedder_child() {
-    if std::env::var_os("DBAIO_TEST_EMBEDDER").is_none() {
+    if std::env::var_os(EMBEDDER).is_none() {
+        skips::skipped(
+            "embedder_child",
+            "it runs only as the child of killing_the_embedder_leaves_no_worker",
+        );
         return;
     }
+    let d = dir();
+    let path = d.path().join("f");
+    std::fs::write(&path, block_bytes(7, 1)).unwrap();
     let aio = Aio::start(settings(3)).unwrap();
-    let pids: Vec<String> = aio
-        .worker_pool()
-        .unwrap()
-        .workers
-        .iter()
-        .map(|w| w.tid.to_string())
-        .collect();
-    println!("PIDS {}", pids.join(" "));
-    use std::io::Write;
+    let me = aio.register_issuer("embedder").unwrap();
+    let f = aio.open(&path, &OpenOptions::read()).unwrap();
+    let io = me.acquire().unwrap().read(&f, 0, IoBuf::new(BLOCK));
+    while !io.is_done() {
+        std::thread::yield_now();
+    }
+    assert_eq!(
+        &me.wait(io).into_buf()[..],
+        &block_bytes(7, 1)[..],
+        "the read through a worker process"
+    );
+    let by_workers: u64 = aio
+        .stats()
+        .into_iter()
+        .filter(|r| r.issuer == "embedder")
+        .flat_map(|r| r.executors)
+        .filter(|e| e.executor.starts_with("worker "))
+        .map(|e| e.ios)
+        .sum();
+    let pool = aio.worker_pool().unwrap();
+    assert_eq!(pool.kind, "process", "{pool:?}");
+    let pids: Vec<String> = pool.workers.iter().map(|w| w.tid.to_string()).collect();
+    println!(
+        "EMBEDDER {} WORKERS {} READS_BY_WORKERS {by_workers}",
+        std::process::id(),
+        pids.join(" ")
+    );
+    use std::io::{BufRead, Write};
     std::io::stdout().flush().unwrap();
-    std::thread::sleep(Duration::from_secs(60));
+    // Wait to be killed, answering each line on stdin with `ALIVE <line>` (the parent's proof
+    // that this process is waiting here, not on its way out), until stdin closes (the parent
+    // kills it first): no timer that a busy machine could outlast.
+    for line in std::io::stdin().lock().lines().map_while(Result::ok) {
+        println!("ALIVE {line}");
+        std::io::stdout().flush().unwrap();
+    }
+    eprintln!("embedder_child: stdin closed before the kill");
 }
 
+/// A field of `/proc/<pid>/status` (`Tgid`, `PPid`, `State`), if the process exists.
+fn proc_status(pid: i32, field: &str) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .map(|v| v.trim().to_string())
+}
+
+/// Killing (SIGKILL) an embedder that runs worker processes leaves none of them running:
+/// they die with it (`PR_SET_PDEATHSIG`). The embedder is a child process
+/// (`embedder_child`), which must really have been one: it reports its own pid, three
+/// worker processes that are its children (processes, not threads) and alive, and a read
+/// executed by one of them; it is still running when killed, and dies of that kill. Guards
+/// against workers that outlive their embedder, and against this test passing without
+/// testing it (a child that exits early, panics, runs worker threads or never starts
+/// workers).
 #[test]
 fn killing_the_embedder_leaves_no_worker() {
-    use std::io::BufRead;
+    use std::io::{BufRead, Read};
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
             "embedder_child",
+            "--ignored",
             "--nocapture",
             "--test-threads=1",
         ])
-        .env("DBAIO_TEST_EMBEDDER", "1")
-        .stdout(std::process::Stdio::piped())
+        .env(EMBEDDER, "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let pids: Vec<i32> = out
+    let embedder = child.id() as i32;
+    // The child's stderr, collected as it comes, for the failure messages.
+    let stderr = Arc::new(std::sync::Mutex::new(String::new()));
+    {
+        let stderr = Arc::clone(&stderr);
+        let mut from = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = from.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                stderr
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+    }
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap())
         .lines()
-        .map_while(Result::ok)
-        .find_map(|l| {
-            // (The harness may print "test embedder_child ... " before it on the same line.)
-            l.split_once("PIDS ")
-                .map(|(_, p)| p.split_whitespace().map(|x| x.parse().unwrap()).collect())
-        })
-        .expect("the child printed its workers");
-    assert_eq!(pids.len(), 3);
+        .map_while(Result::ok);
+    let report = out
+        .by_ref()
+        // (The harness may print "test embedder_child ... " before it on the same line.)
+        .find_map(|l| l.split_once("EMBEDDER ").map(|(_, r)| r.to_string()));
+    let Some(report) = report else {
+        let status = child.wait().unwrap();
+        panic!(
+            "the embedder child ended ({status}) without reporting its workers; its stderr:\n{}",
+            stderr.lock().unwrap()
+        );
+    };
+    // EMBEDDER <pid> WORKERS <pid> <pid> <pid> READS_BY_WORKERS <n>
+    let parsed = (|| -> Option<(i32, Vec<i32>, u64)> {
+        let (pid, rest) = report.split_once(" WORKERS ")?;
+        let (workers, reads) = rest.split_once(" READS_BY_WORKERS ")?;
+        let workers = workers.split_whitespace().map(|p| p.parse().ok());
+        Some((
+            pid.trim().parse().ok()?,
+            workers.collect::<Option<Vec<i32>>>()?,
+            reads.trim().parse().ok()?,
+        ))
+    })();
+    let Some((pid, pids, reads)) = parsed else {
+        panic!("malformed report: EMBEDDER {report}");
+    };
+    assert_eq!(
+        pid, embedder,
+        "the report comes from the child itself: EMBEDDER {report}"
+    );
+    assert_eq!(pids.len(), 3, "three workers: EMBEDDER {report}");
+    assert!(reads >= 1, "a worker executed the read: EMBEDDER {report}");
+    // The child is waiting to be killed, not on its way out (shutting its workers down
+    // itself would pass for them dying with it): it answers.
+    {
+        use std::io::Write;
+        let _ = writeln!(child.stdin.as_mut().unwrap(), "ping");
+    }
+    let answer = out.next();
+    assert_eq!(
+        answer.as_deref(),
+        Some("ALIVE ping"),
+        "the embedder child answers while it waits to be killed; its stderr:\n{}",
+        stderr.lock().unwrap()
+    );
+    for &p in &pids {
+        assert!(p > 0 && p != embedder, "worker pid {p}: EMBEDDER {report}");
+        assert_eq!(
+            proc_status(p, "Tgid"),
+            Some(p.to_string()),
+            "worker {p} is a process of its own (not a thread of the embedder)"
+        );
+        assert_eq!(
+            proc_status(p, "PPid"),
+            Some(embedder.to_string()),
+            "worker {p} is the embedder's child"
+        );
+        assert!(
+            proc_status(p, "State").is_some_and(|s| !s.starts_with('Z')),
+            "worker {p} is running before the kill"
+        );
+    }
     assert!(
-        pids.iter()
-            .all(|&p| std::path::Path::new(&format!("/proc/{p}")).exists())
+        child.try_wait().unwrap().is_none(),
+        "the embedder child is still running when killed; its stderr:\n{}",
+        stderr.lock().unwrap()
     );
     child.kill().unwrap();
-    child.wait().unwrap();
-    let t = Instant::now();
+    let status = child.wait().unwrap();
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGKILL),
+        "the embedder child died of the kill, not by itself ({status}); its stderr:\n{}",
+        stderr.lock().unwrap()
+    );
+    drop(child.stdin.take());
     // Orphans are reparented and reaped by init (or stay zombies under a reaper that is not
-    // init); either way none may still run.
-    let running = |p: i32| {
-        std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
-            !s.rsplit_once(')')
-                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-        })
-    };
+    // init); either way none may still run. (A watchdog, not a speed limit: the kernel sends
+    // the death signal at once.)
+    let running = |p: i32| proc_status(p, "State").is_some_and(|s| !s.starts_with('Z'));
+    let t = Instant::now();
     while pids.iter().any(|&p| running(p)) {
         assert!(
-            t.elapsed() < Duration::from_secs(10),
+            t.elapsed() < Duration::from_secs(60),
             "workers {pids:?} outlived their embedder"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    // Killed while it waited: it printed nothing more (no "test embedder_child ... ok"). It
+    // is dead (and its workers' stdout is /dev/null), so this reads to the end.
+    let after: Vec<String> = out.collect();
+    assert!(
+        after.is_empty(),
+        "the embedder child went on after answering: {after:?}"
+    );
 }
 
 #[test]
@@ -522,9 +674,10 @@ fn free_huge_pages() -> u64 {
 fn a_buffer_pool_on_huge_pages_is_reached_by_worker_processes() {
     // 16 MiB of pool: 8 huge pages. `.ci/run` reserves some when it may.
     if free_huge_pages() < 8 {
-        eprintln!(
-            "SKIPPED huge-page pool on worker processes: fewer than 8 huge pages reserved and \
-             free (vm.nr_hugepages; another program may hold them)"
+        skips::skipped(
+            "huge-page pool on worker processes",
+            "fewer than 8 huge pages reserved and free (vm.nr_hugepages; another program may \
+             hold them)",
         );
         return;
     }

@@ -4,6 +4,9 @@
 //! combining and eviction, single-block hits and misses). Guards against: hidden Vec/Box/String work in
 //! acquire, start, submit, completion, wait or reclaim — in the issuer or in worker threads.
 
+#[path = "common/skips.rs"]
+mod skips;
+
 use dbaio::{
     Aio, IoBuf, IoMethodKind, OpenOptions, ReadStream, ReadStreamOptions, Relation, Settings,
 };
@@ -50,11 +53,8 @@ fn steady_state_once_the_pool_has_grown() {
 }
 
 fn steady_state_with(m: IoMethodKind, tweak: impl FnOnce(&mut Settings)) {
-    if m == IoMethodKind::IoUring {
-        if let Err(why) = dbaio::io_uring_available() {
-            eprintln!("SKIPPED zero_alloc on io_uring: {why}");
-            return;
-        }
+    if m == IoMethodKind::IoUring && !skips::io_uring_column("zero_alloc steady state") {
+        return;
     }
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     // A fixed pool by default: a self-sizing one allocates when it starts a worker thread
@@ -196,7 +196,7 @@ fn buffer_pool_steady_state(m: IoMethodKind, dir: &tempfile::TempDir) {
 fn zero_allocations_per_io_every_method() {
     for m in IoMethodKind::ALL {
         steady_state(m);
-        if m != IoMethodKind::IoUring || dbaio::io_uring_available().is_ok() {
+        if m != IoMethodKind::IoUring || skips::io_uring_column("zero_alloc buffer pool") {
             let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
             buffer_pool_steady_state(m, &dir);
         }

@@ -5,9 +5,13 @@
 //! `DBAIO_ATTACK_SECS=120 cargo test --release --test adversarial`), under a watchdog that
 //! prints every thread's state and the aios view and fails instead of hanging, and asserts
 //! that no wait was ended by a safety-net timeout. One scenario per file.
+//! Guards against: races between the waiters, reapers and executors of the same I/O (lost
+//! wake-ups, double completion, hangs) that orderly tests never interleave.
 
 mod board;
 mod harness;
+#[path = "../common/skips.rs"]
+mod skips;
 
 mod buffer_readers;
 mod foreign_wait_on_batches;

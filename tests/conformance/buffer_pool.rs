@@ -1,22 +1,28 @@
-//! The buffer pool on every method: a second read of a block is a hit on the same buffer;
-//! two threads reading the same blocks at once both get the right bytes (one waits on the
-//! other's I/O); a read that failed is taken over by the next reader; eviction under pressure
-//! keeps pinned buffers intact; with every buffer pinned, a read fails clearly; no buffer is
-//! ever mapped twice; lock-free hit pins hold against concurrent eviction; closing a file
-//! forgets its buffers, by a scan or (a small file in a large pool) by lookups. Guards against: lost wakeups on a buffer under I/O, double mapping,
-//! evicting a pinned page.
+//! The buffer pool on every method, reading and pinning: a second read of a block is a hit on
+//! the same buffer; two threads reading the same blocks at once both get the right bytes; a
+//! reader of a block under someone else's read waits for it; a read that failed is taken
+//! over by the next reader; eviction under pressure keeps pinned buffers intact; with every
+//! buffer pinned, a read fails clearly; lock-free hit pins hold against concurrent eviction.
+//! Guards against: lost wakeups on a buffer under I/O, double mapping, evicting a pinned
+//! page. (Forgetting a closed file's buffers is `buffer_pool_close.rs`.)
 
 use crate::support::*;
 use dbaio::{AioError, FaultAction, FaultRule, IoMethodKind, NoWait, Op, OpenOptions};
 
-fn scenario(m: IoMethodKind) {
+/// A 256-block file of pattern bytes and a subsystem on `m` with a pool of 32 buffers.
+fn small_pool(m: IoMethodKind) -> (tempfile::TempDir, dbaio::Aio, dbaio::File) {
     let d = dir();
     let path = data_file(&d, "rel", 256 * 8192);
-    // 32 buffers of 8 KiB.
     let aio = start_with(m, |s| s.buffer_pool_size = 32);
-    let me = aio.register_issuer("pool").unwrap();
     let f = aio.open(&path, &OpenOptions::read().direct(true)).unwrap();
+    (d, aio, f)
+}
 
+/// Reading a block twice gives the same buffer the second time (a hit), with the block's
+/// bytes. Guards against a pool that reads (and maps) a cached block again.
+fn a_second_read_of_a_block_hits_the_same_buffer(m: IoMethodKind) {
+    let (_d, aio, f) = small_pool(m);
+    let me = aio.register_issuer("pool").unwrap();
     let a = me.read_block(&f, 3).unwrap();
     assert_pattern(a.page(), 3 * 8192);
     let again = me.read_block(&f, 3).unwrap();
@@ -25,9 +31,17 @@ fn scenario(m: IoMethodKind) {
         a.buffer_id(),
         "a hit maps to the same buffer"
     );
+    assert_pattern(again.page(), 3 * 8192);
     drop((a, again));
+    assert_eq!(aio.check_buffer_mapping().unwrap(), 1);
+}
 
-    // Two readers of the same blocks at once.
+/// Two threads reading the same, overlapping runs of blocks at once (evicting as they go in
+/// a 32-buffer pool) both get the right bytes every time, and no buffer ends up mapped
+/// twice. Guards against two readers mapping one block into two buffers, or one reading
+/// into a buffer the other just found.
+fn two_threads_reading_the_same_blocks_both_get_the_right_bytes(m: IoMethodKind) {
+    let (_d, aio, f) = small_pool(m);
     std::thread::scope(|s| {
         for t in 0..2 {
             let (aio, f) = (aio.clone(), f.clone());
@@ -42,12 +56,17 @@ fn scenario(m: IoMethodKind) {
             });
         }
     });
-    aio.check_buffer_mapping().unwrap();
+    let mapped = aio.check_buffer_mapping().unwrap();
+    assert!(mapped <= 32, "{mapped} buffers mapped in a pool of 32");
+}
 
-    // A second reader of a block under someone else's read waits for it (wait event BufferIo)
-    // and gets the page, whichever method executes the read. Block 211 was never read above
-    // (those reads covered blocks 0..143): it cannot be a hit left in the pool, which made
-    // this flaky with block 77 (found by CI, 2026-12-01: a 32-buffer pool can keep it).
+/// A second reader of a block under someone else's read (held mid-completion by a fault
+/// rule) waits for it (wait event BufferIo) and gets the page, whichever method executes the
+/// read; meanwhile the nowait variant says the block is being read and names that I/O.
+/// Guards against a lost wakeup on a buffer under I/O, and against a second read of a block
+/// already being read.
+fn a_reader_of_a_block_being_read_waits_for_that_read(m: IoMethodKind) {
+    let (_d, aio, f) = small_pool(m);
     aio.inject_fault(
         FaultRule::new(FaultAction::Hold)
             .on_file(&f)
@@ -97,8 +116,15 @@ fn scenario(m: IoMethodKind) {
         NoWait::BeingRead(_) => panic!("the read finished"),
     }
     drop(peek);
+    aio.check_buffer_mapping().unwrap();
+}
 
-    // A failed read is reported, then taken over by the next reader.
+/// A read that fails (EIO) is reported in PostgreSQL's words, naming its block; the next
+/// reader of the block reads it again and gets the page. Guards against a failed buffer left
+/// stuck under I/O, or left mapped as if valid.
+fn a_failed_read_is_reported_then_taken_over_by_the_next_reader(m: IoMethodKind) {
+    let (_d, aio, f) = small_pool(m);
+    let me = aio.register_issuer("pool").unwrap();
     aio.inject_fault(
         FaultRule::new(FaultAction::Errno(libc::EIO))
             .op(Op::Readv)
@@ -117,8 +143,15 @@ fn scenario(m: IoMethodKind) {
         "{io}"
     );
     assert_pattern(me.read_block(&f, 250).unwrap().page(), 250 * 8192);
+    aio.check_buffer_mapping().unwrap();
+}
 
-    // Eviction under pressure with 20 pins held.
+/// With 20 of 32 buffers pinned, reading 240 other blocks evicts only the unpinned ones: the
+/// pinned pages still hold their blocks' bytes afterwards. Guards against evicting (and
+/// reading into) a pinned buffer.
+fn eviction_under_pressure_keeps_pinned_buffers_intact(m: IoMethodKind) {
+    let (_d, aio, f) = small_pool(m);
+    let me = aio.register_issuer("pool").unwrap();
     let held: Vec<_> = (100..120u32)
         .map(|b| me.read_block(&f, b).unwrap())
         .collect();
@@ -129,50 +162,44 @@ fn scenario(m: IoMethodKind) {
     for (i, b) in held.iter().enumerate() {
         assert_pattern(b.page(), (100 + i as u64) * 8192);
     }
-    // Pin all 32: the 33rd has nowhere to go.
-    let more: Vec<_> = (200..212u32)
+    drop(held);
+    let mapped = aio.check_buffer_mapping().unwrap();
+    assert!(mapped <= 32, "{mapped} buffers mapped in a pool of 32");
+}
+
+/// With all 32 buffers pinned, a read of a 33rd block fails with NoUnpinnedBuffers (and its
+/// hint), and works again once pins are dropped. Guards against a read that waits forever,
+/// or steals a pinned buffer, when the pool is exhausted.
+fn with_every_buffer_pinned_a_read_fails_with_no_unpinned_buffers(m: IoMethodKind) {
+    let (_d, aio, f) = small_pool(m);
+    let me = aio.register_issuer("pool").unwrap();
+    let held: Vec<_> = (200..232u32)
         .map(|b| me.read_block(&f, b).unwrap())
         .collect();
-    assert!(matches!(
-        me.read_block(&f, 0),
-        Err(AioError::NoUnpinnedBuffers)
-    ));
-    drop((held, more));
+    match me.read_block(&f, 0) {
+        Err(e @ AioError::NoUnpinnedBuffers) => assert_eq!(
+            e.to_string(),
+            "no unpinned buffers available\nHINT:  Raise buffer_pool_size, or hold fewer \
+             buffers pinned."
+        ),
+        Err(e) => panic!("expected NoUnpinnedBuffers, got {e}"),
+        Ok(_) => panic!("a 33rd block was read into a pool of 32 pinned buffers"),
+    }
+    for (i, b) in held.iter().enumerate() {
+        assert_pattern(b.page(), (200 + i as u64) * 8192);
+    }
+    drop(held);
     assert_pattern(me.read_block(&f, 0).unwrap().page(), 0);
     let mapped = aio.check_buffer_mapping().unwrap();
     assert!(mapped <= 32, "{mapped} buffers mapped in a pool of 32");
+}
 
-    // A closed file's buffers are forgotten: another file that reuses its slot in the file
-    // table must not hit them (caught in `dbaio verify`, which closes files as it goes).
-    let other = d.path().join("other");
-    std::fs::write(&other, vec![0xeeu8; 4 * 8192]).unwrap();
-    let a = aio.open(&path, &OpenOptions::read()).unwrap();
-    assert_pattern(me.read_block(&a, 2).unwrap().page(), 2 * 8192);
-    let kept = me.read_block(&a, 3).unwrap();
-    drop((a, f));
-    let b = aio.open(&other, &OpenOptions::read()).unwrap();
-    assert!(
-        me.read_block(&b, 2)
-            .unwrap()
-            .page()
-            .iter()
-            .all(|&x| x == 0xee)
-    );
-    assert!(
-        me.read_block(&b, 3)
-            .unwrap()
-            .page()
-            .iter()
-            .all(|&x| x == 0xee)
-    );
-    assert_pattern(kept.page(), 3 * 8192); // a pin outlives its file's buffers being dropped
-    drop((kept, b));
-    aio.check_buffer_mapping().unwrap();
-    let f = aio.open(&path, &OpenOptions::read().direct(true)).unwrap();
-
-    // Lock-free hits against eviction: four threads each keep up to three pins (hits pin
-    // without a lock or a shared write) while their misses evict. A page that changed while
-    // pinned would mean a hit-pinned buffer was evicted and read into.
+/// Four threads each keep up to three pins (hits pin without a lock or a shared write) over
+/// 48 blocks in a 32-buffer pool, so their misses keep evicting: every pinned page still
+/// holds its block when unpinned. Guards against a hit-pinned buffer being evicted and read
+/// into (the lock-free pin racing eviction).
+fn lock_free_hit_pins_hold_against_concurrent_eviction(m: IoMethodKind) {
+    let (_d, aio, f) = small_pool(m);
     std::thread::scope(|s| {
         for t in 0..4u64 {
             let (aio, f) = (aio.clone(), f.clone());
@@ -197,39 +224,14 @@ fn scenario(m: IoMethodKind) {
         }
     });
     aio.check_buffer_mapping().unwrap();
-    drop((f, aio));
-
-    // In a large pool a small file's buffers are dropped by looking its blocks up (under a
-    // 32nd of the pool), not by a scan: the same guarantees. 2048 buffers; 40 blocks.
-    let aio = start_with(m, |s| s.buffer_pool_size = 2048);
-    let me = aio.register_issuer("large").unwrap();
-    let small = data_file(&d, "small", 40 * 8192);
-    let a = aio.open(&small, &OpenOptions::read().direct(true)).unwrap();
-    for blk in 0..40 {
-        assert_pattern(
-            me.read_block(&a, blk).unwrap().page(),
-            u64::from(blk) * 8192,
-        );
-    }
-    let kept = me.read_block(&a, 5).unwrap();
-    assert_eq!(aio.check_buffer_mapping().unwrap(), 40);
-    drop(a);
-    assert_eq!(
-        aio.check_buffer_mapping().unwrap(),
-        0,
-        "every block of the file dropped"
-    );
-    let b = aio.open(&other, &OpenOptions::read()).unwrap();
-    for blk in 0..4 {
-        let page = me.read_block(&b, blk).unwrap();
-        assert!(
-            page.page().iter().all(|&x| x == 0xee),
-            "block {blk} is the new file's"
-        );
-    }
-    assert_pattern(kept.page(), 5 * 8192);
-    drop((kept, b));
-    assert_eq!(aio.check_buffer_mapping().unwrap(), 0);
 }
 
-crate::for_every_method!(scenario);
+crate::for_every_method!(
+    a_second_read_of_a_block_hits_the_same_buffer,
+    two_threads_reading_the_same_blocks_both_get_the_right_bytes,
+    a_reader_of_a_block_being_read_waits_for_that_read,
+    a_failed_read_is_reported_then_taken_over_by_the_next_reader,
+    eviction_under_pressure_keeps_pinned_buffers_intact,
+    with_every_buffer_pinned_a_read_fails_with_no_unpinned_buffers,
+    lock_free_hit_pins_hold_against_concurrent_eviction,
+);

@@ -1,7 +1,11 @@
-//! The conformance suite: every scenario runs on `sync` (the oracle), `worker` and `io_uring`,
-//! one `#[test]` per method, so the test list says which method each result is for. A method
-//! that cannot run here (io_uring refused) prints why and is reported as skipped — never
-//! silently passed. One scenario per file; helpers in `support.rs`.
+//! The conformance suite: every scenario runs on `sync` (the oracle), `worker` (threads and
+//! processes) and `io_uring`, one `#[test]` per scenario and method, so the test list says
+//! what each result guards and on which method. Goal: the methods are interchangeable. Guards
+//! against a method that differs from the oracle, and against a column that passes without
+//! running: a method that cannot run here (io_uring refused) prints `SKIPPED … on io_uring:
+//! <why>` past the output capture, and fails instead where `DBAIO_REQUIRE_IO_URING` is set
+//! (CI, where io_uring works). One subject per file, one scenario per test; helpers in
+//! `support.rs`.
 
 mod support;
 
@@ -11,6 +15,7 @@ mod any_thread;
 mod awaited_staged;
 mod batch_mode;
 mod buffer_pool;
+mod buffer_pool_close;
 mod cached_reads;
 mod callbacks;
 mod checksum_accounting;
@@ -35,6 +40,7 @@ mod ownership;
 mod page_verification;
 mod panicking_executor;
 mod read_stream;
+mod read_stream_distance;
 mod reclaim_in_batch;
 mod released_handle;
 mod scan_ring;

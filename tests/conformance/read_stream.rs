@@ -1,35 +1,61 @@
-//! Read streams on every method: buffers come back in the order the blocks were named, with
-//! the right bytes, across segment boundaries; a cold sequential stream ramps its distance up
-//! and combines reads to `io_combine_limit` blocks, never across a segment; a warm stream is
-//! all hits at distance 1; the distance decays on hits after a miss run; a hit/miss/hit/miss
-//! pattern is not trapped at distance 1-2 (PostgreSQL 18's weakness); a sequential hint starts
-//! with a full-size read; reset and `effective_io_concurrency = 0` behave; four streams over
-//! the same blocks in a small pool each get every block; a failed read is an
-//! error for its block only and the stream goes on. Guards against: reordering, reads that
-//! cross a segment, lost or double-pinned buffers, a stream that stops at its first error.
+//! Read streams on every method, what they hand back: every block named, in the order named,
+//! with its own bytes, across segment boundaries; reads that stop at segment ends; a reset
+//! that keeps the order; streams sharing blocks in a small pool; a failed read that fails its
+//! own blocks only. Guards against: reordering, a read that crosses into the next segment,
+//! lost or double-pinned buffers, a stream that stops at its first error. (How far a stream
+//! looks ahead is `read_stream_distance.rs`.)
 
 use crate::support::*;
 use dbaio::{
-    FaultAction, FaultRule, IoMethodKind, OpenOptions, ReadStream, ReadStreamOptions, Relation,
+    Aio, FaultAction, FaultRule, IoMethodKind, OpenOptions, ReadStream, ReadStreamOptions, Relation,
 };
+use std::path::PathBuf;
 
-const SEG: u32 = 100;
+/// Blocks per segment file.
+pub const SEG: u32 = 100;
 
-fn scenario(m: IoMethodKind) {
+/// A relation of three segment files of 100, 100 and 50 blocks of pattern bytes (each file's
+/// bytes by its own offsets), and the path of its first segment.
+pub fn three_segments() -> (tempfile::TempDir, PathBuf) {
     let d = dir();
-    // A relation of three segments of 100, 100 and 50 blocks.
     let path = data_file(&d, "rel", u64::from(SEG) * 8192);
     data_file(&d, "rel.1", u64::from(SEG) * 8192);
     data_file(&d, "rel.2", 50 * 8192);
-    let aio = start_with(m, |s| s.buffer_pool_size = 1024);
-    let me = aio.register_issuer("stream").unwrap();
+    (d, path)
+}
+
+/// Opens the relation at `path` with 100-block segments.
+pub fn open_rel(aio: &Aio, path: &PathBuf, direct: bool) -> Relation {
     let rel =
-        Relation::open_with_segment_blocks(&aio, &path, &OpenOptions::read().direct(true), SEG)
+        Relation::open_with_segment_blocks(aio, path, &OpenOptions::read().direct(direct), SEG)
             .unwrap();
     assert_eq!((rel.nblocks(), rel.segments().len()), (250, 3));
-    let page_ok = |block: u32, page: &[u8]| assert_pattern(page, u64::from(block % SEG) * 8192);
+    rel
+}
 
-    // Cold and sequential: in order, right bytes, ramp-up, full-size reads within segments.
+/// Asserts `page` holds relation block `block`'s bytes.
+pub fn page_ok(block: u32, page: &[u8]) {
+    let base = u64::from(block % SEG) * 8192;
+    if let Some(i) = (0..page.len()).find(|&i| page[i] != pattern_byte(base + i as u64)) {
+        panic!(
+            "relation block {block} (segment {}, block {}): byte {i} is {:#04x}, not {:#04x}",
+            block / SEG,
+            block % SEG,
+            page[i],
+            pattern_byte(base + i as u64)
+        );
+    }
+}
+
+/// A cold stream over the whole relation gives back all 250 blocks in order, each with its
+/// own bytes (segment 1's block 0 is not segment 0's), and leaves exactly 250 buffers
+/// mapped once the stream is dropped. Guards against reordering, a wrong page across a
+/// segment boundary, and buffers lost or mapped twice.
+fn every_block_comes_back_in_order_with_its_bytes(m: IoMethodKind) {
+    let (_d, path) = three_segments();
+    let aio = start_with(m, |s| s.buffer_pool_size = 1024);
+    let me = aio.register_issuer("stream").unwrap();
+    let rel = open_rel(&aio, &path, true);
     let mut s = ReadStream::new(&me, &rel, 0..250, ReadStreamOptions::default());
     let mut next = 0;
     while let Some(b) = s.next_buffer() {
@@ -39,67 +65,93 @@ fn scenario(m: IoMethodKind) {
         next += 1;
     }
     assert_eq!(next, 250);
-    let st = s.stats().clone();
     assert_eq!(
-        (st.blocks, st.blocks_read, st.hits),
+        (s.stats().blocks, s.stats().blocks_read, s.stats().hits),
         (250, 250, 0),
-        "{st:?}"
-    );
-    assert_eq!(st.read_sizes.len(), 17, "io_combine_limit is 16 blocks");
-    assert!(
-        st.max_distance >= 64,
-        "the distance ramps up on misses: {st:?}"
-    );
-    let full = st.read_sizes[16];
-    assert!(full >= 12, "most reads are 16 blocks: {:?}", st.read_sizes);
-    // Segments of 100 and 50 blocks cannot be read in 16-block pieces only: reads stop at
-    // segment ends.
-    assert!(
-        st.ios >= 250 / 16 + 2,
-        "reads end at segment boundaries: {st:?}"
-    );
-    drop(s);
-    assert_eq!(aio.check_buffer_mapping().unwrap(), 250);
-
-    // Warm: all hits, no reads, distance stays 1.
-    let mut s = ReadStream::new(&me, &rel, 0..250, ReadStreamOptions::default());
-    let mut n = 0;
-    while let Some(b) = s.next_buffer() {
-        page_ok(b.as_ref().unwrap().block(), b.unwrap().page());
-        n += 1;
-    }
-    assert_eq!(n, 250);
-    assert_eq!((s.stats().hits, s.stats().ios), (250, 0));
-    assert_eq!((s.distance(), s.stats().max_distance), (1, 1));
-    drop(s);
-
-    // A sequential hint starts with full-size reads (a fresh pool, so all are misses).
-    let aio5 = start_with(m, |s| s.buffer_pool_size = 1024);
-    let me5 = aio5.register_issuer("sequential").unwrap();
-    let rel5 = Relation::open_with_segment_blocks(&aio5, &path, &OpenOptions::read(), SEG).unwrap();
-    let hint = ReadStreamOptions {
-        sequential: true,
-        ..ReadStreamOptions::default()
-    };
-    let mut s = ReadStream::new(&me5, &rel5, 0..64, hint);
-    assert_eq!(s.distance(), 16);
-    assert_eq!(s.next_buffer().unwrap().unwrap().block(), 0);
-    assert_eq!(
-        s.stats().read_sizes[16],
-        1,
-        "the first read is full: {:?}",
+        "{:?}",
         s.stats()
     );
     drop(s);
+    assert_eq!(aio.check_buffer_mapping().unwrap(), 250);
+}
 
-    // Reset drops what was looked ahead (pins released, reads left to finish) and starts
-    // again at distance 1; the stream goes on from where its block iterator was.
-    let mut s = ReadStream::new(&me5, &rel5, 64..250, ReadStreamOptions::default());
+/// Combined reads stop at segment ends. Segments 0 and 1 here carry 16 blocks of 0xA5 past
+/// their 100 blocks (a read running past block 99 of a segment file finds them instead of
+/// the next segment's first blocks), and with reads of at most 16 blocks (io_combine_limit)
+/// the 100 + 100 + 50 blocks take at least 7 + 7 + 4 = 18 reads. Guards against a combined
+/// read that runs past its segment file into bytes that are not the next segment's.
+fn combined_reads_stop_at_segment_ends(m: IoMethodKind) {
+    let (d, path) = three_segments();
+    for seg in ["rel", "rel.1"] {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(d.path().join(seg))
+            .unwrap();
+        f.write_all(&[0xA5; 16 * 8192]).unwrap();
+    }
+    let aio = start_with(m, |s| s.buffer_pool_size = 1024);
+    let me = aio.register_issuer("stream").unwrap();
+    let rel =
+        Relation::open_with_segment_blocks(&aio, &path, &OpenOptions::read().direct(true), SEG)
+            .unwrap();
+    assert_eq!(rel.segments().len(), 3);
+    let mut s = ReadStream::new(&me, &rel, 0..250, ReadStreamOptions::default());
+    let mut next = 0;
+    while let Some(b) = s.next_buffer() {
+        let b = b.unwrap();
+        assert_eq!(b.block(), next);
+        page_ok(b.block(), b.page());
+        next += 1;
+    }
+    assert_eq!(next, 250);
+    let st = s.stats();
+    assert_eq!(st.blocks_read, 250, "{st:?}");
+    assert!(st.ios >= 18, "reads end at segment boundaries: {st:?}");
+}
+
+/// Blocks named in any order come back in that order, and a block named twice comes back
+/// twice, from a cold pool. Guards against a stream that sorts, merges or drops what it was
+/// asked for.
+fn blocks_named_in_any_order_come_back_in_that_order(m: IoMethodKind) {
+    let (_d, path) = three_segments();
+    let aio = start_with(m, |s| s.buffer_pool_size = 1024);
+    let me = aio.register_issuer("stream").unwrap();
+    let rel = open_rel(&aio, &path, true);
+    let order: Vec<u32> = (0..250)
+        .map(|i| (i * 37 + 11) % 250)
+        .chain([5, 5, 249])
+        .collect();
+    let s = ReadStream::new(&me, &rel, order.clone(), ReadStreamOptions::default());
+    let got: Vec<u32> = s
+        .map(|b| {
+            let b = b.unwrap();
+            page_ok(b.block(), b.page());
+            b.block()
+        })
+        .collect();
+    assert_eq!(got, order);
+    aio.check_buffer_mapping().unwrap();
+}
+
+/// `reset` drops what was looked ahead (pins released, reads left to finish) and starts
+/// again at distance 1; the stream goes on, in order, from where its block iterator was.
+/// Guards against a reset that leaks pins or I/Os, or loses its place.
+fn reset_drops_the_look_ahead_and_goes_on_in_order(m: IoMethodKind) {
+    let (_d, path) = three_segments();
+    let aio = start_with(m, |s| s.buffer_pool_size = 1024);
+    let me = aio.register_issuer("reset").unwrap();
+    let rel = open_rel(&aio, &path, false);
+    let mut s = ReadStream::new(&me, &rel, 64..250, ReadStreamOptions::default());
     for want in 64..74 {
         assert_eq!(s.next_buffer().unwrap().unwrap().block(), want);
     }
     s.reset();
-    assert_eq!((s.distance(), s.ios_in_flight()), (1, 0));
+    assert_eq!(
+        (s.distance(), s.ios_in_flight()),
+        (1, 0),
+        "after reset: (distance, I/Os in flight)"
+    );
     let mut last = 73;
     while let Some(b) = s.next_buffer() {
         let b = b.unwrap();
@@ -109,36 +161,25 @@ fn scenario(m: IoMethodKind) {
     }
     assert_eq!(last, 249);
     drop(s);
-    aio5.check_buffer_mapping().unwrap();
+    aio.check_buffer_mapping().unwrap();
+}
 
-    // effective_io_concurrency = 0: one read at a time, still combined.
-    let aio6 = start_with(m, |s| {
-        s.buffer_pool_size = 1024;
-        s.effective_io_concurrency = 0;
-    });
-    let me6 = aio6.register_issuer("one-at-a-time").unwrap();
-    let rel6 = Relation::open_with_segment_blocks(&aio6, &path, &OpenOptions::read(), SEG).unwrap();
-    let mut s = ReadStream::new(&me6, &rel6, 0..100, ReadStreamOptions::default());
-    while let Some(b) = s.next_buffer() {
-        page_ok(b.as_ref().unwrap().block(), b.unwrap().page());
-    }
-    assert_eq!(s.max_ios(), 1);
-    assert_eq!(s.stats().max_ios_in_flight, 1, "{:?}", s.stats());
-    assert!(s.stats().read_sizes[16] >= 4, "{:?}", s.stats());
-    drop(s);
-
-    // Four streams at once over the same blocks in a small pool: each gets every block, in
-    // order, right (blocks another stream is reading are waited for), and the mapping holds.
-    let aio7 = start_with(m, |s| s.buffer_pool_size = 128);
-    let rel7 = Relation::open_with_segment_blocks(&aio7, &path, &OpenOptions::read(), SEG).unwrap();
+/// Four streams at once over the same blocks in a 128-buffer pool: each gets every block it
+/// named, in order, with the right bytes (a block another stream is reading is waited for),
+/// and no buffer is mapped twice. Guards against lost wakeups on a shared block, double
+/// mapping, and pins that starve a small pool.
+fn streams_sharing_blocks_in_a_small_pool_each_get_every_block(m: IoMethodKind) {
+    let (_d, path) = three_segments();
+    let aio = start_with(m, |s| s.buffer_pool_size = 128);
+    let rel = open_rel(&aio, &path, false);
     std::thread::scope(|sc| {
         for t in 0..4u32 {
-            let (aio7, rel7) = (&aio7, &rel7);
+            let (aio, rel) = (&aio, &rel);
             sc.spawn(move || {
-                let me = aio7.register_issuer(&format!("s{t}")).unwrap();
+                let me = aio.register_issuer(&format!("s{t}")).unwrap();
                 let start = t * 20;
                 let mut want = start;
-                for b in ReadStream::new(&me, rel7, start..250, ReadStreamOptions::default()) {
+                for b in ReadStream::new(&me, rel, start..250, ReadStreamOptions::default()) {
                     let b = b.unwrap();
                     assert_eq!(b.block(), want);
                     page_ok(b.block(), b.page());
@@ -148,71 +189,26 @@ fn scenario(m: IoMethodKind) {
             });
         }
     });
-    aio7.check_buffer_mapping().unwrap();
+    aio.check_buffer_mapping().unwrap();
+}
 
-    // Any order comes back in that order; blocks named twice come back twice.
-    let order: Vec<u32> = (0..250)
-        .map(|i| (i * 37 + 11) % 250)
-        .chain([5, 5, 249])
-        .collect();
-    let s = ReadStream::new(&me, &rel, order.clone(), ReadStreamOptions::default());
-    let got: Vec<u32> = s.map(|b| b.unwrap().block()).collect();
-    assert_eq!(got, order);
-
-    // Distance shrinks on hits: a fresh pool, 48 cold blocks, then 202 warm ones.
-    let aio2 = start_with(m, |s| s.buffer_pool_size = 1024);
-    let me2 = aio2.register_issuer("decay").unwrap();
-    let rel2 = Relation::open_with_segment_blocks(&aio2, &path, &OpenOptions::read(), SEG).unwrap();
-    for blk in 48..250 {
-        let (file, b) = rel2.locate(blk).unwrap();
-        drop(me2.read_block(file, b).unwrap());
-    }
-    let mut s = ReadStream::new(&me2, &rel2, 0..250, ReadStreamOptions::default());
-    let mut peak = 0;
-    while let Some(b) = s.next_buffer() {
-        b.unwrap();
-        peak = peak.max(s.distance());
-    }
-    assert!(peak >= 8, "ramped up over 48 misses: {peak}");
-    assert!(
-        s.distance() < peak,
-        "decays on hits: {} vs {peak}",
-        s.distance()
-    );
-    drop(s);
-
-    // Hit/miss alternation (even blocks warm, odd cold) is not trapped at 1-2.
-    let aio3 = start_with(m, |s| s.buffer_pool_size = 1024);
-    let me3 = aio3.register_issuer("alternate").unwrap();
-    let rel3 =
-        Relation::open_with_segment_blocks(&aio3, &path, &OpenOptions::read(), SEG * 3).unwrap();
-    for blk in (0..100).step_by(2) {
-        drop(me3.read_block(&rel3.segments()[0], blk).unwrap());
-    }
-    let mut s = ReadStream::new(&me3, &rel3, 0..100, ReadStreamOptions::default());
-    while let Some(b) = s.next_buffer() {
-        page_ok(b.as_ref().unwrap().block(), b.unwrap().page());
-    }
-    let st = s.stats();
-    assert_eq!((st.hits, st.blocks_read), (50, 50), "{st:?}");
-    assert_eq!(
-        st.read_sizes[1], 50,
-        "reads split at every valid block: {st:?}"
-    );
-    assert!(st.max_distance >= 8, "alternation still ramps up: {st:?}");
-    drop(s);
-
-    // A failed read fails its blocks only; the stream goes on.
-    let aio4 = start_with(m, |s| s.buffer_pool_size = 1024);
-    let me4 = aio4.register_issuer("errors").unwrap();
-    let rel4 = Relation::open_with_segment_blocks(&aio4, &path, &OpenOptions::read(), SEG).unwrap();
-    aio4.inject_fault(
+/// A read that fails (EIO on the first read of segment 1) fails its own blocks only, each
+/// with an error naming the file and the errno; the stream goes on and hands back every
+/// other block; the failed blocks read fine for the next reader. Guards against a stream that
+/// stops at its first error, fails blocks it did not lose, or leaves the failed buffers
+/// stuck under I/O.
+fn a_failed_read_fails_only_its_blocks_and_the_stream_goes_on(m: IoMethodKind) {
+    let (_d, path) = three_segments();
+    let aio = start_with(m, |s| s.buffer_pool_size = 1024);
+    let me = aio.register_issuer("errors").unwrap();
+    let rel = open_rel(&aio, &path, false);
+    aio.inject_fault(
         FaultRule::new(FaultAction::Errno(libc::EIO))
-            .on_file(&rel4.segments()[1])
+            .on_file(&rel.segments()[1])
             .offsets(0..1) // the first read of segment 1
             .times(1),
     );
-    let s = ReadStream::new(&me4, &rel4, 0..250, ReadStreamOptions::default());
+    let s = ReadStream::new(&me, &rel, 0..250, ReadStreamOptions::default());
     let mut failed = Vec::new();
     let mut ok = 0;
     for b in s {
@@ -234,12 +230,18 @@ fn scenario(m: IoMethodKind) {
         "that read's blocks fail: {failed:?}"
     );
     assert_eq!(ok + failed.len(), 250);
-    // The failed blocks are read again (and now work) by the next reader.
     for &b in &failed {
-        let buf = me4.read_block(&rel4.segments()[1], b - SEG).unwrap();
+        let buf = me.read_block(&rel.segments()[1], b - SEG).unwrap();
         page_ok(b, buf.page());
     }
-    aio4.check_buffer_mapping().unwrap();
+    aio.check_buffer_mapping().unwrap();
 }
 
-crate::for_every_method!(scenario);
+crate::for_every_method!(
+    every_block_comes_back_in_order_with_its_bytes,
+    combined_reads_stop_at_segment_ends,
+    blocks_named_in_any_order_come_back_in_that_order,
+    reset_drops_the_look_ahead_and_goes_on_in_order,
+    streams_sharing_blocks_in_a_small_pool_each_get_every_block,
+    a_failed_read_fails_only_its_blocks_and_the_stream_goes_on,
+);

@@ -1,13 +1,36 @@
-//! Shared helpers: start a subsystem on a method, make data files, capture warnings.
+//! Shared helpers: run a scenario on every method column, start a subsystem on a method, make
+//! data files, capture warnings. Goal: every scenario runs on each column or says loudly why
+//! not. Guards against a column that passes without running: an io_uring column skipped in
+//! silence (or at all where `DBAIO_REQUIRE_IO_URING` says io_uring works).
 
 use dbaio::{Aio, IoMethodKind, Settings};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+/// How skips are said (shared with the other test binaries).
+#[path = "../common/skips.rs"]
+pub mod skips;
+pub use skips::io_uring_column;
+
 /// Expands to one `#[test]` per method, each calling `scenario(method)`.
+///
+/// `for_every_method!(scenario)` makes the tests `sync`, `worker`, `worker_process` and
+/// `io_uring` in the calling module (a file with one scenario). `for_every_method!(a, b, c)`
+/// makes a module per scenario, named after it, with those four tests in each (a file with
+/// several scenarios: `read_stream::a::io_uring`).
 #[macro_export]
 macro_rules! for_every_method {
     ($scenario:ident) => {
+        $crate::for_every_method!(@columns $scenario);
+    };
+    ($($scenario:ident),+ $(,)?) => {
+        $(
+            mod $scenario {
+                $crate::for_every_method!(@columns super::$scenario);
+            }
+        )+
+    };
+    (@columns $scenario:path) => {
         #[test]
         fn sync() {
             $crate::support::run(module_path!(), dbaio::IoMethodKind::Sync, $scenario);
@@ -27,13 +50,12 @@ macro_rules! for_every_method {
     };
 }
 
-/// Runs `scenario` on `method`, or prints why the method is skipped here.
+/// Runs `scenario` on `method`. On io_uring where the kernel refuses it: prints `SKIPPED
+/// {name} on io_uring: {why}` past the output capture, or fails if `DBAIO_REQUIRE_IO_URING`
+/// is set.
 pub fn run(name: &str, method: IoMethodKind, scenario: fn(IoMethodKind)) {
-    if method == IoMethodKind::IoUring {
-        if let Err(why) = dbaio::io_uring_available() {
-            eprintln!("SKIPPED {name} on io_uring: {why}");
-            return;
-        }
+    if method == IoMethodKind::IoUring && !io_uring_column(name) {
+        return;
     }
     scenario(method);
     eprintln!("conformance {name} on {method}: ok");

@@ -101,6 +101,9 @@ pub struct Parameter {
     pub description: &'static str,
     /// The valid values in words, where the type's range does not say it all.
     pub range: Option<&'static str>,
+    /// An out-of-range error names the range in those words too (PostgreSQL has no such
+    /// setting to copy: `buffer_pool_size`'s hole below 16 blocks).
+    range_in_errors: bool,
     /// A rule beyond the type's range, on the parsed integer.
     check: Option<Check>,
     apply: fn(&mut Settings, Value),
@@ -144,7 +147,7 @@ impl Parameter {
 
     /// An out-of-range message with the range in this setting's own words.
     fn in_words(&self, mut e: SettingsError, min: i64, max: i64) -> SettingsError {
-        if let Some(words) = self.range {
+        if let (Some(words), true) = (self.range, self.range_in_errors) {
             e.message = e
                 .message
                 .replace(&format!("({min} .. {max})"), &format!("({words})"));
@@ -238,6 +241,22 @@ fn no_tiny_pool(n: i64, _: &str) -> Result<(), SettingsError> {
     .detail("0 means the engine brings its own cache."))
 }
 
+/// `a == b`, in a constant.
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 const fn int(min: i64, max: i64, unit: Unit) -> Kind {
     Kind::Int { min, max, unit }
 }
@@ -260,6 +279,7 @@ macro_rules! int_param {
             context: Context::Start,
             description: $desc,
             range: { #[allow(unused_mut, unused_assignments)] let mut r = None; $(r = Some($range);)? r },
+            range_in_errors: same($name, "buffer_pool_size"),
             check: { #[allow(unused_mut, unused_assignments)] let mut c: Option<Check> = None; $(c = Some($check);)? c },
             apply: |s, v| s.$field = v.int() as $t,
             show: |s| Value::Int(s.$field as i64),
@@ -277,6 +297,7 @@ macro_rules! bool_param {
             context: Context::Start,
             description: $desc,
             range: None,
+            range_in_errors: false,
             check: None,
             apply: |s, v| s.$field = v.bool(),
             show: |s| Value::Bool(s.$field),
@@ -294,6 +315,7 @@ macro_rules! path_param {
             context: Context::Start,
             description: $desc,
             range: None,
+            range_in_errors: false,
             check: None,
             apply: |s, v| s.$field = v.path(),
             show: |s| {
@@ -317,6 +339,7 @@ pub const PARAMETERS: &[Parameter] = &[
         context: Context::Start,
         description: "how I/Os are executed: in the issuer (`sync`, the oracle), by a pool of workers (`worker`), or through a ring per issuer (`io_uring`); PostgreSQL 18",
         range: None,
+        range_in_errors: false,
         check: None,
         apply: |s, v| s.io_method = IoMethodKind::ALL[v.choice()],
         show: |s| Value::Choice(s.io_method as usize),
@@ -337,6 +360,7 @@ pub const PARAMETERS: &[Parameter] = &[
         context: Context::Start,
         description: "what the worker method's workers are: threads of the embedder, or separate processes over shared memory (crash-isolated, replaced when killed)",
         range: None,
+        range_in_errors: false,
         check: None,
         apply: |s, v| s.io_worker_kind = [IoWorkerKind::Thread, IoWorkerKind::Process][v.choice()],
         show: |s| Value::Choice(s.io_worker_kind as usize),
@@ -449,6 +473,7 @@ pub const PARAMETERS: &[Parameter] = &[
         context: Context::Start,
         description: "the pool's pages from reserved huge pages (`vm.nr_hugepages`), as PostgreSQL's; `on` fails to start without enough of them",
         range: None,
+        range_in_errors: false,
         check: None,
         apply: |s, v| s.huge_pages = [HugePages::Try, HugePages::On, HugePages::Off][v.choice()],
         show: |s| Value::Choice(s.huge_pages as usize),
@@ -472,6 +497,7 @@ pub const PARAMETERS: &[Parameter] = &[
         context: Context::Start,
         description: "what to do when the kernel refuses io_uring: fail naming the cause, or start the worker or sync method",
         range: None,
+        range_in_errors: false,
         check: None,
         apply: |s, v| {
             s.io_uring_fallback = [

@@ -107,8 +107,9 @@ fn millis(name: &str, value: &str, n: i64, suffix: &str) -> Result<i64, Settings
         }
     };
     let ms = n.checked_mul(num).ok_or_else(|| invalid(name, value))?;
+    // Far out of any range when it overflows.
     Ok(if den > 1 {
-        (ms + den / 2).div_euclid(den)
+        ms.saturating_add(den / 2).div_euclid(den)
     } else {
         ms
     })

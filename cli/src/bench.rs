@@ -3,7 +3,9 @@
 //! refilling in batch mode, and records per-I/O latency in an HDR histogram. See
 //! `docs/benchmarks.md`.
 
-use dbaio::{Aio, AioError, InFlight, IoBuf, IoMethodKind, IoWorkerKind, OpenOptions, Settings};
+use dbaio::{
+    Aio, AioError, File, InFlight, IoBuf, IoMethodKind, IoWorkerKind, Issuer, OpenOptions, Settings,
+};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -198,147 +200,260 @@ impl Rng {
     }
 }
 
-/// Runs one benchmark with `method` (and, for the worker method, workers of `kind`).
-pub fn run(
-    opts: &BenchOptions,
-    method: IoMethodKind,
-    kind: IoWorkerKind,
-) -> Result<BenchReport, AioError> {
-    let settings = Settings {
+/// The offsets a run's I/Os go to: random blocks from the seed, or every block in order.
+struct Offsets {
+    rng: Rng,
+    seq: u64,
+    blocks: u64,
+    bs: u64,
+    random: bool,
+}
+
+impl Offsets {
+    /// The offsets of `opts`' access pattern over the blocks its size holds.
+    fn new(opts: &BenchOptions) -> Offsets {
+        Offsets {
+            rng: Rng(opts.seed.max(1)), // xorshift never leaves 0
+            seq: 0,
+            blocks: (opts.size / u64::from(opts.bs)).max(1),
+            bs: u64::from(opts.bs),
+            random: opts.rw.is_random(),
+        }
+    }
+
+    /// The byte offset of the next I/O.
+    fn next(&mut self) -> u64 {
+        let b = if self.random {
+            self.rng.next() % self.blocks
+        } else {
+            let b = self.seq % self.blocks;
+            self.seq += 1;
+            b
+        };
+        b * self.bs
+    }
+}
+
+/// What a run's finished I/Os came to: latencies, counts, and the first failure.
+struct Tally {
+    latency_us: Histogram<u64>,
+    ios: u64,
+    bytes: u64,
+    errors: u64,
+    first_error: Option<String>,
+}
+
+impl Tally {
+    /// An empty tally.
+    fn new() -> Tally {
+        Tally {
+            latency_us: Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)
+                .expect("histogram bounds are valid"),
+            ios: 0,
+            bytes: 0,
+            errors: 0,
+            first_error: None,
+        }
+    }
+
+    /// Counts completion `c` of an I/O started at `t0` and hands back its buffer.
+    fn account(&mut self, c: dbaio::Completion, t0: Instant) -> IoBuf {
+        self.latency_us
+            .saturating_record((t0.elapsed().as_nanos() as u64 / 1000).max(1));
+        if let Err(e) = c.check() {
+            // A failure, or a short transfer (a benchmark does not finish those).
+            self.errors += 1;
+            self.first_error.get_or_insert_with(|| e.to_string());
+        } else {
+            self.ios += 1;
+            self.bytes += c.bytes() as u64;
+        }
+        c.into_buf()
+    }
+}
+
+/// The progress bar of a run (when asked for), moved on at most every 250 ms.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    start: Instant,
+    last_tick: Instant,
+}
+
+impl Progress {
+    /// A bar over `opts.runtime` seconds for `method` if `opts.progress`; the clock starts
+    /// with `begin`.
+    fn new(opts: &BenchOptions, method: IoMethodKind) -> Progress {
+        let bar = opts.progress.then(|| {
+            let b = indicatif::ProgressBar::new(opts.runtime.as_secs());
+            b.set_style(
+                indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len}s {msg}")
+                    .expect("valid template"),
+            );
+            b.set_prefix(format!("{method:>8}"));
+            b
+        });
+        let now = Instant::now();
+        Progress {
+            bar,
+            start: now,
+            last_tick: now,
+        }
+    }
+
+    /// Starts the run's clock; returns the start.
+    fn begin(&mut self) -> Instant {
+        self.start = Instant::now();
+        self.last_tick = self.start;
+        self.start
+    }
+
+    /// Shows the seconds run so far, if the last update is 250 ms old.
+    fn tick(&mut self) {
+        if let Some(b) = &self.bar {
+            if self.last_tick.elapsed() >= Duration::from_millis(250) {
+                self.last_tick = Instant::now();
+                b.set_position(self.start.elapsed().as_secs());
+            }
+        }
+    }
+
+    /// Removes the bar.
+    fn finish(self) {
+        if let Some(b) = self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// The I/Os of a run: free buffers, I/Os in flight, those started since the last wait, and
+/// the tally of the finished ones.
+struct Pipeline<'a> {
+    opts: &'a BenchOptions,
+    issuer: &'a Issuer,
+    file: &'a File,
+    offsets: Offsets,
+    free: Vec<IoBuf>,
+    pending: Vec<(InFlight<'a>, Instant)>,
+    fresh: Vec<(InFlight<'a>, Instant)>,
+    /// Starts not yet submitted (submitted every `opts.batch`).
+    staged: u32,
+    tally: Tally,
+}
+
+impl<'a> Pipeline<'a> {
+    /// A pipeline of `depth` buffers for `opts`' I/Os on `file`.
+    fn new(opts: &'a BenchOptions, issuer: &'a Issuer, file: &'a File, depth: usize) -> Self {
+        Pipeline {
+            opts,
+            issuer,
+            file,
+            offsets: Offsets::new(opts),
+            free: (0..depth)
+                .map(|_| IoBuf::from_slice(&vec![0x5a; opts.bs as usize]))
+                .collect(),
+            pending: Vec::with_capacity(depth),
+            fresh: Vec::with_capacity(depth),
+            staged: 0,
+            tally: Tally::new(),
+        }
+    }
+
+    /// Keeps every buffer in flight until `deadline` or a stop, then waits for the last I/Os;
+    /// `progress` moves on after each wait.
+    fn drive(&mut self, deadline: Instant, progress: &mut Progress) -> Result<(), AioError> {
+        // Batch mode throughout: starts are submitted every `batch`, and the last partial
+        // group goes to the kernel with the wait for completions (one system call under
+        // io_uring).
+        self.issuer.begin_batch()?;
+        loop {
+            let running = Instant::now() < deadline && !self.opts.stop.load(Ordering::Relaxed);
+            self.staged = 0;
+            self.redeem_finished(running)?;
+            while running && !self.free.is_empty() {
+                let buf = self.free.pop().expect("checked non-empty");
+                self.restart(buf)?;
+            }
+            self.pending.append(&mut self.fresh);
+            if self.pending.is_empty() {
+                break;
+            }
+            self.issuer.wait_for_completions(self.opts.complete_min);
+            progress.tick();
+        }
+        self.issuer.end_batch();
+        Ok(())
+    }
+
+    /// Redeems each finished I/O and, while `running`, at once starts the next one with its
+    /// buffer, so the device gets work back as early as possible.
+    fn redeem_finished(&mut self, running: bool) -> Result<(), AioError> {
+        let mut k = 0;
+        while k < self.pending.len() {
+            if !self.pending[k].0.is_done() {
+                k += 1;
+                continue;
+            }
+            let (io, t0) = self.pending.swap_remove(k);
+            let buf = self.tally.account(self.issuer.wait(io), t0);
+            self.free.push(buf);
+            if running {
+                let buf = self.free.pop().expect("a buffer was just returned");
+                self.restart(buf)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts the next I/O with `buf`, submitting every `batch` starts.
+    fn restart(&mut self, buf: IoBuf) -> Result<(), AioError> {
+        let h = self.issuer.acquire()?;
+        let off = self.offsets.next();
+        let t0 = Instant::now();
+        let io = if self.opts.rw.is_write() {
+            h.write(self.file, off, buf)
+        } else {
+            h.read(self.file, off, buf)
+        };
+        self.fresh.push((io, t0));
+        self.staged += 1;
+        if self.staged == self.opts.batch {
+            self.issuer.submit_staged();
+            self.staged = 0;
+        }
+        Ok(())
+    }
+
+    /// The tally, once no I/O is left in flight.
+    fn into_tally(self) -> Tally {
+        self.tally
+    }
+}
+
+/// What a run measured besides its I/Os: time, CPU, the device's queue, the worker pool.
+struct Measured {
+    seconds: f64,
+    cpu_seconds: f64,
+    avg_device_queue: Option<f64>,
+    workers: Option<u32>,
+    missed_wakes: Option<u64>,
+    ran_in_issuer: Option<u64>,
+}
+
+/// The settings of one run: `opts.settings` with the method, its workers and the depth.
+fn run_settings(opts: &BenchOptions, method: IoMethodKind, kind: IoWorkerKind) -> Settings {
+    Settings {
         io_method: method,
         io_worker_kind: kind,
         io_max_concurrency: opts.iodepth.max(1) as i32,
         max_issuers: 4,
         introspection_socket: opts.socket.clone(),
         ..opts.settings.clone()
-    };
-    let aio = Aio::start(settings)?;
-    let issuer = aio.register_issuer("bench")?;
-    let opts_file = OpenOptions {
-        write: opts.rw.is_write(),
-        direct: Some(opts.direct),
-        ..OpenOptions::default()
-    };
-    let file = aio.open(&opts.filename, &opts_file)?;
-    let blocks = (opts.size / u64::from(opts.bs)).max(1);
-    let mut rng = Rng(opts.seed.max(1)); // xorshift never leaves 0
-    let mut seq = 0u64;
-    let mut next_offset = || {
-        let b = if opts.rw.is_random() {
-            rng.next() % blocks
-        } else {
-            let b = seq % blocks;
-            seq += 1;
-            b
-        };
-        b * u64::from(opts.bs)
-    };
-    // The sync method runs each I/O inside `start`, so its real depth is 1 (as fio's psync).
-    let depth = if aio.io_method() == IoMethodKind::Sync {
-        1
-    } else {
-        opts.iodepth.max(1) as usize
-    };
-    let mut free: Vec<IoBuf> = (0..depth)
-        .map(|_| IoBuf::from_slice(&vec![0x5a; opts.bs as usize]))
-        .collect();
-    let mut pending: Vec<(InFlight<'_>, Instant)> = Vec::with_capacity(depth);
-    let mut hist =
-        Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds are valid");
-    let (mut ios, mut bytes, mut errors) = (0u64, 0u64, 0u64);
-    let queue_ms_before = device_queue_ms(&opts.filename);
-    let mut first_error: Option<String> = None;
-    let bar = opts.progress.then(|| {
-        let b = indicatif::ProgressBar::new(opts.runtime.as_secs());
-        b.set_style(
-            indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len}s {msg}")
-                .expect("valid template"),
-        );
-        b.set_prefix(format!("{method:>8}"));
-        b
-    });
-    let cpu_before = process_cpu_seconds(&aio);
-    let start = Instant::now();
-    let deadline = start + opts.runtime;
-    let mut last_tick = start;
-    let mut account = |c: dbaio::Completion, t0: Instant, free: &mut Vec<IoBuf>| {
-        hist.saturating_record((t0.elapsed().as_nanos() as u64 / 1000).max(1));
-        if let Err(e) = c.check() {
-            // A failure, or a short transfer (a benchmark does not finish those).
-            errors += 1;
-            first_error.get_or_insert_with(|| e.to_string());
-        } else {
-            ios += 1;
-            bytes += c.bytes() as u64;
-        }
-        free.push(c.into_buf());
-    };
-    let start_io = |buf: IoBuf, next_offset: &mut dyn FnMut() -> u64| -> Result<_, AioError> {
-        let h = issuer.acquire()?;
-        let off = next_offset();
-        let t0 = Instant::now();
-        let io = if opts.rw.is_write() {
-            h.write(&file, off, buf)
-        } else {
-            h.read(&file, off, buf)
-        };
-        Ok((io, t0))
-    };
-    // Starts the next I/O with `buf`, submitting every `batch` starts.
-    let mut restart = |buf: IoBuf, fresh: &mut Vec<_>, staged: &mut u32| -> Result<(), AioError> {
-        fresh.push(start_io(buf, &mut next_offset)?);
-        *staged += 1;
-        if *staged == opts.batch {
-            issuer.submit_staged();
-            *staged = 0;
-        }
-        Ok(())
-    };
-    let mut fresh = Vec::with_capacity(depth);
-    // Batch mode throughout: starts are submitted every `batch`, and the last partial group
-    // goes to the kernel with the wait for completions (one system call under io_uring).
-    issuer.begin_batch()?;
-    loop {
-        let running = Instant::now() < deadline && !opts.stop.load(Ordering::Relaxed);
-        // Redeem each finished I/O and at once start the next one with its buffer, so the
-        // device gets work back as early as possible.
-        let mut staged = 0;
-        let mut k = 0;
-        while k < pending.len() {
-            if !pending[k].0.is_done() {
-                k += 1;
-                continue;
-            }
-            let (io, t0) = pending.swap_remove(k);
-            account(issuer.wait(io), t0, &mut free);
-            if running {
-                let buf = free.pop().expect("a buffer was just returned");
-                restart(buf, &mut fresh, &mut staged)?;
-            }
-        }
-        while running && !free.is_empty() {
-            let buf = free.pop().expect("checked non-empty");
-            restart(buf, &mut fresh, &mut staged)?;
-        }
-        pending.append(&mut fresh);
-        if pending.is_empty() {
-            break;
-        }
-        issuer.wait_for_completions(opts.complete_min);
-        if let Some(b) = &bar {
-            if last_tick.elapsed() >= Duration::from_millis(250) {
-                last_tick = Instant::now();
-                b.set_position(start.elapsed().as_secs());
-            }
-        }
     }
-    issuer.end_batch();
-    let seconds = start.elapsed().as_secs_f64();
-    let cpu_seconds = process_cpu_seconds(&aio) - cpu_before;
-    let pool = aio.worker_pool();
-    let workers = pool.as_ref().map(|p| p.workers.len() as u32);
-    let missed_wakes = pool.filter(|p| p.kind == "process").map(|p| p.missed_wakes);
-    let ran_in_issuer = (aio.io_method() == IoMethodKind::Worker).then(|| {
+}
+
+/// I/Os the bench issuer ran itself (executors `issuer` and `waiter`), for the worker method.
+fn ran_in_issuer(aio: &Aio) -> Option<u64> {
+    (aio.io_method() == IoMethodKind::Worker).then(|| {
         aio.stats()
             .into_iter()
             .filter(|r| r.issuer == "bench")
@@ -346,17 +461,66 @@ pub fn run(
             .filter(|e| e.executor == "issuer" || e.executor == "waiter")
             .map(|e| e.ios)
             .sum()
-    });
-    let avg_device_queue = queue_ms_before
-        .zip(device_queue_ms(&opts.filename))
-        .map(|(a, b)| b.saturating_sub(a) as f64 / 1000.0 / seconds);
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
-    drop(pending);
+    })
+}
+
+/// Runs one benchmark with `method` (and, for the worker method, workers of `kind`).
+pub fn run(
+    opts: &BenchOptions,
+    method: IoMethodKind,
+    kind: IoWorkerKind,
+) -> Result<BenchReport, AioError> {
+    let aio = Aio::start(run_settings(opts, method, kind))?;
+    let issuer = aio.register_issuer("bench")?;
+    let opts_file = OpenOptions {
+        write: opts.rw.is_write(),
+        direct: Some(opts.direct),
+        ..OpenOptions::default()
+    };
+    let file = aio.open(&opts.filename, &opts_file)?;
+    // The sync method runs each I/O inside `start`, so its real depth is 1 (as fio's psync).
+    let depth = if aio.io_method() == IoMethodKind::Sync {
+        1
+    } else {
+        opts.iodepth.max(1) as usize
+    };
+    let mut pipeline = Pipeline::new(opts, &issuer, &file, depth);
+    let queue_ms_before = device_queue_ms(&opts.filename);
+    let mut progress = Progress::new(opts, method);
+    let cpu_before = process_cpu_seconds(&aio);
+    let start = progress.begin();
+    pipeline.drive(start + opts.runtime, &mut progress)?;
+    let seconds = start.elapsed().as_secs_f64();
+    let cpu_seconds = process_cpu_seconds(&aio) - cpu_before;
+    let pool = aio.worker_pool();
+    let measured = Measured {
+        seconds,
+        cpu_seconds,
+        workers: pool.as_ref().map(|p| p.workers.len() as u32),
+        missed_wakes: pool.filter(|p| p.kind == "process").map(|p| p.missed_wakes),
+        ran_in_issuer: ran_in_issuer(&aio),
+        avg_device_queue: queue_ms_before
+            .zip(device_queue_ms(&opts.filename))
+            .map(|(a, b)| b.saturating_sub(a) as f64 / 1000.0 / seconds),
+    };
+    progress.finish();
+    let tally = pipeline.into_tally();
     issuer.close(file);
+    Ok(report(opts, &aio, kind, depth, tally, measured))
+}
+
+/// The report of a run of `opts` on `aio` at `depth`, from its tally and measures.
+fn report(
+    opts: &BenchOptions,
+    aio: &Aio,
+    kind: IoWorkerKind,
+    depth: usize,
+    tally: Tally,
+    m: Measured,
+) -> BenchReport {
+    let hist = &tally.latency_us;
     let us = |q: f64| hist.value_at_quantile(q) as f64;
-    Ok(BenchReport {
+    BenchReport {
         io_method: aio.io_method().name().to_string(),
         io_worker_kind: (aio.io_method() == IoMethodKind::Worker).then(|| {
             match kind {
@@ -369,30 +533,30 @@ pub fn run(
         bs: opts.bs,
         iodepth: depth as u32,
         iodepth_asked: opts.iodepth,
-        avg_device_queue,
+        avg_device_queue: m.avg_device_queue,
         direct: opts.direct,
         filename: opts.filename.clone(),
         size: opts.size,
-        ios,
-        bytes,
-        seconds,
-        iops: ios as f64 / seconds,
-        bw_bytes_per_sec: bytes as f64 / seconds,
-        cpu_seconds,
-        cpu_us_per_io: cpu_seconds * 1e6 / ios.max(1) as f64,
-        workers,
-        missed_wakes,
-        ran_in_issuer,
+        ios: tally.ios,
+        bytes: tally.bytes,
+        seconds: m.seconds,
+        iops: tally.ios as f64 / m.seconds,
+        bw_bytes_per_sec: tally.bytes as f64 / m.seconds,
+        cpu_seconds: m.cpu_seconds,
+        cpu_us_per_io: m.cpu_seconds * 1e6 / tally.ios.max(1) as f64,
+        workers: m.workers,
+        missed_wakes: m.missed_wakes,
+        ran_in_issuer: m.ran_in_issuer,
         lat_us: Latency {
             p50: us(0.5),
             p99: us(0.99),
             p999: us(0.999),
             max: hist.max() as f64,
         },
-        errors,
-        first_error,
-        lat_curve: crate::plot::curve(&hist),
-    })
+        errors: tally.errors,
+        lat_curve: crate::plot::curve(hist),
+        first_error: tally.first_error,
+    }
 }
 
 /// The block device's weighted time in queue so far, in milliseconds (field 11 of
@@ -520,6 +684,73 @@ pub struct PoolHitReport {
     pub touch_page: bool,
 }
 
+/// What each thread of the buffer-pool hit workload does, and for how long.
+#[derive(Clone, Copy)]
+struct HitLoad {
+    /// Resident blocks, 0 .. `blocks`.
+    blocks: u32,
+    /// When the threads started.
+    start: Instant,
+    runtime: Duration,
+    touch_page: bool,
+    streams: bool,
+}
+
+impl HitLoad {
+    /// Thread `t`'s hits on `file` until the run's time is up: how many.
+    fn run(self, aio: &Aio, file: &File, t: u32) -> Result<u64, AioError> {
+        let me = aio.register_issuer(&format!("hit{t}"))?;
+        let mut rng =
+            Rng(0x9e37_79b9_7f4a_7c15 ^ (u64::from(t) + 1).wrapping_mul(0xff51_afd7_ed55_8ccd));
+        if self.streams {
+            self.stream_hits(&me, file, &mut rng)
+        } else {
+            self.pin_hits(&me, file, &mut rng)
+        }
+    }
+
+    /// Read streams over runs of 64 resident blocks from random starts: blocks read.
+    fn stream_hits(self, me: &Issuer, file: &File, rng: &mut Rng) -> Result<u64, AioError> {
+        let (mut n, mut sum) = (0u64, 0u64);
+        let rel = dbaio::Relation::from_file(file.clone())?;
+        while self.start.elapsed() < self.runtime {
+            for _ in 0..16 {
+                let first = (rng.next() % u64::from(self.blocks - 64)) as u32;
+                let opts = dbaio::ReadStreamOptions::default();
+                for b in dbaio::ReadStream::new(me, &rel, first..first + 64, opts) {
+                    let b = b.map_err(|e| e.error)?;
+                    sum = sum.wrapping_add(u64::from(b.page()[100]));
+                    n += 1;
+                }
+            }
+        }
+        std::hint::black_box(sum);
+        Ok(n)
+    }
+
+    /// Pins and unpins of random resident blocks, reading one byte of each page (or all of
+    /// it with `touch_page`): hits.
+    fn pin_hits(self, me: &Issuer, file: &File, rng: &mut Rng) -> Result<u64, AioError> {
+        let (mut n, mut sum) = (0u64, 0u64);
+        while self.start.elapsed() < self.runtime {
+            for _ in 0..1024 {
+                let b = me.read_block(file, (rng.next() % u64::from(self.blocks)) as u32)?;
+                let page = b.page();
+                sum = if self.touch_page {
+                    page.chunks_exact(8).fold(sum, |a, w| {
+                        a ^ u64::from_le_bytes(w.try_into().expect("8 bytes"))
+                    })
+                } else {
+                    sum.wrapping_add(u64::from(page[100]))
+                };
+                n += 1;
+            }
+        }
+        std::hint::black_box(sum);
+        Ok(n)
+    }
+}
+
 /// The buffer-pool hit workload: `blocks` blocks of `filename` are read into the pool once,
 /// then `issuers` threads each pin and unpin random resident blocks for `runtime`, reading one
 /// byte of each page, or all of it with `touch_page` — or, with `streams`, run read streams over
@@ -547,51 +778,18 @@ pub fn pool_hit(
         }
     }
     let start = Instant::now();
+    let load = HitLoad {
+        blocks,
+        start,
+        runtime,
+        touch_page,
+        streams,
+    };
     let counts: Vec<Result<u64, AioError>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..issuers)
             .map(|t| {
                 let (aio, file) = (aio.clone(), file.clone());
-                s.spawn(move || -> Result<u64, AioError> {
-                    let me = aio.register_issuer(&format!("hit{t}"))?;
-                    let mut rng = Rng(0x9e37_79b9_7f4a_7c15
-                        ^ (u64::from(t) + 1).wrapping_mul(0xff51_afd7_ed55_8ccd));
-                    let (mut n, mut sum) = (0u64, 0u64);
-                    if streams {
-                        // Read streams over runs of 64 resident blocks from random starts.
-                        let rel = dbaio::Relation::from_file(file.clone())?;
-                        while start.elapsed() < runtime {
-                            for _ in 0..16 {
-                                let first = (rng.next() % u64::from(blocks - 64)) as u32;
-                                let opts = dbaio::ReadStreamOptions::default();
-                                for b in dbaio::ReadStream::new(&me, &rel, first..first + 64, opts)
-                                {
-                                    let b = b.map_err(|e| e.error)?;
-                                    sum = sum.wrapping_add(u64::from(b.page()[100]));
-                                    n += 1;
-                                }
-                            }
-                        }
-                        std::hint::black_box(sum);
-                        return Ok(n);
-                    }
-                    while start.elapsed() < runtime {
-                        for _ in 0..1024 {
-                            let b =
-                                me.read_block(&file, (rng.next() % u64::from(blocks)) as u32)?;
-                            let page = b.page();
-                            sum = if touch_page {
-                                page.chunks_exact(8).fold(sum, |a, w| {
-                                    a ^ u64::from_le_bytes(w.try_into().expect("8 bytes"))
-                                })
-                            } else {
-                                sum.wrapping_add(u64::from(page[100]))
-                            };
-                            n += 1;
-                        }
-                    }
-                    std::hint::black_box(sum);
-                    Ok(n)
-                })
+                s.spawn(move || load.run(&aio, &file, t))
             })
             .collect();
         handles

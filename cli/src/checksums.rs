@@ -9,10 +9,10 @@
 //! verification".
 
 use dbaio::{
-    Aio, OpenOptions, PageVerdict, PageVerification, PageVerifier, ReadStream, ReadStreamOptions,
-    Relation, Settings,
+    Aio, Issuer, OpenOptions, PageVerdict, PageVerification, PageVerifier, ReadStream,
+    ReadStreamOptions, Relation, Settings, StreamError,
 };
-use dbaio_pg::cluster::{BLCKSZ, RELSEG_SIZE, read_control, relation_files};
+use dbaio_pg::cluster::{BLCKSZ, RELSEG_SIZE, RelFile, read_control, relation_files};
 use dbaio_pg::page::{PageHeader, pg_checksum_page};
 use serde::Serialize;
 use std::path::Path;
@@ -106,7 +106,38 @@ pub fn run(pgdata: &Path, opts: &VerifyOptions) -> Result<VerifyReport, String> 
     }
     let files = relation_files(pgdata)?;
     let depth = opts.depth.clamp(1, 256);
-    let settings = Settings {
+    let mut b = Aio::builder(verify_settings(opts, depth));
+    b.page_verifier(ChecksumOnly);
+    let aio = b.start().map_err(|e| e.to_string())?;
+    let me = aio.register_issuer("verify").map_err(|e| e.to_string())?;
+    me.set_page_verification(PageVerification::IGNORE_CHECKSUM_FAILURE);
+    let mut scan = Scan {
+        aio: &aio,
+        me: &me,
+        direct: opts.direct,
+        depth,
+        report: VerifyReport {
+            files_scanned: 0,
+            blocks_scanned: 0,
+            bad_checksums: 0,
+            data_checksum_version: control.data_checksum_version,
+            failures: Vec::new(),
+        },
+    };
+    for window in files.chunks(WINDOW) {
+        scan.window(window)?;
+    }
+    let mut report = scan.report;
+    report
+        .failures
+        .sort_by(|a, b| (&a.file, a.block).cmp(&(&b.file, b.block)));
+    report.bad_checksums = report.failures.len() as u64;
+    Ok(report)
+}
+
+/// The subsystem's settings for a check at `depth`, over `opts.settings`.
+fn verify_settings(opts: &VerifyOptions, depth: u32) -> Settings {
+    Settings {
         // The current file's reads plus the next files' first ones.
         io_max_concurrency: (depth * 4) as i32,
         maintenance_io_concurrency: depth,
@@ -118,20 +149,12 @@ pub fn run(pgdata: &Path, opts: &VerifyOptions) -> Result<VerifyReport, String> 
         max_issuers: 2,
         max_files: WINDOW as u32 + 8,
         ..opts.settings.clone()
-    };
-    let mut b = Aio::builder(settings);
-    b.page_verifier(ChecksumOnly);
-    let aio = b.start().map_err(|e| e.to_string())?;
-    let me = aio.register_issuer("verify").map_err(|e| e.to_string())?;
-    me.set_page_verification(PageVerification::IGNORE_CHECKSUM_FAILURE);
-    let mut report = VerifyReport {
-        files_scanned: 0,
-        blocks_scanned: 0,
-        bad_checksums: 0,
-        data_checksum_version: control.data_checksum_version,
-        failures: Vec::new(),
-    };
-    let stream_opts = ReadStreamOptions {
+    }
+}
+
+/// The read streams' options: maintenance depth, whole files, a bulk-read ring.
+fn stream_options() -> ReadStreamOptions {
+    ReadStreamOptions {
         maintenance: true,
         full: true,
         // PostgreSQL's bulk-read ring: the whole cluster goes through the same few hundred
@@ -141,61 +164,88 @@ pub fn run(pgdata: &Path, opts: &VerifyOptions) -> Result<VerifyReport, String> 
         // the ring stays for its small footprint (docs/benchmarks.md, "Checksum verification").
         ring: true,
         ..ReadStreamOptions::default()
-    };
-    for chunk in files.chunks(WINDOW) {
-        let mut rels = Vec::with_capacity(chunk.len());
-        for rf in chunk {
+    }
+}
+
+/// A check under way: the subsystem it reads with and the findings so far.
+struct Scan<'a> {
+    aio: &'a Aio,
+    me: &'a Issuer,
+    direct: bool,
+    /// Reads in flight.
+    depth: u32,
+    report: VerifyReport,
+}
+
+impl Scan<'_> {
+    /// Checks a window of files, each file's stream starting the next files' reads once its
+    /// own are all started.
+    fn window(&mut self, files: &[RelFile]) -> Result<(), String> {
+        let mut rels = Vec::with_capacity(files.len());
+        for rf in files {
             let open = OpenOptions::read()
-                .direct(opts.direct)
+                .direct(self.direct)
                 .segment_base(rf.segno * RELSEG_SIZE);
-            rels.push(Relation::single(&aio, &rf.path, &open).map_err(|e| e.to_string())?);
+            rels.push(Relation::single(self.aio, &rf.path, &open).map_err(|e| e.to_string())?);
         }
         let mut streams: Vec<_> = rels
             .iter()
-            .map(|r| ReadStream::new(&me, r, 0..r.nblocks(), stream_opts))
+            .map(|r| ReadStream::new(self.me, r, 0..r.nblocks(), stream_options()))
             .collect();
-        for (i, rf) in chunk.iter().enumerate() {
-            let name = rf.path.display().to_string();
+        for (i, rf) in files.iter().enumerate() {
             let (cur, next) = streams[i..].split_first_mut().expect("one stream per file");
-            while let Some(buf) = cur.next_buffer() {
-                let buf = buf.map_err(|e| {
-                    let why = match &e.error {
-                        dbaio::AioError::Io(io) => io
-                            .os_error()
-                            .map_or_else(|| io.to_string(), |o| o.to_string()),
-                        other => other.to_string(),
-                    };
-                    format!("could not read block {} in file \"{name}\": {why}", e.block)
-                })?;
-                if buf.checksum_failed() {
-                    let page = buf.page();
-                    report.failures.push(Failure {
-                        file: name.clone(),
-                        block: buf.block(),
-                        calculated: pg_checksum_page(page, rf.segno * RELSEG_SIZE + buf.block()),
-                        found: PageHeader::of(page).checksum,
-                    });
-                }
-                if cur.all_started() {
-                    start_next(cur.ios_in_flight(), depth, next);
-                }
+            self.file(rf, cur, next)?;
+        }
+        Ok(())
+    }
+
+    /// Checks file `rf` through its stream `cur`, starting the reads of the `next` files'
+    /// streams once `cur`'s are all started.
+    fn file<I: Iterator<Item = u32>>(
+        &mut self,
+        rf: &RelFile,
+        cur: &mut ReadStream<'_, I>,
+        next: &mut [ReadStream<'_, I>],
+    ) -> Result<(), String> {
+        let name = rf.path.display().to_string();
+        while let Some(buf) = cur.next_buffer() {
+            let buf = buf.map_err(|e| read_failure(&e, &name))?;
+            if buf.checksum_failed() {
+                let page = buf.page();
+                self.report.failures.push(Failure {
+                    file: name.clone(),
+                    block: buf.block(),
+                    calculated: pg_checksum_page(page, rf.segno * RELSEG_SIZE + buf.block()),
+                    found: PageHeader::of(page).checksum,
+                });
             }
-            report.files_scanned += 1;
-            report.blocks_scanned += cur.stats().blocks;
-            let tail = rf.size % BLCKSZ as u64;
-            if tail != 0 {
-                return Err(format!(
-                    "could not read block {} in file \"{name}\": read {tail} of {BLCKSZ}",
-                    rf.size / BLCKSZ as u64
-                ));
+            if cur.all_started() {
+                start_next(cur.ios_in_flight(), self.depth, next);
             }
         }
+        self.report.files_scanned += 1;
+        self.report.blocks_scanned += cur.stats().blocks;
+        let tail = rf.size % BLCKSZ as u64;
+        if tail != 0 {
+            return Err(format!(
+                "could not read block {} in file \"{name}\": read {tail} of {BLCKSZ}",
+                rf.size / BLCKSZ as u64
+            ));
+        }
+        Ok(())
     }
-    report
-        .failures
-        .sort_by(|a, b| (&a.file, a.block).cmp(&(&b.file, b.block)));
-    report.bad_checksums = report.failures.len() as u64;
-    Ok(report)
+}
+
+/// A failed read of file `name`, in pg_checksums' words (the system's error alone when there
+/// is one).
+fn read_failure(e: &StreamError, name: &str) -> String {
+    let why = match &e.error {
+        dbaio::AioError::Io(io) => io
+            .os_error()
+            .map_or_else(|| io.to_string(), |o| o.to_string()),
+        other => other.to_string(),
+    };
+    format!("could not read block {} in file \"{name}\": {why}", e.block)
 }
 
 /// With `in_flight` reads of the current file left, starts the following files' reads while

@@ -212,17 +212,7 @@ fn lay_out(
     stop: &Interrupt,
     say: Option<&str>,
 ) -> Result<(), String> {
-    // Room for the file, and a little for the file system's own needs.
-    let need = to - from;
-    let free = free_space(path)?;
-    if need.saturating_add(64 << 20) > free {
-        return Err(format!(
-            "not enough free space for a {} data file at \"{}\": {} free\nHINT:  Ask for a smaller --size, or name a file on another file system with --filename.",
-            human(to),
-            path.display(),
-            human(free)
-        ));
-    }
+    check_room(path, from, to)?;
     if let Some(say) = say {
         eprintln!("{say}");
     }
@@ -233,14 +223,58 @@ fn lay_out(
         .custom_flags(libc::O_CLOEXEC)
         .open(path)
         .map_err(|e| format!("could not create \"{}\": {e}", path.display()))?;
-    let undo = |f: &std::fs::File| {
-        if from == 0 {
-            let _ = std::fs::remove_file(path);
-        } else {
-            let _ = f.set_len(from);
-        }
-    };
+    let need = to - from;
     let t0 = Instant::now();
+    let bar = layout_bar(path, need, progress);
+    let written = write_pattern(&mut f, from, need, stop, bar.as_ref());
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    match written {
+        Ok(()) => {
+            eprintln!(
+                "dbaio bench: laid out \"{}\" ({}) in {:.1} s",
+                path.display(),
+                human(need),
+                t0.elapsed().as_secs_f64()
+            );
+            Ok(())
+        }
+        Err(e) => {
+            // Undo: a file made here goes; one that was there goes back to its length.
+            if from == 0 {
+                let _ = std::fs::remove_file(path);
+            } else {
+                let _ = f.set_len(from);
+            }
+            if e == INTERRUPTED {
+                Err(e)
+            } else {
+                Err(format!("could not lay out \"{}\": {e}", path.display()))
+            }
+        }
+    }
+}
+
+/// Checks there is room for bytes `from..to` of `path`, and a little for the file system's own
+/// needs.
+fn check_room(path: &Path, from: u64, to: u64) -> Result<(), String> {
+    let need = to - from;
+    let free = free_space(path)?;
+    if need.saturating_add(64 << 20) > free {
+        return Err(format!(
+            "not enough free space for a {} data file at \"{}\": {} free\nHINT:  Ask for a smaller --size, or name a file on another file system with --filename.",
+            human(to),
+            path.display(),
+            human(free)
+        ));
+    }
+    Ok(())
+}
+
+/// A progress bar over laying out `need` bytes of `path` when `progress` and stderr is a
+/// terminal; else None, after saying what is laid out.
+fn layout_bar(path: &Path, need: u64, progress: bool) -> Option<indicatif::ProgressBar> {
     let bar = (progress && std::io::stderr().is_terminal()).then(|| {
         let b = indicatif::ProgressBar::new(need);
         b.set_style(
@@ -259,47 +293,35 @@ fn lay_out(
             human(need)
         );
     }
+    bar
+}
+
+/// Writes `need` bytes of non-zero data into `f` from `from` in 1 MiB pieces, moving `bar` on,
+/// and syncs it; stops with `INTERRUPTED` when a signal arrives.
+fn write_pattern(
+    f: &mut std::fs::File,
+    from: u64,
+    need: u64,
+    stop: &Interrupt,
+    bar: Option<&indicatif::ProgressBar>,
+) -> Result<(), String> {
     let chunk: Vec<u8> = (0..1 << 20)
         .map(|i: u32| (i.wrapping_mul(2654435761) >> 24) as u8 | 1)
         .collect();
-    let written = (|| -> Result<(), String> {
-        f.seek(SeekFrom::Start(from)).map_err(|e| e.to_string())?;
-        let mut left = need;
-        while left > 0 {
-            if stop.raised() {
-                return Err(INTERRUPTED.to_string());
-            }
-            let n = left.min(chunk.len() as u64) as usize;
-            f.write_all(&chunk[..n]).map_err(|e| e.to_string())?;
-            left -= n as u64;
-            if let Some(b) = &bar {
-                b.inc(n as u64);
-            }
+    f.seek(SeekFrom::Start(from)).map_err(|e| e.to_string())?;
+    let mut left = need;
+    while left > 0 {
+        if stop.raised() {
+            return Err(INTERRUPTED.to_string());
         }
-        f.sync_all().map_err(|e| e.to_string())
-    })();
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
-    match written {
-        Ok(()) => {
-            eprintln!(
-                "dbaio bench: laid out \"{}\" ({}) in {:.1} s",
-                path.display(),
-                human(need),
-                t0.elapsed().as_secs_f64()
-            );
-            Ok(())
-        }
-        Err(e) => {
-            undo(&f);
-            if e == INTERRUPTED {
-                Err(e)
-            } else {
-                Err(format!("could not lay out \"{}\": {e}", path.display()))
-            }
+        let n = left.min(chunk.len() as u64) as usize;
+        f.write_all(&chunk[..n]).map_err(|e| e.to_string())?;
+        left -= n as u64;
+        if let Some(b) = bar {
+            b.inc(n as u64);
         }
     }
+    f.sync_all().map_err(|e| e.to_string())
 }
 
 /// Checks that an O_DIRECT read of `bs` bytes works on `path` (alignment), before the run,

@@ -517,6 +517,200 @@ fn scan_cmd(a: &BenchArgs) -> Outcome {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `bench --workload io` runs, from its checked arguments.
+struct IoBenchPlan {
+    /// The methods in order, each with the kind of its workers.
+    methods: Vec<(IoMethodKind, IoWorkerKind)>,
+    /// The comparison of every method on a temporary file (no --filename).
+    compare: bool,
+    iodepth: u32,
+    bs: u64,
+    batch: u32,
+    /// 0: iodepth/8.
+    complete_min: u32,
+    runtime: Duration,
+    direct: bool,
+}
+
+impl IoBenchPlan {
+    /// Checks `a`'s numbers and picks the methods: one when it is named (as a flag or with
+    /// -c), else the comparison of all: sync, worker threads, io_uring, then worker
+    /// processes (last: from their start on, every buffer of this process comes from the
+    /// shared arena), unless `io_worker_kind` is set.
+    fn new(a: &BenchArgs, settings: &dbaio::Settings) -> Result<IoBenchPlan, Failed> {
+        let named = a.io_method.is_some() || options::given(&a.set, "io_method");
+        let kind_named = options::given(&a.set, "io_worker_kind");
+        let methods: Vec<(IoMethodKind, IoWorkerKind)> = if named {
+            vec![(settings.io_method, settings.io_worker_kind)]
+        } else {
+            let mut all: Vec<_> = IoMethodKind::ALL
+                .iter()
+                .map(|&m| (m, settings.io_worker_kind))
+                .collect();
+            if !kind_named {
+                all.push((IoMethodKind::Worker, IoWorkerKind::Process));
+            }
+            all
+        };
+        let compare = a.filename.is_none();
+        let iodepth = options::in_range("iodepth", a.iodepth, 1, 1024)? as u32;
+        let bs = options::in_range("bs", a.bs, 1, 64 << 20)?;
+        if let Some(size) = a.size {
+            options::in_range("size", size, 1, u64::MAX)?;
+        }
+        let batch = options::in_range("batch", a.batch, 1, 32)? as u32;
+        let complete_min = options::in_range("complete-min", a.complete_min, 0, a.iodepth)? as u32;
+        let runtime = match &a.runtime {
+            Some(r) => options::seconds("runtime", r)?,
+            None => Duration::from_secs(if compare { 3 } else { 5 }),
+        };
+        Ok(IoBenchPlan {
+            methods,
+            compare,
+            iodepth,
+            bs,
+            batch,
+            complete_min,
+            runtime,
+            direct: a.direct || compare,
+        })
+    }
+
+    /// The data file of the run (found, made, or a temporary one), checked for O_DIRECT.
+    fn data(&self, a: &BenchArgs, stop: &Interrupt) -> Result<datafile::Prepared, Failed> {
+        let data = datafile::prepare(
+            &datafile::Request {
+                filename: a.filename.as_deref(),
+                size: a.size,
+                default_size: if self.compare { 512 << 20 } else { 1 << 30 },
+                writes: matches!(a.rw, Rw::Randwrite | Rw::Write),
+                allow_overwrite: a.allow_overwrite,
+                bs: self.bs,
+                progress: !a.json,
+            },
+            stop,
+        )?;
+        if self.direct {
+            datafile::check_direct(data.file.path(), self.bs)?;
+        }
+        Ok(data)
+    }
+
+    /// The options of each run on `data`.
+    fn options(
+        &self,
+        a: &BenchArgs,
+        settings: dbaio::Settings,
+        data: &datafile::Prepared,
+        stop: &Interrupt,
+    ) -> BenchOptions {
+        BenchOptions {
+            filename: data.file.path().to_path_buf(),
+            size: data.size,
+            rw: a.rw,
+            bs: self.bs as u32,
+            iodepth: self.iodepth,
+            runtime: self.runtime,
+            direct: self.direct,
+            batch: self.batch,
+            complete_min: if self.complete_min == 0 {
+                (self.iodepth / 8).max(1)
+            } else {
+                self.complete_min
+            },
+            seed: a.seed,
+            progress: !a.json
+                && self.runtime.as_secs_f64() > 2.0
+                && std::io::stderr().is_terminal(),
+            socket: a.socket.clone(),
+            settings,
+            stop: stop.flag(),
+        }
+    }
+
+    /// Runs each method in turn (skipping io_uring in the comparison where the kernel
+    /// refuses it), printing each report as JSON with `--json`; stops early on a signal.
+    fn run_methods(
+        &self,
+        a: &BenchArgs,
+        opts: &BenchOptions,
+        stop: &Interrupt,
+    ) -> Result<Vec<bench::BenchReport>, Failed> {
+        let mut reports = Vec::new();
+        for &(m, kind) in &self.methods {
+            if m == IoMethodKind::IoUring {
+                if let Err(why) = dbaio::io_uring_available() {
+                    if self.compare {
+                        eprintln!("dbaio bench: skipping io_uring: {why}");
+                        continue;
+                    }
+                    return Err(format!("io_uring is not available: {why}").into());
+                }
+            }
+            if m == IoMethodKind::Sync && self.iodepth > 1 {
+                eprintln!(
+                    "dbaio bench: io_method sync runs one I/O at a time: iodepth 1 ({} asked)",
+                    self.iodepth
+                );
+            }
+            let r = bench::run(opts, m, kind).map_err(|e| e.to_string())?;
+            if a.json {
+                println!("{}", serde_json::to_string(&r).expect("plain data"));
+            }
+            reports.push(r);
+            if stop.raised() {
+                break;
+            }
+        }
+        Ok(reports)
+    }
+
+    /// Draws the latency distribution of each report into `path`.
+    fn plot(
+        &self,
+        a: &BenchArgs,
+        path: &std::path::Path,
+        reports: &[bench::BenchReport],
+    ) -> Result<(), Failed> {
+        let series: Vec<_> = reports
+            .iter()
+            .map(|r| (r.io_method.clone(), r.lat_curve.clone()))
+            .collect();
+        let title = format!(
+            "dbaio bench: {} {} at iodepth {}, latency distribution",
+            a.rw.name(),
+            datafile::human(self.bs),
+            self.iodepth
+        );
+        dbaio_cli::plot::distribution(path, &title, &series)?;
+        if !a.json {
+            println!("latency distribution drawn in \"{}\"", path.display());
+        }
+        Ok(())
+    }
+}
+
+/// The failure of the first run whose I/Os failed, if any did.
+fn first_failed_run(reports: &[bench::BenchReport]) -> Result<(), Failed> {
+    let failed: u64 = reports.iter().map(|r| r.errors).sum();
+    if failed > 0 {
+        let r = reports
+            .iter()
+            .find(|r| r.errors > 0)
+            .expect("some run failed");
+        let total: u64 = r.ios + r.errors;
+        return Err(format!(
+            "{} of {total} I/Os failed with io_method {}; the first: {}",
+            r.errors,
+            r.io_method,
+            r.first_error.as_deref().unwrap_or("(no message)")
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// `dbaio bench`: the workload asked for; for `io`, each method's run and the table.
 fn bench_cmd(a: BenchArgs) -> Outcome {
     match a.workload.as_str() {
         "io" => {}
@@ -536,120 +730,21 @@ fn bench_cmd(a: BenchArgs) -> Outcome {
             ("io_workers", a.io_workers.as_deref()),
         ],
     )?;
-    // One method when it is named (as a flag or with -c), else the comparison of all: sync,
-    // worker threads, io_uring, then worker processes (last: from their start on, every
-    // buffer of this process comes from the shared arena), unless `io_worker_kind` is set.
-    let named = a.io_method.is_some() || options::given(&a.set, "io_method");
-    let kind_named = options::given(&a.set, "io_worker_kind");
-    let methods: Vec<(IoMethodKind, IoWorkerKind)> = if named {
-        vec![(settings.io_method, settings.io_worker_kind)]
-    } else {
-        let mut all: Vec<_> = IoMethodKind::ALL
-            .iter()
-            .map(|&m| (m, settings.io_worker_kind))
-            .collect();
-        if !kind_named {
-            all.push((IoMethodKind::Worker, IoWorkerKind::Process));
-        }
-        all
-    };
-    let compare = a.filename.is_none();
-    let iodepth = options::in_range("iodepth", a.iodepth, 1, 1024)? as u32;
-    let bs = options::in_range("bs", a.bs, 1, 64 << 20)?;
-    if let Some(size) = a.size {
-        options::in_range("size", size, 1, u64::MAX)?;
-    }
-    let batch = options::in_range("batch", a.batch, 1, 32)? as u32;
-    let complete_min = options::in_range("complete-min", a.complete_min, 0, a.iodepth)? as u32;
-    let runtime = match &a.runtime {
-        Some(r) => options::seconds("runtime", r)?,
-        None => Duration::from_secs(if compare { 3 } else { 5 }),
-    };
-    let direct = a.direct || compare;
+    let plan = IoBenchPlan::new(&a, &settings)?;
     let stop = Interrupt::catch().map_err(|e| format!("could not catch signals: {e}"))?;
-    let data = datafile::prepare(
-        &datafile::Request {
-            filename: a.filename.as_deref(),
-            size: a.size,
-            default_size: if compare { 512 << 20 } else { 1 << 30 },
-            writes: matches!(a.rw, Rw::Randwrite | Rw::Write),
-            allow_overwrite: a.allow_overwrite,
-            bs,
-            progress: !a.json,
-        },
-        &stop,
-    )?;
-    if direct {
-        datafile::check_direct(data.file.path(), bs)?;
-    }
-    let opts = BenchOptions {
-        filename: data.file.path().to_path_buf(),
-        size: data.size,
-        rw: a.rw,
-        bs: bs as u32,
-        iodepth,
-        runtime,
-        direct,
-        batch,
-        complete_min: if complete_min == 0 {
-            (iodepth / 8).max(1)
-        } else {
-            complete_min
-        },
-        seed: a.seed,
-        progress: !a.json && runtime.as_secs_f64() > 2.0 && std::io::stderr().is_terminal(),
-        socket: a.socket.clone(),
-        settings,
-        stop: stop.flag(),
-    };
-    let mut reports = Vec::new();
-    for (m, kind) in methods {
-        if m == IoMethodKind::IoUring {
-            if let Err(why) = dbaio::io_uring_available() {
-                if compare {
-                    eprintln!("dbaio bench: skipping io_uring: {why}");
-                    continue;
-                }
-                return Err(format!("io_uring is not available: {why}").into());
-            }
-        }
-        if m == IoMethodKind::Sync && iodepth > 1 {
-            eprintln!(
-                "dbaio bench: io_method sync runs one I/O at a time: iodepth 1 ({iodepth} asked)"
-            );
-        }
-        let r = bench::run(&opts, m, kind).map_err(|e| e.to_string())?;
-        if a.json {
-            println!("{}", serde_json::to_string(&r).expect("plain data"));
-        }
-        reports.push(r);
-        if stop.raised() {
-            break;
-        }
-    }
+    let data = plan.data(&a, &stop)?;
+    let opts = plan.options(&a, settings, &data, &stop);
+    let reports = plan.run_methods(&a, &opts, &stop)?;
     if !a.json {
         print!("{}", bench::table(&reports));
     }
     if let Some(path) = &a.plot {
-        let series: Vec<_> = reports
-            .iter()
-            .map(|r| (r.io_method.clone(), r.lat_curve.clone()))
-            .collect();
-        let title = format!(
-            "dbaio bench: {} {} at iodepth {}, latency distribution",
-            a.rw.name(),
-            datafile::human(bs),
-            iodepth
-        );
-        dbaio_cli::plot::distribution(path, &title, &series)?;
-        if !a.json {
-            println!("latency distribution drawn in \"{}\"", path.display());
-        }
+        plan.plot(&a, path, &reports)?;
     }
     if stop.raised() {
         // The temporary file (if any) goes when `data` is dropped.
         drop(data);
-        let removed = if compare {
+        let removed = if plan.compare {
             "; removed the temporary data file"
         } else {
             ""
@@ -661,24 +756,68 @@ fn bench_cmd(a: BenchArgs) -> Outcome {
         });
     }
     drop(data); // a temporary file goes now
-    let failed: u64 = reports.iter().map(|r| r.errors).sum();
-    if failed > 0 {
-        let r = reports
-            .iter()
-            .find(|r| r.errors > 0)
-            .expect("some run failed");
-        let total: u64 = r.ios + r.errors;
-        return Err(format!(
-            "{} of {total} I/Os failed with io_method {}; the first: {}",
-            r.errors,
-            r.io_method,
-            r.first_error.as_deref().unwrap_or("(no message)")
-        )
-        .into());
-    }
+    first_failed_run(&reports)?;
     Ok(ExitCode::SUCCESS)
 }
 
+/// Runs each mode `rounds` times, in alternation, printing each run (as JSON with `--json`,
+/// else its maximum and rate on stderr); the runs of each mode.
+fn unlink_rounds(
+    a: &UnlinkBenchArgs,
+    opts: &unlink_bench::UnlinkBenchOptions,
+    rounds: usize,
+    stop: &Interrupt,
+) -> Result<Vec<Vec<unlink_bench::UnlinkReport>>, Failed> {
+    let mut runs: Vec<Vec<unlink_bench::UnlinkReport>> = vec![Vec::new(); a.mode.len()];
+    for round in 0..rounds {
+        // Each round starts with the next mode, so none always runs first.
+        for k in 0..a.mode.len() {
+            let i = (k + round) % a.mode.len();
+            let mode = a.mode[i];
+            if !a.json {
+                eprint!("round {} of {rounds}: {} ... ", round + 1, mode.name());
+            }
+            let r = unlink_bench::run(opts, mode, stop)?;
+            if !a.json {
+                eprintln!("max {:.0} us, {:.0} ops/s", r.fg_lat_us.max, r.fg_ops_per_s);
+            } else {
+                println!("{}", serde_json::to_string(&r).expect("plain data"));
+            }
+            runs[i].push(r);
+        }
+    }
+    Ok(runs)
+}
+
+/// Draws the foreground latency over time of each mode's median run into `path`.
+fn plot_unlink_timeline(
+    a: &UnlinkBenchArgs,
+    path: &std::path::Path,
+    opts: &unlink_bench::UnlinkBenchOptions,
+    medians: &[unlink_bench::UnlinkReport],
+) -> Result<(), Failed> {
+    let series: Vec<_> = medians
+        .iter()
+        .map(|m| (m.mode.name().to_string(), m.timeline.clone()))
+        .collect();
+    let title = format!(
+        "unlink-bench: foreground {} latency, GC of {} x {} chunks ({} unlinks)",
+        match a.foreground {
+            unlink_bench::Foreground::Read => "4 KiB read",
+            unlink_bench::Foreground::Write => "8 KiB write",
+        },
+        opts.chunks,
+        datafile::human(opts.chunk_size),
+        medians.first().map_or("-", |m| m.io_method.as_str())
+    );
+    dbaio_cli::plot::timeline(path, &title, &series)?;
+    if !a.json {
+        println!("latency over time drawn in \"{}\"", path.display());
+    }
+    Ok(())
+}
+
+/// `dbaio unlink-bench`: the rounds of each mode, their medians, and the plot.
 fn unlink_bench_cmd(a: UnlinkBenchArgs) -> Outcome {
     let method = a.io_method.clone().or_else(|| {
         let named = options::given(&a.set, "io_method");
@@ -711,24 +850,7 @@ fn unlink_bench_cmd(a: UnlinkBenchArgs) -> Outcome {
         live_size: 64 << 20,
         settings,
     };
-    let mut runs: Vec<Vec<unlink_bench::UnlinkReport>> = vec![Vec::new(); a.mode.len()];
-    for round in 0..rounds {
-        // Each round starts with the next mode, so none always runs first.
-        for k in 0..a.mode.len() {
-            let i = (k + round) % a.mode.len();
-            let mode = a.mode[i];
-            if !a.json {
-                eprint!("round {} of {rounds}: {} ... ", round + 1, mode.name());
-            }
-            let r = unlink_bench::run(&opts, mode, &stop)?;
-            if !a.json {
-                eprintln!("max {:.0} us, {:.0} ops/s", r.fg_lat_us.max, r.fg_ops_per_s);
-            } else {
-                println!("{}", serde_json::to_string(&r).expect("plain data"));
-            }
-            runs[i].push(r);
-        }
-    }
+    let runs = unlink_rounds(&a, &opts, rounds, &stop)?;
     let medians: Vec<_> = runs.iter().map(|r| unlink_bench::median(r)).collect();
     if a.json {
         for m in &medians {
@@ -740,24 +862,7 @@ fn unlink_bench_cmd(a: UnlinkBenchArgs) -> Outcome {
         print!("{}", unlink_bench::table(&medians, rounds));
     }
     if let Some(path) = &a.plot {
-        let series: Vec<_> = medians
-            .iter()
-            .map(|m| (m.mode.name().to_string(), m.timeline.clone()))
-            .collect();
-        let title = format!(
-            "unlink-bench: foreground {} latency, GC of {} x {} chunks ({} unlinks)",
-            match a.foreground {
-                unlink_bench::Foreground::Read => "4 KiB read",
-                unlink_bench::Foreground::Write => "8 KiB write",
-            },
-            chunks,
-            datafile::human(chunk_size),
-            medians.first().map_or("-", |m| m.io_method.as_str())
-        );
-        dbaio_cli::plot::timeline(path, &title, &series)?;
-        if !a.json {
-            println!("latency over time drawn in \"{}\"", path.display());
-        }
+        plot_unlink_timeline(&a, path, &opts, &medians)?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -213,6 +213,32 @@ fn opt<T: ToString>(v: &Option<T>) -> String {
     v.as_ref().map(|x| x.to_string()).unwrap_or_default()
 }
 
+/// One row of the aios table, as text.
+fn aio_cells(r: &AioRow) -> Vec<String> {
+    let flag = |f: Option<bool>| opt(&f.map(|b| if b { "t" } else { "f" }));
+    vec![
+        r.issuer.clone(),
+        r.pid.to_string(),
+        r.tid.to_string(),
+        r.io_id.to_string(),
+        r.io_generation.to_string(),
+        r.state.clone(),
+        opt(&r.operation),
+        opt(&r.off),
+        opt(&r.length),
+        opt(&r.target),
+        opt(&r.handle_data_len),
+        opt(&r.raw_result),
+        opt(&r.result),
+        opt(&r.target_desc),
+        flag(r.f_sync),
+        flag(r.f_localmem),
+        flag(r.f_buffered),
+        r.executor.clone(),
+        r.age_us.to_string(),
+    ]
+}
+
 /// The aios table: PostgreSQL's columns and dbaio's, sorted by issuer then age (oldest first).
 pub fn aios_table(rows: &mut [AioRow]) -> String {
     rows.sort_by(|a, b| (&a.issuer, b.age_us).cmp(&(&b.issuer, a.age_us)));
@@ -237,32 +263,7 @@ pub fn aios_table(rows: &mut [AioRow]) -> String {
         "executor",
         "age_us",
     ];
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            vec![
-                r.issuer.clone(),
-                r.pid.to_string(),
-                r.tid.to_string(),
-                r.io_id.to_string(),
-                r.io_generation.to_string(),
-                r.state.clone(),
-                opt(&r.operation),
-                opt(&r.off),
-                opt(&r.length),
-                opt(&r.target),
-                opt(&r.handle_data_len),
-                opt(&r.raw_result),
-                opt(&r.result),
-                opt(&r.target_desc),
-                opt(&r.f_sync.map(|b| if b { "t" } else { "f" })),
-                opt(&r.f_localmem.map(|b| if b { "t" } else { "f" })),
-                opt(&r.f_buffered.map(|b| if b { "t" } else { "f" })),
-                r.executor.clone(),
-                r.age_us.to_string(),
-            ]
-        })
-        .collect();
+    let cells: Vec<Vec<String>> = rows.iter().map(aio_cells).collect();
     let mut width: Vec<usize> = head.iter().map(|h| h.len()).collect();
     for row in &cells {
         for (w, c) in width.iter_mut().zip(row) {
@@ -295,10 +296,41 @@ pub fn aios_table(rows: &mut [AioRow]) -> String {
     out
 }
 
+/// `s` escaped for a Prometheus label value.
+fn label(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// I/Os in flight (handles not idle) per issuer.
+fn in_flight_per_issuer(all: &All) -> HashMap<&str, usize> {
+    let mut in_flight: HashMap<&str, usize> = HashMap::new();
+    for r in &all.aios {
+        *in_flight.entry(&r.issuer).or_default() += 1;
+    }
+    in_flight
+}
+
 /// Stats as Prometheus text exposition.
 pub fn prometheus(all: &All) -> String {
     let mut o = String::new();
-    let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
+    write_op_counters(&mut o, all);
+    write_latency_summary(&mut o, all);
+    write_executor_counters(&mut o, all);
+    write_advice_metrics(&mut o, all);
+    if let Some(p) = &all.worker_pool {
+        write_worker_metrics(&mut o, p);
+    }
+    let _ = writeln!(
+        o,
+        "# HELP dbaio_backstop_wakes_total Waits a safety-net timeout ended although what they waited for had happened (0 unless there is a bug).\n# TYPE dbaio_backstop_wakes_total counter\ndbaio_backstop_wakes_total {}",
+        all.backstop_wakes
+    );
+    write_in_flight_gauge(&mut o, all);
+    o
+}
+
+/// The per-issuer, per-op counters: I/Os, bytes, errors, time.
+fn write_op_counters(o: &mut String, all: &All) {
     let metrics: [(&str, &str, &str); 4] = [
         (
             "dbaio_io_ops_total",
@@ -334,13 +366,17 @@ pub fn prometheus(all: &All) -> String {
                 let _ = writeln!(
                     o,
                     "{name}{{issuer=\"{}\",slot=\"{}\",op=\"{}\"}} {v}",
-                    esc(&s.issuer),
+                    label(&s.issuer),
                     s.slot,
                     op.op
                 );
             }
         }
     }
+}
+
+/// The latency quantiles per issuer and op.
+fn write_latency_summary(o: &mut String, all: &All) {
     let _ = writeln!(
         o,
         "# HELP dbaio_io_latency_microseconds Latency quantiles, staging to completion.\n# TYPE dbaio_io_latency_microseconds summary"
@@ -356,13 +392,17 @@ pub fn prometheus(all: &All) -> String {
                 let _ = writeln!(
                     o,
                     "dbaio_io_latency_microseconds{{issuer=\"{}\",slot=\"{}\",op=\"{}\",quantile=\"{q}\"}} {v}",
-                    esc(&s.issuer),
+                    label(&s.issuer),
                     s.slot,
                     op.op
                 );
             }
         }
     }
+}
+
+/// I/Os per issuer and executor.
+fn write_executor_counters(o: &mut String, all: &All) {
     let _ = writeln!(
         o,
         "# HELP dbaio_executor_ios_total I/Os executed per issuer and executor.\n# TYPE dbaio_executor_ios_total counter"
@@ -372,13 +412,17 @@ pub fn prometheus(all: &All) -> String {
             let _ = writeln!(
                 o,
                 "dbaio_executor_ios_total{{issuer=\"{}\",slot=\"{}\",executor=\"{}\"}} {}",
-                esc(&s.issuer),
+                label(&s.issuer),
                 s.slot,
                 e.executor,
                 e.ios
             );
         }
     }
+}
+
+/// Readahead advice per issuer by outcome, and each device's advice budget.
+fn write_advice_metrics(o: &mut String, all: &All) {
     let _ = writeln!(
         o,
         "# HELP dbaio_advice_blocks_total Readahead advice per issuer, by outcome.\n# TYPE dbaio_advice_blocks_total counter"
@@ -388,7 +432,7 @@ pub fn prometheus(all: &All) -> String {
             let _ = writeln!(
                 o,
                 "dbaio_advice_blocks_total{{issuer=\"{}\",slot=\"{}\",outcome=\"{outcome}\"}} {v}",
-                esc(&s.issuer),
+                label(&s.issuer),
                 s.slot
             );
         }
@@ -411,67 +455,64 @@ pub fn prometheus(all: &All) -> String {
             let _ = writeln!(o, "{name}{{device=\"{}\"}} {}", b.device, value(b));
         }
     }
-    if let Some(p) = &all.worker_pool {
-        let _ = writeln!(
-            o,
-            "# HELP dbaio_io_workers Worker threads running.\n# TYPE dbaio_io_workers gauge\ndbaio_io_workers {}",
-            p.workers.len()
-        );
-        let _ = writeln!(
-            o,
-            "# HELP dbaio_worker_ios_total I/Os executed per worker.\n# TYPE dbaio_worker_ios_total counter"
-        );
-        for w in &p.workers {
-            let _ = writeln!(
-                o,
-                "dbaio_worker_ios_total{{worker=\"{}\",tid=\"{}\"}} {}",
-                w.worker, w.tid, w.ios_done
-            );
-        }
-        if p.kind == "process" {
-            let counters = [
-                (
-                    "dbaio_worker_requeued_total",
-                    "I/Os queued again because the worker process executing them died.",
-                    p.requeued,
-                ),
-                (
-                    "dbaio_worker_missed_wakes_total",
-                    "Waits that slept to their safety limit although an awaited I/O had completed (0 unless there is a bug).",
-                    p.missed_wakes,
-                ),
-            ];
-            for (name, help, value) in counters {
-                let _ = writeln!(
-                    o,
-                    "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
-                );
-            }
-        }
-    }
+}
+
+/// The worker pool: workers running, I/Os per worker, and worker processes' counters.
+fn write_worker_metrics(o: &mut String, p: &WorkerPoolRow) {
     let _ = writeln!(
         o,
-        "# HELP dbaio_backstop_wakes_total Waits a safety-net timeout ended although what they waited for had happened (0 unless there is a bug).\n# TYPE dbaio_backstop_wakes_total counter\ndbaio_backstop_wakes_total {}",
-        all.backstop_wakes
+        "# HELP dbaio_io_workers Worker threads running.\n# TYPE dbaio_io_workers gauge\ndbaio_io_workers {}",
+        p.workers.len()
     );
+    let _ = writeln!(
+        o,
+        "# HELP dbaio_worker_ios_total I/Os executed per worker.\n# TYPE dbaio_worker_ios_total counter"
+    );
+    for w in &p.workers {
+        let _ = writeln!(
+            o,
+            "dbaio_worker_ios_total{{worker=\"{}\",tid=\"{}\"}} {}",
+            w.worker, w.tid, w.ios_done
+        );
+    }
+    if p.kind == "process" {
+        let counters = [
+            (
+                "dbaio_worker_requeued_total",
+                "I/Os queued again because the worker process executing them died.",
+                p.requeued,
+            ),
+            (
+                "dbaio_worker_missed_wakes_total",
+                "Waits that slept to their safety limit although an awaited I/O had completed (0 unless there is a bug).",
+                p.missed_wakes,
+            ),
+        ];
+        for (name, help, value) in counters {
+            let _ = writeln!(
+                o,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+            );
+        }
+    }
+}
+
+/// Handles not idle per issuer.
+fn write_in_flight_gauge(o: &mut String, all: &All) {
     let _ = writeln!(
         o,
         "# HELP dbaio_ios_in_flight Handles not idle per issuer.\n# TYPE dbaio_ios_in_flight gauge"
     );
-    let mut in_flight: HashMap<&str, usize> = HashMap::new();
-    for r in &all.aios {
-        *in_flight.entry(&r.issuer).or_default() += 1;
-    }
+    let in_flight = in_flight_per_issuer(all);
     for w in &all.waits {
         let _ = writeln!(
             o,
             "dbaio_ios_in_flight{{issuer=\"{}\",slot=\"{}\"}} {}",
-            esc(&w.issuer),
+            label(&w.issuer),
             w.slot,
             in_flight.get(w.issuer.as_str()).unwrap_or(&0)
         );
     }
-    o
 }
 
 /// A human stats table.
@@ -480,6 +521,20 @@ pub fn stats_table(all: &All) -> String {
         "pid {}  io_method {}  up {:.1} s\n",
         all.pid, all.io_method, all.uptime_s
     );
+    write_op_rows(&mut o, all);
+    write_advice_lines(&mut o, all);
+    let line = pool_line(&all.worker_pool);
+    if !line.is_empty() {
+        let _ = writeln!(o, "{line}");
+        o.push_str(&worker_lines(&all.worker_pool));
+    }
+    write_backstop_line(&mut o, all);
+    o
+}
+
+/// The stats table's header and one row per issuer and op, the issuer's executors on its
+/// first row.
+fn write_op_rows(o: &mut String, all: &All) {
     let _ = writeln!(
         o,
         "{:<16} {:>4} {:<9} {:>10} {:>12} {:>7} {:>9} {:>8} {:>8} {:>9} {:>9}  executors",
@@ -520,6 +575,11 @@ pub fn stats_table(all: &All) -> String {
             );
         }
     }
+}
+
+/// The advice counters of each issuer that advised, their total and the budgets (nothing
+/// when no issuer advised and no device has a budget).
+fn write_advice_lines(o: &mut String, all: &All) {
     let advising: Vec<String> = all
         .stats
         .iter()
@@ -550,12 +610,10 @@ pub fn stats_table(all: &All) -> String {
             let _ = writeln!(o, "{line}");
         }
     }
-    let line = pool_line(&all.worker_pool);
-    if !line.is_empty() {
-        let _ = writeln!(o, "{line}");
-        o.push_str(&worker_lines(&all.worker_pool));
-    }
-    // A bug's symptom: said only when there are any, per issuer and in all.
+}
+
+/// The backstop wakes, per issuer and in all: a bug's symptom, said only when there are any.
+fn write_backstop_line(o: &mut String, all: &All) {
     if all.backstop_wakes > 0 {
         let per: Vec<String> = all
             .stats
@@ -571,9 +629,9 @@ pub fn stats_table(all: &All) -> String {
             per.join(", ")
         );
     }
-    o
 }
 
+/// Each issuer's I/O and byte totals at the last refresh, to make rates of.
 struct Rate {
     at: Instant,
     ios: HashMap<u32, (u64, u64)>,
@@ -585,7 +643,209 @@ fn totals(s: &IssuerStatsRow) -> (u64, u64) {
         .fold((0, 0), |(n, b), op| (n + op.count, b + op.bytes))
 }
 
-/// The live, top-like screen. Quits on q, Esc or Ctrl-C, or after `count` refreshes.
+/// Each issuer's rates (I/Os per second, MB per second, by slot) since `last` (zero on the
+/// first refresh), and the totals to measure the next ones from.
+fn rates(all: &All, last: &Option<Rate>, now: Instant) -> (HashMap<u32, (f64, f64)>, Rate) {
+    let rates = all
+        .stats
+        .iter()
+        .map(|s| {
+            let (n, b) = totals(s);
+            let r = last.as_ref().and_then(|l| {
+                let dt = now.duration_since(l.at).as_secs_f64();
+                l.ios.get(&s.slot).map(|&(n0, b0)| {
+                    (
+                        n.saturating_sub(n0) as f64 / dt,
+                        b.saturating_sub(b0) as f64 / dt / 1e6,
+                    )
+                })
+            });
+            (s.slot, r.unwrap_or((0.0, 0.0)))
+        })
+        .collect();
+    let next = Rate {
+        at: now,
+        ios: all.stats.iter().map(|s| (s.slot, totals(s))).collect(),
+    };
+    (rates, next)
+}
+
+/// The live screen's rows of issuers: in flight, waiting, rates and the p99 of the busiest op.
+fn issuer_rows(all: &All, rates: &HashMap<u32, (f64, f64)>) -> Vec<Row<'static>> {
+    let in_flight = in_flight_per_issuer(all);
+    all.waits
+        .iter()
+        .map(|w| {
+            let (iops, mbs) = rates.get(&w.slot).copied().unwrap_or_default();
+            let p99 = all
+                .stats
+                .iter()
+                .find(|s| s.slot == w.slot)
+                .and_then(|s| s.ops.iter().max_by_key(|o| o.count))
+                .map(|o| format!("{} {}", o.op, o.lat_us.p99))
+                .unwrap_or_default();
+            let waiting = if w.wait_event.is_empty() {
+                String::new()
+            } else {
+                format!("{} ({}) {} us", w.wait_event, w.waiting_on, w.wait_us)
+            };
+            Row::new(vec![
+                w.issuer.clone(),
+                w.tid.to_string(),
+                in_flight.get(w.issuer.as_str()).unwrap_or(&0).to_string(),
+                waiting,
+                format!("{iops:.0}"),
+                format!("{mbs:.1}"),
+                p99,
+            ])
+        })
+        .collect()
+}
+
+/// The live screen's rows of the 12 oldest I/Os.
+fn oldest_io_rows(all: &All) -> Vec<Row<'static>> {
+    let mut oldest: Vec<&AioRow> = all.aios.iter().collect();
+    oldest.sort_by_key(|r| std::cmp::Reverse(r.age_us));
+    oldest
+        .iter()
+        .take(12)
+        .map(|r| {
+            Row::new(vec![
+                r.issuer.clone(),
+                r.io_id.to_string(),
+                r.state.clone(),
+                opt(&r.operation),
+                opt(&r.off),
+                opt(&r.length),
+                r.executor.clone(),
+                r.age_us.to_string(),
+                opt(&r.target_desc),
+            ])
+        })
+        .collect()
+}
+
+/// The live screen's title: the embedder, its I/Os, the advice budgets and the pool.
+fn screen_title(all: &All) -> String {
+    let extra: String = [budget_line(&all.advice_budget), pool_line(&all.worker_pool)]
+        .iter()
+        .filter(|l| !l.is_empty())
+        .map(|l| format!(" — {l}"))
+        .collect();
+    format!(
+        " dbaio aios — pid {} — io_method {} — up {:.0} s — {} I/Os not idle{extra} — q quits ",
+        all.pid,
+        all.io_method,
+        all.uptime_s,
+        all.aios.len(),
+    )
+}
+
+/// The issuers' table, under `title`.
+fn issuer_table(rows: Vec<Row<'static>>, title: String) -> Table<'static> {
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    Table::new(
+        rows,
+        [
+            Constraint::Length(16),
+            Constraint::Length(8),
+            Constraint::Length(9),
+            Constraint::Min(30),
+            Constraint::Length(9),
+            Constraint::Length(8),
+            Constraint::Length(14),
+        ],
+    )
+    .header(
+        Row::new(vec![
+            "issuer",
+            "tid",
+            "in flight",
+            "waiting",
+            "IOPS",
+            "MB/s",
+            "p99 us",
+        ])
+        .style(bold),
+    )
+    .block(Block::default().borders(Borders::ALL).title(title))
+}
+
+/// The oldest I/Os' table.
+fn oldest_io_table(rows: Vec<Row<'static>>) -> Table<'static> {
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    Table::new(
+        rows,
+        [
+            Constraint::Length(12),
+            Constraint::Length(6),
+            Constraint::Length(17),
+            Constraint::Length(9),
+            Constraint::Length(12),
+            Constraint::Length(8),
+            Constraint::Length(9),
+            Constraint::Length(8),
+            Constraint::Min(20),
+        ],
+    )
+    .header(
+        Row::new(vec![
+            "issuer",
+            "io_id",
+            "state",
+            "operation",
+            "off",
+            "length",
+            "executor",
+            "age_us",
+            "target_desc",
+        ])
+        .style(bold),
+    )
+    .block(
+        Block::default()
+            .borders(Borders::ALL)
+            .title(" oldest I/Os "),
+    )
+}
+
+/// Draws one frame of the live screen from `all`, with the issuers' `rates`.
+fn draw_screen(
+    terminal: &mut ratatui::DefaultTerminal,
+    all: &All,
+    rates: &HashMap<u32, (f64, f64)>,
+) -> Result<(), String> {
+    let issuers = issuer_table(issuer_rows(all, rates), screen_title(all));
+    let oldest = oldest_io_table(oldest_io_rows(all));
+    terminal
+        .draw(|f| {
+            let [top, bottom] =
+                Layout::vertical([Constraint::Percentage(45), Constraint::Percentage(55)])
+                    .areas(f.area());
+            f.render_widget(issuers, top);
+            f.render_widget(oldest, bottom);
+        })
+        .map_err(|e| format!("terminal: {e}"))?;
+    Ok(())
+}
+
+/// Waits `every` for keys: true if q, Esc or Ctrl-C was pressed (at once then).
+fn quit_pressed_within(every: Duration) -> Result<bool, String> {
+    let deadline = Instant::now() + every;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        if event::poll(left).map_err(|e| format!("terminal: {e}"))? {
+            if let Event::Key(k) = event::read().map_err(|e| format!("terminal: {e}"))? {
+                let ctrl_c =
+                    k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL);
+                if matches!(k.code, KeyCode::Char('q') | KeyCode::Esc) || ctrl_c {
+                    return Ok(true);
+                }
+            }
+        }
+    }
+    Ok(false)
+}
+
 /// `aios --watch` without a terminal: the view as a table every `every`, under a header line,
 /// `count` times (or until interrupted).
 pub fn watch_plain(socket: &Path, every: Duration, count: Option<u64>) -> Result<(), String> {
@@ -628,6 +888,8 @@ pub fn watch(socket: &Path, every: Duration, count: Option<u64>) -> Result<(), S
     result
 }
 
+/// The live, top-like screen, refreshed every `every`. Quits on q, Esc or Ctrl-C, or after
+/// `count` refreshes.
 fn watch_loop(
     terminal: &mut ratatui::DefaultTerminal,
     socket: &Path,
@@ -638,174 +900,15 @@ fn watch_loop(
     let mut frames = 0u64;
     loop {
         let all = fetch_all(socket)?;
-        let now = Instant::now();
-        let mut in_flight: HashMap<&str, usize> = HashMap::new();
-        for r in &all.aios {
-            *in_flight.entry(&r.issuer).or_default() += 1;
-        }
-        let rates: HashMap<u32, (f64, f64)> = all
-            .stats
-            .iter()
-            .map(|s| {
-                let (n, b) = totals(s);
-                let r = last.as_ref().and_then(|l| {
-                    let dt = now.duration_since(l.at).as_secs_f64();
-                    l.ios.get(&s.slot).map(|&(n0, b0)| {
-                        (
-                            n.saturating_sub(n0) as f64 / dt,
-                            b.saturating_sub(b0) as f64 / dt / 1e6,
-                        )
-                    })
-                });
-                (s.slot, r.unwrap_or((0.0, 0.0)))
-            })
-            .collect();
-        last = Some(Rate {
-            at: now,
-            ios: all.stats.iter().map(|s| (s.slot, totals(s))).collect(),
-        });
-        let issuer_rows: Vec<Row> = all
-            .waits
-            .iter()
-            .map(|w| {
-                let (iops, mbs) = rates.get(&w.slot).copied().unwrap_or_default();
-                let p99 = all
-                    .stats
-                    .iter()
-                    .find(|s| s.slot == w.slot)
-                    .and_then(|s| s.ops.iter().max_by_key(|o| o.count))
-                    .map(|o| format!("{} {}", o.op, o.lat_us.p99))
-                    .unwrap_or_default();
-                let waiting = if w.wait_event.is_empty() {
-                    String::new()
-                } else {
-                    format!("{} ({}) {} us", w.wait_event, w.waiting_on, w.wait_us)
-                };
-                Row::new(vec![
-                    w.issuer.clone(),
-                    w.tid.to_string(),
-                    in_flight.get(w.issuer.as_str()).unwrap_or(&0).to_string(),
-                    waiting,
-                    format!("{iops:.0}"),
-                    format!("{mbs:.1}"),
-                    p99,
-                ])
-            })
-            .collect();
-        let mut oldest: Vec<&AioRow> = all.aios.iter().collect();
-        oldest.sort_by_key(|r| std::cmp::Reverse(r.age_us));
-        let io_rows: Vec<Row> = oldest
-            .iter()
-            .take(12)
-            .map(|r| {
-                Row::new(vec![
-                    r.issuer.clone(),
-                    r.io_id.to_string(),
-                    r.state.clone(),
-                    opt(&r.operation),
-                    opt(&r.off),
-                    opt(&r.length),
-                    r.executor.clone(),
-                    r.age_us.to_string(),
-                    opt(&r.target_desc),
-                ])
-            })
-            .collect();
-        let extra: String = [budget_line(&all.advice_budget), pool_line(&all.worker_pool)]
-            .iter()
-            .filter(|l| !l.is_empty())
-            .map(|l| format!(" — {l}"))
-            .collect();
-        let title = format!(
-            " dbaio aios — pid {} — io_method {} — up {:.0} s — {} I/Os not idle{extra} — q quits ",
-            all.pid,
-            all.io_method,
-            all.uptime_s,
-            all.aios.len(),
-        );
-        let bold = Style::default().add_modifier(Modifier::BOLD);
-        terminal
-            .draw(|f| {
-                let [top, bottom] =
-                    Layout::vertical([Constraint::Percentage(45), Constraint::Percentage(55)])
-                        .areas(f.area());
-                let t1 = Table::new(
-                    issuer_rows,
-                    [
-                        Constraint::Length(16),
-                        Constraint::Length(8),
-                        Constraint::Length(9),
-                        Constraint::Min(30),
-                        Constraint::Length(9),
-                        Constraint::Length(8),
-                        Constraint::Length(14),
-                    ],
-                )
-                .header(
-                    Row::new(vec![
-                        "issuer",
-                        "tid",
-                        "in flight",
-                        "waiting",
-                        "IOPS",
-                        "MB/s",
-                        "p99 us",
-                    ])
-                    .style(bold),
-                )
-                .block(Block::default().borders(Borders::ALL).title(title.clone()));
-                let t2 = Table::new(
-                    io_rows,
-                    [
-                        Constraint::Length(12),
-                        Constraint::Length(6),
-                        Constraint::Length(17),
-                        Constraint::Length(9),
-                        Constraint::Length(12),
-                        Constraint::Length(8),
-                        Constraint::Length(9),
-                        Constraint::Length(8),
-                        Constraint::Min(20),
-                    ],
-                )
-                .header(
-                    Row::new(vec![
-                        "issuer",
-                        "io_id",
-                        "state",
-                        "operation",
-                        "off",
-                        "length",
-                        "executor",
-                        "age_us",
-                        "target_desc",
-                    ])
-                    .style(bold),
-                )
-                .block(
-                    Block::default()
-                        .borders(Borders::ALL)
-                        .title(" oldest I/Os "),
-                );
-                f.render_widget(t1, top);
-                f.render_widget(t2, bottom);
-            })
-            .map_err(|e| format!("terminal: {e}"))?;
+        let (rates, totals_now) = rates(&all, &last, Instant::now());
+        last = Some(totals_now);
+        draw_screen(terminal, &all, &rates)?;
         frames += 1;
         if count.is_some_and(|c| frames >= c) {
             return Ok(());
         }
-        let deadline = Instant::now() + every;
-        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            if event::poll(left).map_err(|e| format!("terminal: {e}"))? {
-                if let Event::Key(k) = event::read().map_err(|e| format!("terminal: {e}"))? {
-                    let ctrl_c =
-                        k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL);
-                    if matches!(k.code, KeyCode::Char('q') | KeyCode::Esc) || ctrl_c {
-                        return Ok(());
-                    }
-                }
-            }
+        if quit_pressed_within(every)? {
+            return Ok(());
         }
     }
 }

@@ -224,6 +224,239 @@ pub fn run(
     Ok(report)
 }
 
+/// Writes the live file the foreground works on (`size` bytes, into the page cache).
+fn write_live_file(path: &Path, size: u64) -> Result<(), String> {
+    let data: Vec<u8> = (0..size).map(|i| (i % 253) as u8).collect();
+    std::fs::write(path, data).map_err(|e| format!("could not write \"{}\": {e}", path.display()))
+}
+
+/// The GC thread of a run, and the two ends the foreground talks to it with.
+struct GcThread {
+    /// Generation numbers to write.
+    requests: mpsc::Sender<u32>,
+    /// Each generation's chunk files, once written.
+    done: mpsc::Receiver<Result<Vec<PathBuf>, String>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl GcThread {
+    /// Starts the GC thread, writing chunks into `dir`.
+    fn start(dir: &Path, opts: &UnlinkBenchOptions) -> Result<GcThread, String> {
+        let (requests, req_rx) = mpsc::channel();
+        let (done_tx, done) = mpsc::channel();
+        let (dir, opts) = (dir.to_path_buf(), opts.clone());
+        let thread = std::thread::Builder::new()
+            .name("gc".into())
+            .spawn(move || gc_thread(dir, opts, req_rx, done_tx))
+            .map_err(|e| format!("could not start the GC thread: {e}"))?;
+        Ok(GcThread {
+            requests,
+            done,
+            thread,
+        })
+    }
+
+    /// Asks for generation `generation`.
+    fn request(&self, generation: u32) {
+        self.requests
+            .send(generation)
+            .expect("the GC thread is running");
+    }
+
+    /// Generation 0, the starting state, written before the clock starts; then asks for
+    /// generation 1.
+    fn first_generation(&self) -> Result<Vec<PathBuf>, String> {
+        self.request(0);
+        let old = self
+            .done
+            .recv()
+            .map_err(|_| "the GC thread ended".to_string())??;
+        self.request(1);
+        Ok(old)
+    }
+
+    /// Tells the thread there is no more to do and waits for it.
+    fn stop(self) {
+        drop(self.requests);
+        let _ = self.thread.join();
+    }
+}
+
+/// The failures of unlinks nobody waited for, as `on_error` reports them.
+#[derive(Default)]
+struct UnlinkErrors {
+    count: Arc<AtomicU64>,
+    first: Arc<Mutex<Option<String>>>,
+}
+
+/// The foreground's latency: a histogram, and its worst in each timeline bucket.
+struct LatencyRecord {
+    latency_us: Histogram<u64>,
+    timeline: Vec<(f64, f64)>,
+    bucket_max_us: u64,
+    bucket_end: Duration,
+}
+
+impl LatencyRecord {
+    /// An empty record.
+    fn new() -> LatencyRecord {
+        LatencyRecord {
+            latency_us: Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).expect("valid bounds"),
+            timeline: Vec::new(),
+            bucket_max_us: 0,
+            bucket_end: BUCKET,
+        }
+    }
+
+    /// Records an op of `us` microseconds that ended `elapsed` into the run.
+    fn record(&mut self, us: u64, elapsed: Duration) {
+        self.latency_us.saturating_record(us.max(1));
+        self.bucket_max_us = self.bucket_max_us.max(us);
+        while elapsed >= self.bucket_end {
+            self.timeline.push((
+                (self.bucket_end - BUCKET).as_secs_f64(),
+                self.bucket_max_us as f64 / 1000.0,
+            ));
+            self.bucket_max_us = 0;
+            self.bucket_end += BUCKET;
+        }
+    }
+
+    /// The percentiles.
+    fn percentiles(&self) -> FgLatency {
+        let q = |v: f64| self.latency_us.value_at_quantile(v) as f64;
+        FgLatency {
+            p50: q(0.5),
+            p99: q(0.99),
+            p999: q(0.999),
+            max: self.latency_us.max() as f64,
+        }
+    }
+}
+
+/// The foreground of a run: its I/O on the live file, the GC cycles it finalises, and what it
+/// measured.
+struct ForegroundLoop<'a> {
+    opts: &'a UnlinkBenchOptions,
+    mode: Mode,
+    me: &'a dbaio::Issuer,
+    live: &'a dbaio::File,
+    gc: &'a GcThread,
+    errors: UnlinkErrors,
+    /// The xorshift state of the random offsets.
+    x: u64,
+    /// 8 KiB slots of the live file.
+    slots: u64,
+    buf: Vec<u8>,
+    data: Vec<u8>,
+    /// The current generation's chunk files.
+    old: Vec<PathBuf>,
+    latency: LatencyRecord,
+    ops: u64,
+    cycles: u32,
+    reclaimed: u64,
+    /// Set after the last cycle: the run goes on until then.
+    tail_until: Option<Instant>,
+}
+
+impl<'a> ForegroundLoop<'a> {
+    /// The foreground of a run of `mode`, doing its I/O on `live` and finalising the
+    /// generations of `gc`, once the first generation is written.
+    fn new(
+        opts: &'a UnlinkBenchOptions,
+        mode: Mode,
+        me: &'a dbaio::Issuer,
+        live: &'a dbaio::File,
+        gc: &'a GcThread,
+    ) -> Result<Self, String> {
+        Ok(ForegroundLoop {
+            opts,
+            mode,
+            me,
+            live,
+            gc,
+            errors: UnlinkErrors::default(),
+            x: 0x2545_f491_4f6c_dd1d,
+            slots: opts.live_size / 8192,
+            buf: vec![0u8; 8192],
+            data: vec![0x5au8; 8192],
+            old: gc.first_generation()?,
+            latency: LatencyRecord::new(),
+            ops: 0,
+            cycles: 0,
+            reclaimed: 0,
+            tail_until: None,
+        })
+    }
+
+    /// Runs ops from `start` until the GC cycles are done (and a little after) or a signal;
+    /// an op or a GC that fails ends it with the error.
+    fn run(&mut self, start: Instant, stop: &Interrupt) -> Result<(), String> {
+        loop {
+            if stop.raised() {
+                break;
+            }
+            let t0 = Instant::now();
+            self.one_op()?;
+            self.ops += 1;
+            // Every `check_every` ops the foreground looks for a finished generation and, if
+            // there is one, finalises the GC inside this op (as irmin-pack does inside a
+            // commit): the old chunks go, and whatever that costs the foreground is this
+            // op's latency.
+            if self.tail_until.is_none() && self.ops % self.opts.check_every == 0 {
+                if let Ok(new) = self.gc.done.try_recv() {
+                    self.finalise_generation(new?)?;
+                }
+            }
+            let now = Instant::now();
+            self.latency
+                .record((now - t0).as_micros() as u64, now - start);
+            if self.tail_until.is_some_and(|t| now >= t) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// One foreground I/O at a random offset of the live file.
+    fn one_op(&mut self) -> Result<(), String> {
+        self.x ^= self.x << 13;
+        self.x ^= self.x >> 7;
+        self.x ^= self.x << 17;
+        let off = (self.x % self.slots) * 8192;
+        let r = match self.opts.foreground {
+            Foreground::Read => self
+                .me
+                .read_exact_into(self.live, off, &mut self.buf[..4096]),
+            Foreground::Write => self.me.write_all_from(self.live, off, &self.data),
+        };
+        r.map_err(|e| e.to_string())
+    }
+
+    /// Switches to generation `new`, removes the old one's chunks as the mode says, and asks
+    /// for the next generation (or, after the last cycle, sets the tail).
+    fn finalise_generation(&mut self, new: Vec<PathBuf>) -> Result<(), String> {
+        let victims = std::mem::replace(&mut self.old, new);
+        finalise(
+            self.me,
+            self.mode,
+            &victims,
+            &self.errors.count,
+            &self.errors.first,
+        )?;
+        self.reclaimed += self.opts.chunk_size * u64::from(self.opts.chunks);
+        self.cycles += 1;
+        if self.cycles == self.opts.gc_cycles {
+            // Go on a little, so the effects of unlinks that were not waited for show.
+            self.tail_until = Some(Instant::now() + Duration::from_millis(500));
+        } else {
+            self.gc.request(self.cycles + 1);
+        }
+        Ok(())
+    }
+}
+
+/// One run of `mode` in `dir`: the live file, the GC thread, the foreground loop, the report.
 fn run_in(
     opts: &UnlinkBenchOptions,
     mode: Mode,
@@ -232,11 +465,7 @@ fn run_in(
 ) -> Result<UnlinkReport, String> {
     // The live file, in the page cache: the foreground's I/O is fast unless something stalls it.
     let live_path = dir.join("live");
-    {
-        let data: Vec<u8> = (0..opts.live_size).map(|i| (i % 253) as u8).collect();
-        std::fs::write(&live_path, data)
-            .map_err(|e| format!("could not write \"{}\": {e}", live_path.display()))?;
-    }
+    write_live_file(&live_path, opts.live_size)?;
     let aio = Aio::start(opts.settings.clone()).map_err(|e| e.to_string())?;
     let io_method = aio.io_method().name().to_string();
     let me = aio
@@ -245,95 +474,21 @@ fn run_in(
     let live = aio
         .open(&live_path, &OpenOptions::read_write().direct(false))
         .map_err(|e| e.to_string())?;
-
-    let (req_tx, req_rx) = mpsc::channel();
-    let (done_tx, done_rx) = mpsc::channel();
-    let gc = {
-        let (dir, opts) = (dir.to_path_buf(), opts.clone());
-        std::thread::Builder::new()
-            .name("gc".into())
-            .spawn(move || gc_thread(dir, opts, req_rx, done_tx))
-            .map_err(|e| format!("could not start the GC thread: {e}"))?
-    };
-    // Generation 0 is the starting state, written before the clock starts.
-    req_tx.send(0).expect("the GC thread is running");
-    let mut old = done_rx
-        .recv()
-        .map_err(|_| "the GC thread ended".to_string())??;
-    let chunk_bytes = opts.chunk_size * u64::from(opts.chunks);
-    req_tx.send(1).expect("the GC thread is running");
-
-    let errors = Arc::new(AtomicU64::new(0));
-    let first_error: Arc<Mutex<Option<String>>> = Arc::default();
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).expect("valid bounds");
-    let mut timeline: Vec<(f64, f64)> = Vec::new();
-    let mut bucket_max = 0u64;
-    let mut bucket_end = BUCKET;
-    let slots = opts.live_size / 8192;
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-    let mut buf = vec![0u8; 8192];
-    let data = vec![0x5au8; 8192];
-    let mut ops = 0u64;
-    let mut cycles = 0;
-    let mut reclaimed = 0u64;
-    let mut tail_until: Option<Instant> = None;
+    let gc = GcThread::start(dir, opts)?;
+    let mut fg = ForegroundLoop::new(opts, mode, &me, &live, &gc)?;
     let start = Instant::now();
-    loop {
-        if stop.raised() {
-            break;
-        }
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let off = (x % slots) * 8192;
-        let t0 = Instant::now();
-        let r = match opts.foreground {
-            Foreground::Read => me.read_exact_into(&live, off, &mut buf[..4096]),
-            Foreground::Write => me.write_all_from(&live, off, &data),
-        };
-        r.map_err(|e| e.to_string())?;
-        ops += 1;
-        // Every `check_every` ops the foreground looks for a finished generation and, if
-        // there is one, finalises the GC inside this op (as irmin-pack does inside a commit):
-        // the old chunks go, and whatever that costs the foreground is this op's latency.
-        let ready = if tail_until.is_none() && ops % opts.check_every == 0 {
-            done_rx.try_recv().ok()
-        } else {
-            None
-        };
-        if let Some(new) = ready {
-            let new = new?;
-            let victims = std::mem::replace(&mut old, new);
-            finalise(&me, mode, &victims, &errors, &first_error)?;
-            reclaimed += chunk_bytes;
-            cycles += 1;
-            if cycles == opts.gc_cycles {
-                // Go on a little, so the effects of unlinks that were not waited for show.
-                tail_until = Some(Instant::now() + Duration::from_millis(500));
-            } else {
-                req_tx.send(cycles + 1).expect("the GC thread is running");
-            }
-        }
-        let now = Instant::now();
-        let us = (now - t0).as_micros() as u64;
-        hist.saturating_record(us.max(1));
-        bucket_max = bucket_max.max(us);
-        let elapsed = now - start;
-        while elapsed >= bucket_end {
-            timeline.push((
-                (bucket_end - BUCKET).as_secs_f64(),
-                bucket_max as f64 / 1000.0,
-            ));
-            bucket_max = 0;
-            bucket_end += BUCKET;
-        }
-        if tail_until.is_some_and(|t| now >= t) {
-            break;
-        }
-    }
+    fg.run(start, stop)?;
     let seconds = start.elapsed().as_secs_f64();
-    drop(req_tx);
-    let _ = gc.join();
+    let ForegroundLoop {
+        old,
+        latency,
+        ops,
+        cycles,
+        reclaimed,
+        errors,
+        ..
+    } = fg;
+    gc.stop();
     // Unlinks not waited for are done once the subsystem shuts down (and their failures
     // reported through on_error).
     drop(me);
@@ -345,21 +500,15 @@ fn run_in(
     if stop.raised() {
         return Err(INTERRUPTED.to_string());
     }
-    let unlink_errors = errors.load(Ordering::Relaxed);
-    if let Some(e) = first_error.lock().expect("not poisoned").take() {
+    let unlink_errors = errors.count.load(Ordering::Relaxed);
+    if let Some(e) = errors.first.lock().expect("not poisoned").take() {
         return Err(format!("{unlink_errors} unlinks failed; the first: {e}"));
     }
-    let q = |v: f64| hist.value_at_quantile(v) as f64;
     Ok(UnlinkReport {
         mode,
         io_method,
         foreground: opts.foreground,
-        fg_lat_us: FgLatency {
-            p50: q(0.5),
-            p99: q(0.99),
-            p999: q(0.999),
-            max: hist.max() as f64,
-        },
+        fg_lat_us: latency.percentiles(),
         fg_ops_per_s: ops as f64 / seconds,
         fg_ops: ops,
         seconds,
@@ -368,7 +517,7 @@ fn run_in(
         unlink_errors,
         disk_free_end_bytes: 0,
         left_behind_bytes: 0,
-        timeline,
+        timeline: latency.timeline,
     })
 }
 

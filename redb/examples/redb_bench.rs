@@ -291,161 +291,209 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn main() {
-    let a = Args::parse();
-    let dir = a
-        .dir
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/tmp")));
-    std::fs::create_dir_all(&dir).unwrap();
-    let dir = tempfile::tempdir_in(dir).unwrap();
-    let configs: Vec<String> = a.configs.split(',').map(str::to_string).collect();
-    let mut backends = Vec::new();
-    for c in &configs {
-        let b = if c == "file" {
-            Backend::File
-        } else {
-            let (m, direct) = match c.split_once('+') {
-                Some((m, "direct")) => (m, true),
-                None => (c.as_str(), false),
-                _ => panic!("unknown configuration {c}"),
-            };
-            let method: IoMethodKind = m.parse().expect("a method");
-            let mut settings = Settings {
-                io_method: method,
-                ..Settings::default()
-            };
-            for kv in &a.set {
-                let (k, v) = kv.split_once('=').expect("-c NAME=VALUE");
-                if let Err(e) = settings.set(k, v) {
-                    eprintln!("redb_bench: {e}");
-                    std::process::exit(2);
+/// The backend of configuration `c` (`file`, or a method with an optional `+direct`), with
+/// `a`'s dbaio settings; exits on a setting dbaio refuses.
+fn backend(c: &str, a: &Args) -> Backend {
+    if c == "file" {
+        return Backend::File;
+    }
+    let (m, direct) = match c.split_once('+') {
+        Some((m, "direct")) => (m, true),
+        None => (c, false),
+        _ => panic!("unknown configuration {c}"),
+    };
+    let method: IoMethodKind = m.parse().expect("a method");
+    let mut settings = Settings {
+        io_method: method,
+        ..Settings::default()
+    };
+    for kv in &a.set {
+        let (k, v) = kv.split_once('=').expect("-c NAME=VALUE");
+        if let Err(e) = settings.set(k, v) {
+            eprintln!("redb_bench: {e}");
+            std::process::exit(2);
+        }
+    }
+    let aio = Aio::start(settings).expect("start");
+    Backend::Dbaio(
+        aio,
+        BackendOptions {
+            direct,
+            write_behind: a.write_behind,
+        },
+    )
+}
+
+/// The comparison: the arguments, each configuration with its backend, and the directory of
+/// the database files (removed at the end).
+struct Bench {
+    a: Args,
+    configs: Vec<String>,
+    backends: Vec<Backend>,
+    dir: tempfile::TempDir,
+}
+
+impl Bench {
+    /// The comparison `a` asks for, in a new directory under `--dir` (default target/tmp).
+    fn new(a: Args) -> Bench {
+        let dir = a.dir.clone().unwrap_or_else(|| {
+            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/tmp"))
+        });
+        std::fs::create_dir_all(&dir).unwrap();
+        let dir = tempfile::tempdir_in(dir).unwrap();
+        let configs: Vec<String> = a.configs.split(',').map(str::to_string).collect();
+        let backends = configs.iter().map(|c| backend(c, &a)).collect();
+        Bench {
+            a,
+            configs,
+            backends,
+            dir,
+        }
+    }
+
+    /// A path in the directory for each configuration: `{prefix}{config}.redb`.
+    fn paths(&self, prefix: &str) -> Vec<PathBuf> {
+        self.configs
+            .iter()
+            .map(|c| {
+                self.dir
+                    .path()
+                    .join(format!("{prefix}{}.redb", c.replace('+', "-")))
+            })
+            .collect()
+    }
+
+    /// The load rounds: each configuration writes its own database, interleaved (see
+    /// `load_all`); one `Times` per round and configuration, with its load only (0 with
+    /// `--no-load`).
+    fn load_rounds(&self) -> Vec<Vec<Times>> {
+        let a = &self.a;
+        let mut all: Vec<Vec<Times>> = vec![Vec::new(); self.configs.len()];
+        let load_paths = self.paths("");
+        for round in 0..a.rounds {
+            if a.no_load {
+                for t in all.iter_mut() {
+                    t.push(Times::default());
                 }
+                continue;
             }
-            let aio = Aio::start(settings).expect("start");
-            Backend::Dbaio(
-                aio,
-                BackendOptions {
-                    direct,
-                    write_behind: a.write_behind,
-                },
-            )
-        };
-        backends.push(b);
-    }
-    let mut all: Vec<Vec<Times>> = vec![Vec::new(); configs.len()];
-    // Loads: each configuration writes its own database, interleaved (see `load_all`).
-    let load_paths: Vec<PathBuf> = configs
-        .iter()
-        .map(|c| dir.path().join(format!("{}.redb", c.replace('+', "-"))))
-        .collect();
-    for round in 0..a.rounds {
-        if a.no_load {
-            for t in all.iter_mut() {
-                t.push(Times::default());
+            let times = load_all(&self.backends, &load_paths, a, round);
+            for (i, t) in times.into_iter().enumerate() {
+                eprintln!("round {round} {:<16} load {t:.3}s", self.configs[i]);
+                all[i].push(Times {
+                    load: t,
+                    ..Times::default()
+                });
             }
-            continue;
         }
-        let times = load_all(&backends, &load_paths, &a, round);
-        for (i, t) in times.into_iter().enumerate() {
-            eprintln!("round {round} {:<16} load {t:.3}s", configs[i]);
-            all[i].push(Times {
-                load: t,
-                ..Times::default()
-            });
+        all
+    }
+
+    /// The read rounds: every configuration reads a copy of the same database (loaded once,
+    /// by the first configuration; a copy each because redb locks the file it opens),
+    /// interleaved (see `read_phases`); fills in the reads and scans of `all`.
+    fn read_rounds(&self, all: &mut [Vec<Times>]) {
+        let a = &self.a;
+        let shared = self.dir.path().join("shared.redb");
+        load(&self.backends[0], &shared, a);
+        let copies = self.paths("shared-");
+        for p in &copies {
+            std::fs::copy(&shared, p).expect("copy the shared database");
         }
-    }
-    // Reads and scans: every configuration reads a copy of the same database (loaded once,
-    // by the first configuration; a copy each because redb locks the file it opens),
-    // interleaved (see `read_phases`).
-    let shared = dir.path().join("shared.redb");
-    load(&backends[0], &shared, &a);
-    let copies: Vec<PathBuf> = configs
-        .iter()
-        .map(|c| {
-            let p = dir
-                .path()
-                .join(format!("shared-{}.redb", c.replace('+', "-")));
-            std::fs::copy(&shared, &p).expect("copy the shared database");
-            p
-        })
-        .collect();
-    #[allow(clippy::needless_range_loop)] // `round` picks the order, and the row
-    for round in 0..a.rounds {
-        let times = read_phases(&backends, &copies, &a, round);
-        for (i, (reads, scan)) in times.into_iter().enumerate() {
-            eprintln!(
-                "round {round} {:<16} reads {reads:.3}s scan x{SCANS} {scan:.3}s",
-                configs[i]
-            );
-            let t = &mut all[i][round];
-            t.reads = reads;
-            t.scan = scan;
-        }
-    }
-    for p in &copies {
-        let _ = std::fs::remove_file(p);
-    }
-    let _ = std::fs::remove_file(&shared);
-    let med: Vec<Times> = all
-        .iter()
-        .zip(&backends)
-        .enumerate()
-        .map(|(i, (ts, b))| {
-            let mut m = Times {
-                load: median(ts.iter().map(|t| t.load).collect()),
-                reads: median(ts.iter().map(|t| t.reads).collect()),
-                scan: median(ts.iter().map(|t| t.scan).collect()),
-                ..Times::default()
-            };
-            if let Backend::Dbaio(aio, opts) = b {
-                let path = dir.path().join(format!("probe-{i}.redb"));
-                let (avg, max) = write_behind_figures(aio, opts, &path, &a);
-                m.in_flight_at_commit = avg;
-                m.max_in_flight_at_commit = max;
-                let _ = std::fs::remove_file(&path);
+        for round in 0..a.rounds {
+            let times = read_phases(&self.backends, &copies, a, round);
+            for ((row, config), (reads, scan)) in all.iter_mut().zip(&self.configs).zip(times) {
+                eprintln!("round {round} {config:<16} reads {reads:.3}s scan x{SCANS} {scan:.3}s");
+                row[round].reads = reads;
+                row[round].scan = scan;
             }
-            m
-        })
-        .collect();
-    let base = configs.iter().position(|c| c == "file").map(|i| med[i]);
-    println!(
-        "redb {} keys x {} B, durable commit every {}, {} point reads, {SCANS} scans, median of {}",
-        a.keys, a.value, a.batch, a.reads, a.rounds
-    );
-    println!(
-        "{:<16} {:>9} {:>7} {:>9} {:>7} {:>9} {:>7} {:>14}",
-        "backend", "load s", "x file", "reads s", "x file", "scan s", "x file", "writes@commit"
-    );
-    let ratio = |f: f64, b: Option<f64>| b.map_or("-".to_string(), |b| format!("{:.2}", b / f));
-    let mut json = Vec::new();
-    for (c, m) in configs.iter().zip(&med) {
-        let wb = if c == "file" {
-            "-".to_string()
-        } else {
-            format!(
-                "{:.0} (max {})",
-                m.in_flight_at_commit, m.max_in_flight_at_commit
-            )
-        };
+        }
+        for p in &copies {
+            let _ = std::fs::remove_file(p);
+        }
+        let _ = std::fs::remove_file(&shared);
+    }
+
+    /// Each configuration's medians over the rounds, with the write-behind figures of the
+    /// dbaio backends.
+    fn medians(&self, all: &[Vec<Times>]) -> Vec<Times> {
+        all.iter()
+            .zip(&self.backends)
+            .enumerate()
+            .map(|(i, (ts, b))| {
+                let mut m = Times {
+                    load: median(ts.iter().map(|t| t.load).collect()),
+                    reads: median(ts.iter().map(|t| t.reads).collect()),
+                    scan: median(ts.iter().map(|t| t.scan).collect()),
+                    ..Times::default()
+                };
+                if let Backend::Dbaio(aio, opts) = b {
+                    let path = self.dir.path().join(format!("probe-{i}.redb"));
+                    let (avg, max) = write_behind_figures(aio, opts, &path, &self.a);
+                    m.in_flight_at_commit = avg;
+                    m.max_in_flight_at_commit = max;
+                    let _ = std::fs::remove_file(&path);
+                }
+                m
+            })
+            .collect()
+    }
+
+    /// Prints the table of medians, with each phase's ratio to the file backend (and the
+    /// JSON with `--json`).
+    fn print(&self, med: &[Times]) {
+        let a = &self.a;
+        let base = self
+            .configs
+            .iter()
+            .position(|c| c == "file")
+            .map(|i| med[i]);
         println!(
-            "{:<16} {:>9.3} {:>7} {:>9.3} {:>7} {:>9.3} {:>7} {:>14}",
-            c,
-            m.load,
-            ratio(m.load, base.map(|b| b.load)),
-            m.reads,
-            ratio(m.reads, base.map(|b| b.reads)),
-            m.scan,
-            ratio(m.scan, base.map(|b| b.scan)),
-            wb
+            "redb {} keys x {} B, durable commit every {}, {} point reads, {SCANS} scans, median of {}",
+            a.keys, a.value, a.batch, a.reads, a.rounds
         );
-        json.push(serde_json::json!({
-            "backend": c, "load_s": m.load, "reads_s": m.reads, "scan_s": m.scan,
-            "writes_in_flight_at_commit_avg": m.in_flight_at_commit,
-            "writes_in_flight_at_commit_max": m.max_in_flight_at_commit,
-        }));
+        println!(
+            "{:<16} {:>9} {:>7} {:>9} {:>7} {:>9} {:>7} {:>14}",
+            "backend", "load s", "x file", "reads s", "x file", "scan s", "x file", "writes@commit"
+        );
+        let ratio = |f: f64, b: Option<f64>| b.map_or("-".to_string(), |b| format!("{:.2}", b / f));
+        let mut json = Vec::new();
+        for (c, m) in self.configs.iter().zip(med) {
+            let wb = if c == "file" {
+                "-".to_string()
+            } else {
+                format!(
+                    "{:.0} (max {})",
+                    m.in_flight_at_commit, m.max_in_flight_at_commit
+                )
+            };
+            println!(
+                "{:<16} {:>9.3} {:>7} {:>9.3} {:>7} {:>9.3} {:>7} {:>14}",
+                c,
+                m.load,
+                ratio(m.load, base.map(|b| b.load)),
+                m.reads,
+                ratio(m.reads, base.map(|b| b.reads)),
+                m.scan,
+                ratio(m.scan, base.map(|b| b.scan)),
+                wb
+            );
+            json.push(serde_json::json!({
+                "backend": c, "load_s": m.load, "reads_s": m.reads, "scan_s": m.scan,
+                "writes_in_flight_at_commit_avg": m.in_flight_at_commit,
+                "writes_in_flight_at_commit_max": m.max_in_flight_at_commit,
+            }));
+        }
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&json).unwrap());
+        }
     }
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&json).unwrap());
-    }
+}
+
+fn main() {
+    let bench = Bench::new(Args::parse());
+    let mut all = bench.load_rounds();
+    bench.read_rounds(&mut all);
+    let med = bench.medians(&all);
+    bench.print(&med);
 }

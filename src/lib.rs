@@ -1,7 +1,8 @@
 //! # dbaio — an embeddable, database-style asynchronous I/O subsystem
 //!
 //! A storage engine starts an [`Aio`] from [`Settings`] (`io_method = sync | worker |
-//! io_uring`), registers one [`Issuer`] per thread, opens its files as [`File`] targets, and
+//! io_uring`, or `sim` — a simulated disk that crashes, tears and lies, for the engine's own
+//! tests: [`SimDisk`]), registers one [`Issuer`] per thread, opens its files as [`File`] targets, and
 //! starts I/Os on handles. Any thread can wait on a [`WaitRef`]; results come back as
 //! [`Completion`]s with the memory the I/O used. Pages can come through a buffer pool
 //! ([`Issuer::read_block`], [`ReadStream`]). PostgreSQL 18's AIO subsystem is the reference
@@ -41,8 +42,10 @@
 //! | `handle/advice_budget.rs` | the readahead-advice budget: one lock-free counter per device |
 //! | `handle/shmem.rs` | anonymous mappings: the shared region, pool memory, prefaulting |
 //! | `handle/wait_event.rs` | what an issuer is blocked on |
+//! | `handle/storage.rs` | where files live when not in the kernel's file systems (`sim`) |
 //! | **`method/`** | **the method trait; `sync.rs`, `worker.rs`, `io_uring.rs`** |
 //! | `method/watcher.rs` | io_uring: reaps a ring nobody waits on (futures, detached I/O) |
+//! | `method/sim/` | `io_method = sim`: the simulated clock, [`SimDisk`], faults, crashes |
 //! | **`introspect/`** | **reading the table while I/O goes on** |
 //! | `introspect/view.rs` | the aios view and the waits |
 //! | `introspect/stats.rs` | per-issuer, per-op counters and latency histograms |
@@ -120,6 +123,7 @@ pub use handle::wait_event::WaitEvent;
 pub use introspect::stats::{AdviceRow, ExecutorRow, IssuerStatsRow, LatencyRow, OpStatsRow};
 pub use introspect::view::{AdviceBudgetRow, AioRow, WaitRow, WorkerPoolRow, WorkerRow};
 pub use method::io_uring_available;
+pub use method::sim::SimDisk;
 pub use start::AioBuilder;
 
 /// The README's examples, compiled with the doc-tests so they stay true.

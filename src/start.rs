@@ -12,19 +12,22 @@ use crate::bufmgr::read::BufferReadv;
 use crate::bufmgr::verification::{PageVerifier, PgPageVerifier};
 use crate::handle::callback::{CallbackId, CallbackRegistry, HandleCallbacks, MAX_CALLBACK_KINDS};
 use crate::handle::error::AioError;
-use crate::handle::settings::{HugePages, Settings};
+use crate::handle::settings::{HugePages, IoMethodKind, Settings};
 use crate::handle::shared::Shared;
 use crate::introspect::Source;
 use crate::introspect::socket::Introspection;
 use crate::introspect::stats::StatsTable;
 use crate::method;
+use crate::method::sim::SimDisk;
 use std::sync::Arc;
 
-/// Builds an [`Aio`] with embedder callback kinds and a page verifier.
+/// Builds an [`Aio`] with embedder callback kinds, a page verifier and (for `io_method =
+/// sim`) a simulated disk.
 pub struct AioBuilder {
     settings: Settings,
     callbacks: Vec<Arc<dyn HandleCallbacks>>,
     verifier: Arc<dyn PageVerifier>,
+    sim_disk: Option<SimDisk>,
 }
 
 /// Built-in callback kinds, registered before the embedder's (the buffer pool's read is 1).
@@ -50,10 +53,28 @@ impl AioBuilder {
         self
     }
 
+    /// Runs the subsystem on `disk` (`io_method = sim`; without it, `Aio::start` makes an
+    /// empty disk seeded by `sim_seed`): a disk another subsystem left, or one
+    /// [`SimDisk::crash`] returned.
+    pub fn sim_disk(&mut self, disk: SimDisk) -> &mut Self {
+        self.sim_disk = Some(disk);
+        self
+    }
+
     /// Starts the subsystem.
     pub fn start(self) -> Result<Aio, AioError> {
         let settings = self.settings;
         settings.validate()?;
+        if self.sim_disk.is_some() && settings.io_method != IoMethodKind::Sim {
+            return Err(AioError::ApiViolation(
+                "a simulated disk was given but io_method is not sim",
+            ));
+        }
+        let sim = (settings.io_method == IoMethodKind::Sim)
+            .then(|| method::sim::store(&settings, self.sim_disk));
+        let storage = sim
+            .clone()
+            .map(|s| s as Arc<dyn crate::handle::storage::Storage>);
         if settings.worker_processes() {
             // Before the buffer pool: its pages, and every IoBuf made from now on, come
             // from the shared arena that worker processes map.
@@ -73,9 +94,10 @@ impl AioBuilder {
             settings.clone(),
             callbacks,
             Some(Arc::clone(&pool)),
+            storage,
         )?);
         pool.set_subsystem(shared.id);
-        let method = method::start(&settings, &shared)?;
+        let method = method::start(&settings, &shared, sim.clone())?;
         let stats = Arc::new(StatsTable::new(
             settings.max_issuers,
             settings.track_io_timing,
@@ -100,6 +122,7 @@ impl AioBuilder {
                 _introspection: introspection,
                 shared,
                 pool: method.pool(),
+                sim_disk: sim.map(|s| s.disk.clone()),
                 method,
                 stats,
             }),
@@ -119,6 +142,7 @@ impl Aio {
             settings,
             callbacks: Vec::new(),
             verifier: Arc::new(PgPageVerifier { checksums: true }),
+            sim_disk: None,
         }
     }
 }

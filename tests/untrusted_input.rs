@@ -29,6 +29,7 @@ enum Unit {
     Bytes,
     Blocks,
     Millis,
+    Micros,
 }
 
 #[derive(Clone, Copy)]
@@ -43,6 +44,8 @@ enum Kind {
     },
     /// Any text (a path).
     Text,
+    /// A probability, 0 .. 1.
+    Fraction,
 }
 
 const MAX_MS: i64 = i32::MAX as i64;
@@ -51,7 +54,7 @@ fn kind(name: &str) -> Kind {
     use Kind::*;
     let int = |unit, min, max| Int { unit, min, max };
     match name {
-        "io_method" => Enum(&["sync", "worker", "io_uring"]),
+        "io_method" => Enum(&["sync", "worker", "io_uring", "sim"]),
         "io_worker_kind" => Enum(&["thread", "process"]),
         "huge_pages" => Enum(&["try", "on", "off"]),
         "io_uring_fallback" => Enum(&["error", "worker", "sync"]),
@@ -75,12 +78,17 @@ fn kind(name: &str) -> Kind {
         "max_issuers" => int(Unit::None, 1, 4096),
         "max_files" => int(Unit::None, 1, 1 << 20),
         "io_advice_budget" => int(Unit::Blocks, -1, 1 << 20),
+        "sim_seed" => int(Unit::None, 0, i64::MAX),
+        "sim_latency_min" | "sim_latency_max" => int(Unit::Micros, 0, 10_000_000),
+        n if n.starts_with("sim_fault_") => Fraction,
         other => panic!("untrusted_input.rs has no expectation for parameter \"{other}\""),
     }
 }
 
 const MEMORY_UNITS_HINT: &str =
     "HINT:  Valid units for this parameter are \"B\", \"kB\", \"MB\", \"GB\", and \"TB\".";
+const MICROS_UNITS_HINT: &str =
+    "HINT:  Valid units for this parameter are \"us\", \"ms\", and \"s\".";
 const TIME_UNITS_HINT: &str =
     "HINT:  Valid units for this parameter are \"us\", \"ms\", \"s\", \"min\", \"h\", and \"d\".";
 
@@ -114,6 +122,21 @@ fn expected_int(
     let (num, suffix) = v.split_at(split);
     let n: i64 = num.parse().map_err(|_| invalid(name, value))?;
     let suffix = suffix.trim();
+    if unit == Unit::Micros {
+        let mul: i64 = match suffix {
+            "" | "us" => 1,
+            "ms" => 1000,
+            "s" => 1_000_000,
+            _ => return Err(format!("{}\n{MICROS_UNITS_HINT}", invalid(name, value))),
+        };
+        let us = n.checked_mul(mul).ok_or_else(|| invalid(name, value))?;
+        if us < min || us > max {
+            return Err(format!(
+                "{us} us is outside the valid range for parameter \"{name}\" ({min} us .. {max} us)"
+            ));
+        }
+        return Ok(us);
+    }
     if unit == Unit::Millis {
         let (mul, div): (i64, i64) = match suffix {
             "" | "ms" => (1, 1),
@@ -185,6 +208,14 @@ fn expected_set(name: &str, value: &str, block_size: i64) -> Result<Option<i64>,
     let name = canonical.as_str();
     match kind(name) {
         Kind::Text => Ok(None),
+        Kind::Fraction => match value.trim().parse::<f64>() {
+            Ok(p) if p.is_nan() => Err(invalid(name, value)),
+            Ok(p) if (0.0..=1.0).contains(&p) => Ok(None),
+            Ok(p) => Err(format!(
+                "{p} is outside the valid range for parameter \"{name}\" (0 .. 1)"
+            )),
+            Err(_) => Err(invalid(name, value)),
+        },
         Kind::Bool => match is_bool(value) {
             Some(_) => Ok(None),
             None => Err(format!("parameter \"{name}\" requires a Boolean value")),
@@ -305,7 +336,7 @@ fn each_bad_value_is_refused_in_postgresql_words() {
             "io_method",
             "x",
             "invalid value for parameter \"io_method\": \"x\"\n\
-             HINT:  Available values: sync, worker, io_uring.",
+             HINT:  Available values: sync, worker, io_uring, sim.",
         ),
         (
             "io_worker_kind",
@@ -479,6 +510,17 @@ fn bad_combinations_are_refused_with_detail_and_hint() {
          past io_max_workers.\n\
          HINT:  Lower io_min_workers, raise io_max_workers, or set io_workers for a fixed pool."
     );
+    let slow_fast = Settings {
+        sim_latency_min: 500,
+        sim_latency_max: 50,
+        ..Settings::default()
+    };
+    assert_eq!(
+        slow_fast.validate().unwrap_err().to_string(),
+        "sim_latency_min (500us) is greater than sim_latency_max (50us)\n\
+         DETAIL:  Each simulated I/O draws its latency between the two.\n\
+         HINT:  Lower sim_latency_min, or raise sim_latency_max."
+    );
     let out_of_range = Settings {
         io_workers: 33,
         ..Settings::default()
@@ -557,12 +599,14 @@ proptest! {
         let want = expected_set(name, &v, 8192).map(|_| ());
         prop_assert_eq!(&got, &want, "set({:?}, {:?})", name, v);
         match got {
-            // A single value can break only the two cross-checks: a pool too small for the
-            // issuers, a worker minimum above the maximum.
+            // A single value can break only the three cross-checks: a pool too small for the
+            // issuers, a worker minimum above the maximum, a simulated latency minimum above
+            // the maximum.
             Ok(()) => prop_assert!(
                 s.validate().is_ok()
                     || s.buffer_pool_size < u64::from(s.max_issuers)
                     || (s.io_workers == 0 && s.io_min_workers > s.io_max_workers)
+                    || s.sim_latency_min > s.sim_latency_max
             ),
             Err(_) => prop_assert_eq!(&s, &before),
         }

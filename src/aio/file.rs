@@ -6,6 +6,7 @@
 
 use super::subsystem::AioInner;
 use crate::handle::error::AioError;
+use crate::handle::storage::OpenMode;
 use std::ffi::CString;
 use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
@@ -103,16 +104,38 @@ impl File {
             .lock()
             .pop()
             .ok_or(AioError::TooManyFiles(table.slots.len() as u32))?;
-        // SAFETY: cpath is a valid NUL-terminated string for the duration of the call.
-        let fd = unsafe { libc::open(cpath.as_ptr(), flags, 0o644 as libc::c_uint) };
-        if fd < 0 {
-            let source = std::io::Error::last_os_error();
-            table.free_slot(slot);
-            return Err(AioError::Open {
-                path: path.display().to_string(),
-                source,
-            });
-        }
+        let opened = match &aio.shared.storage {
+            None => {
+                // SAFETY: cpath is a valid NUL-terminated string for the duration of the call.
+                let fd = unsafe { libc::open(cpath.as_ptr(), flags, 0o644 as libc::c_uint) };
+                if fd < 0 {
+                    Err(std::io::Error::last_os_error())
+                } else {
+                    Ok(fd)
+                }
+            }
+            Some(store) => store
+                .open(
+                    path,
+                    OpenMode {
+                        write: opts.write || opts.create,
+                        create: opts.create,
+                        truncate: opts.truncate,
+                        direct,
+                    },
+                )
+                .map(std::os::fd::IntoRawFd::into_raw_fd),
+        };
+        let fd = match opened {
+            Ok(fd) => fd,
+            Err(source) => {
+                table.free_slot(slot);
+                return Err(AioError::Open {
+                    path: path.display().to_string(),
+                    source,
+                });
+            }
+        };
         let s = &table.slots[slot as usize];
         *s.path.write() = Some(Arc::from(PathBuf::from(path)));
         s.direct.store(direct, Ordering::Relaxed);
@@ -240,6 +263,9 @@ impl File {
 
     /// The file's current size in bytes.
     pub fn len(&self) -> std::io::Result<u64> {
+        if let Some(store) = &self.aio.shared.storage {
+            return store.len(self.raw_fd());
+        }
         let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
         // SAFETY: fstat writes a full `stat` into the buffer on success.
         let r = unsafe { libc::fstat(self.raw_fd(), st.as_mut_ptr()) };

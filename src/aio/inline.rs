@@ -20,7 +20,8 @@
 //! (raw result, executor, attempts) are written only then.
 //!
 //! It steps aside for the full path (returns `Inline::Declined`) whenever anything unusual is
-//! going on: fault rules armed (so injected faults behave exactly as everywhere else), a
+//! going on: fault rules armed (so injected faults behave exactly as everywhere else), files
+//! on a simulated disk (their data is not behind a descriptor), a
 //! handle handed out, no idle handle, shutdown, a `File` of another subsystem, or an
 //! O_DIRECT request that is not aligned (the slice layer bounces it). See `docs/design.md`,
 //! "Slice I/O".
@@ -90,6 +91,7 @@ impl Issuer {
     ) -> Result<usize, Inline> {
         let shared = &self.aio.shared;
         if shared.faults.armed()
+            || shared.storage.is_some()
             || shared.shutting_down.load(Ordering::Relaxed)
             || !Arc::ptr_eq(&file.aio, &self.aio)
         {

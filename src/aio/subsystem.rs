@@ -27,6 +27,8 @@ pub(crate) struct AioInner {
     /// The worker method's pool, for the view (a weak observer: the pool stops with the
     /// method).
     pub pool: Option<dbaio_workers::PoolObserver>,
+    /// The simulated disk the files live on (`io_method = sim`).
+    pub sim_disk: Option<crate::SimDisk>,
 }
 
 impl AioInner {
@@ -43,6 +45,9 @@ impl AioInner {
     pub(crate) fn release_file(&self, slot: u32) {
         if let Some(fd) = self.shared.files.release(slot) {
             self.method.file_closed(slot);
+            if let Some(store) = &self.shared.storage {
+                store.closing(fd);
+            }
             // SAFETY: the table handed us the fd exactly once (refcount reached zero), no I/O
             // references it any more, and no one else will close it.
             if unsafe { libc::close(fd) } < 0 {
@@ -86,6 +91,12 @@ impl Aio {
     /// The method actually running (after any io_uring fallback).
     pub fn io_method(&self) -> IoMethodKind {
         self.inner.method.kind()
+    }
+
+    /// The simulated disk its files live on (`io_method = sim`; None on the other methods):
+    /// to look at what a file holds, or to [`crash`](crate::SimDisk::crash) it.
+    pub fn sim_disk(&self) -> Option<crate::SimDisk> {
+        self.inner.sim_disk.clone()
     }
 
     /// The settings it was started with.

@@ -48,10 +48,22 @@ impl Relation {
         loop {
             let n = segments.len() as u32;
             let p = segment_path(&path, n);
-            if n > 0 && !p.exists() {
-                break;
+            let mut seg_opts = opts.clone().segment_base(n * segment_blocks);
+            if n > 0 {
+                // Later segments are followed, never made.
+                (seg_opts.create, seg_opts.truncate) = (false, false);
             }
-            let f = aio.open(&p, &opts.clone().segment_base(n * segment_blocks))?;
+            let f = match aio.open(&p, &seg_opts) {
+                Ok(f) => f,
+                // No next segment: the relation ends here (asked of the subsystem, not the
+                // file system, so a simulated disk's segments are found too).
+                Err(AioError::Open { source, .. })
+                    if n > 0 && source.kind() == std::io::ErrorKind::NotFound =>
+                {
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
             let len = file_len(&f)?;
             bytes += len;
             segments.push(f);

@@ -28,4 +28,5 @@ pub(crate) mod shared;
 pub(crate) mod shmem;
 pub(crate) mod slot;
 pub(crate) mod state_word;
+pub(crate) mod storage;
 pub(crate) mod wait_event;

@@ -15,6 +15,7 @@ use super::result::{ERROR_DATA_PANICKED, ERROR_DATA_WORKER_LOST, IoResult, Statu
 use super::settings::Settings;
 use super::shmem::SharedRegion;
 use super::slot::{Executor, HandleSlot, HandleState, WaitRef};
+use super::storage::Storage;
 use super::wait_event::WaitEvent;
 use crossbeam_utils::CachePadded;
 use dbaio_sys::Request;
@@ -124,6 +125,8 @@ pub(crate) struct Shared {
     /// Every missed wake a safety net caught, all issuers, since start (see `backstop_wakes`
     /// of [`IssuerSlot`]).
     pub backstop_wakes: AtomicU64,
+    /// Where the files live when not in the kernel's file systems (`io_method = sim`).
+    pub storage: Option<Arc<dyn Storage>>,
     attached: Option<Attached>,
     pub epoch: Instant,
     /// `epoch` on the monotonic clock, in nanoseconds (for [`Shared::now_ns`]).
@@ -150,6 +153,7 @@ impl Shared {
         settings: Settings,
         callbacks: CallbackRegistry,
         attachment: Option<Arc<A>>,
+        storage: Option<Arc<dyn Storage>>,
     ) -> Result<Shared, AioError> {
         let per_issuer = settings.effective_io_max_concurrency();
         let advice_budget = settings.advice_budget_blocks();
@@ -203,6 +207,7 @@ impl Shared {
             advice: super::advice_budget::AdviceBudget::new(advice_budget),
             on_completion: std::sync::OnceLock::new(),
             backstop_wakes: AtomicU64::new(0),
+            storage,
             attached,
             epoch: Instant::now(),
             epoch_ns: monotonic_ns(),
@@ -391,7 +396,12 @@ impl Shared {
         }
         // SAFETY: the iovecs and path of a SUBMITTED handle name memory the issuer parked in
         // the handle until reclaim, which cannot happen before the I/O completes, after this.
-        let raw = catch_unwind(AssertUnwindSafe(|| unsafe { dbaio_sys::perform(&req) }));
+        let raw = catch_unwind(AssertUnwindSafe(|| unsafe {
+            match &self.storage {
+                None => dbaio_sys::perform(&req),
+                Some(store) => store.perform(&req),
+            }
+        }));
         if let Some(info) = issuer {
             info.end_wait();
         }

@@ -316,6 +316,8 @@ pub enum Executor {
     Ring,
     /// A thread waiting for it, which found it staged and ran it itself.
     Waiter,
+    /// The simulated disk (`io_method = sim`), on whichever thread advanced its clock.
+    Sim,
 }
 
 impl Executor {
@@ -325,6 +327,7 @@ impl Executor {
             Executor::Issuer => 1,
             Executor::Ring => 2,
             Executor::Waiter => 3,
+            Executor::Sim => 4,
             Executor::Worker(n) => 16 + n,
         }
     }
@@ -334,6 +337,7 @@ impl Executor {
             1 => Executor::Issuer,
             2 => Executor::Ring,
             3 => Executor::Waiter,
+            4 => Executor::Sim,
             n => Executor::Worker(n.saturating_sub(16)),
         }
     }
@@ -346,6 +350,7 @@ impl std::fmt::Display for Executor {
             Executor::Issuer => f.write_str("issuer"),
             Executor::Ring => f.write_str("io_uring"),
             Executor::Waiter => f.write_str("waiter"),
+            Executor::Sim => f.write_str("sim"),
             Executor::Worker(n) => write!(f, "worker {n}"),
         }
     }

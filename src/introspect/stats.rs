@@ -31,7 +31,7 @@ pub(crate) const OPS: [Op; 8] = [
 ];
 
 /// Executor slots: issuer, io_uring, waiter, then workers 0..32.
-const EXECUTORS: usize = 3 + 32;
+const EXECUTORS: usize = 4 + 32;
 
 /// Exact values below this; above, 64 buckets per power of two.
 const LINEAR: u64 = 128;
@@ -181,7 +181,8 @@ impl IssuerStats {
             Executor::Issuer | Executor::None => 0,
             Executor::Ring => 1,
             Executor::Waiter => 2,
-            Executor::Worker(n) => 3 + (n as usize).min(EXECUTORS - 4),
+            Executor::Sim => 3,
+            Executor::Worker(n) => 4 + (n as usize).min(EXECUTORS - 5),
         };
         bump(&self.executors[e], 1);
     }
@@ -394,7 +395,8 @@ fn row(
                 0 => "issuer".to_string(),
                 1 => "io_uring".to_string(),
                 2 => "waiter".to_string(),
-                w => format!("worker {}", w - 3),
+                3 => "sim".to_string(),
+                w => format!("worker {}", w - 4),
             },
             ios: n,
         })

@@ -7,6 +7,7 @@
 //! exactly once per submitted handle.
 
 mod io_uring;
+pub(crate) mod sim;
 mod sync;
 mod watcher;
 mod worker;
@@ -105,11 +106,18 @@ pub(crate) trait IoMethod: Send + Sync {
 }
 
 /// Starts the method the settings ask for, applying `io_uring_fallback` if io_uring is refused.
+/// `sim`: the simulated disk's store, made before the shared table (which executes I/Os
+/// against it) for `io_method = sim`.
 pub(crate) fn start(
     settings: &Settings,
     shared: &Arc<Shared>,
+    sim: Option<Arc<sim::SimStore>>,
 ) -> Result<Box<dyn IoMethod>, AioError> {
     match settings.io_method {
+        IoMethodKind::Sim => {
+            let store = sim.expect("io_method = sim has its store");
+            Ok(Box::new(sim::SimMethod::start(settings, shared, store)))
+        }
         IoMethodKind::Sync => Ok(Box::new(sync::SyncMethod)),
         IoMethodKind::Worker => Ok(Box::new(worker::WorkerMethod::start(settings, shared)?)),
         IoMethodKind::IoUring => match io_uring::UringMethod::start(settings, shared) {

@@ -68,7 +68,7 @@ fn scenario(m: IoMethodKind) {
         logs.contains("open AIO batch at issuer exit"),
         "logs: {logs}"
     );
-    assert_eq!(std::fs::read(d.path().join("w")).unwrap(), vec![9u8; 4096]);
+    assert_eq!(contents(&aio, d.path().join("w")), vec![9u8; 4096]);
 }
 
 crate::for_every_method!(scenario);

@@ -20,7 +20,7 @@ fn scenario(m: IoMethodKind) {
         );
     }
     me.close(f); // staged writes: submitted, then waited for
-    let data = std::fs::read(&path).unwrap();
+    let data = contents(&aio, &path);
     assert_eq!(data.len(), 8 * 4096);
     for i in 0..8 {
         assert!(

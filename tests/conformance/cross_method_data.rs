@@ -33,6 +33,7 @@ fn executed_by_method(reader: IoMethodKind, executor: &str) -> bool {
         IoMethodKind::Sync => executor == "issuer",
         IoMethodKind::Worker => executor.starts_with("worker ") || executor == "waiter",
         IoMethodKind::IoUring => executor == "io_uring",
+        IoMethodKind::Sim => executor == "sim",
     }
 }
 

@@ -47,7 +47,7 @@ fn scenario(m: IoMethodKind) {
     eventually(30, "three error callbacks", || {
         seen.lock().unwrap().len() >= 3
     });
-    eventually(30, "the good unlink", || !old_chunk.exists());
+    eventually(30, "the good unlink", || !exists(&aio, &old_chunk));
     // Nothing else breaks: the issuer reads on.
     let f = aio
         .open(data_file(&d, "live", 65536), &OpenOptions::read_write())
@@ -127,7 +127,7 @@ fn scenario(m: IoMethodKind) {
             assert!(words.contains("could not remove"), "{words}");
         }
     }
-    let data = std::fs::read(f.path()).unwrap();
+    let data = contents(&aio, f.path());
     assert_eq!(&data[..8192], &[9u8; 8192][..]);
     assert_eq!(&data[16384..24576], &[5u8; 8192][..]);
     assert_eq!(data.len(), 131072, "the fallocate happened");

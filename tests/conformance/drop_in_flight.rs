@@ -34,7 +34,7 @@ fn scenario(m: IoMethodKind) {
         drop(w);
         // The issuer drops here with I/Os in flight: it waits for them all.
     }
-    let data = std::fs::read(&wpath).unwrap();
+    let data = contents(&aio, &wpath);
     assert_eq!(data.len(), 200 * 512);
     for i in 0..200usize {
         assert!(

@@ -50,7 +50,7 @@ fn scenario(m: IoMethodKind) {
     let rest = me.wait(c.resume(me.acquire().unwrap(), &f));
     rest.check().unwrap();
     assert_eq!(rest.bytes(), 3096);
-    assert_eq!(&std::fs::read(&path).unwrap()[..4096], &[1u8; 4096][..]);
+    assert_eq!(&contents(&aio, &path)[..4096], &[1u8; 4096][..]);
     aio.clear_faults();
 
     // O_DIRECT with a misaligned offset.

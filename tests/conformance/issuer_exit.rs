@@ -23,7 +23,7 @@ fn scenario(m: IoMethodKind) {
     });
     assert!(logs.contains("leaked AIO handle"), "{logs}");
     assert!(logs.contains("open AIO batch at issuer exit"), "{logs}");
-    assert_eq!(std::fs::read(&path).unwrap(), vec![5u8; 4096]);
+    assert_eq!(contents(&aio, &path), vec![5u8; 4096]);
     // The only slot is free again, and its handles work.
     let me = aio.register_issuer("next").unwrap();
     assert_eq!(

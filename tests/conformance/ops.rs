@@ -33,7 +33,7 @@ fn scenario(m: IoMethodKind) {
     me.wait(me.acquire().unwrap().unlink(c.clone()))
         .check()
         .unwrap();
-    assert!(!path.exists());
+    assert!(!exists(&aio, &path));
     let e = me
         .wait(me.acquire().unwrap().unlink(c))
         .check()

@@ -29,7 +29,7 @@ fn check(aio: &dbaio::Aio, direct: bool) {
     write(65530, &[3u8; 20], &mut model); // across the end: extends by 14 bytes
     write(70000, &[4u8; 100], &mut model); // past the end: a hole, then 100 bytes
     assert_eq!(
-        std::fs::metadata(&path).unwrap().len(),
+        contents(aio, &path).len() as u64,
         model.len() as u64,
         "the file is exactly as long as written"
     );
@@ -53,11 +53,7 @@ fn check(aio: &dbaio::Aio, direct: bool) {
             .contains(&format!("read only {n} of 8192 bytes")),
         "{e}"
     );
-    assert_eq!(
-        std::fs::read(&path).unwrap(),
-        model,
-        "the file matches the model"
-    );
+    assert_eq!(contents(aio, &path), model, "the file matches the model");
 
     // One IoBuf reused at several lengths.
     let mut buf = IoBuf::new(16384);

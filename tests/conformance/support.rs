@@ -47,6 +47,10 @@ macro_rules! for_every_method {
         fn io_uring() {
             $crate::support::run(module_path!(), dbaio::IoMethodKind::IoUring, $scenario);
         }
+        #[test]
+        fn sim() {
+            $crate::support::run(module_path!(), dbaio::IoMethodKind::Sim, $scenario);
+        }
     };
 }
 
@@ -57,9 +61,24 @@ pub fn run(name: &str, method: IoMethodKind, scenario: fn(IoMethodKind)) {
     if method == IoMethodKind::IoUring && !io_uring_column(name) {
         return;
     }
+    if method == IoMethodKind::Sim
+        && let Some((_, why)) = NOT_ON_SIM.iter().find(|(m, _)| name.ends_with(m))
+    {
+        skips::skipped(&format!("{name} on sim"), format!("does not apply: {why}"));
+        return;
+    }
     scenario(method);
     eprintln!("conformance {name} on {method}: ok");
 }
+
+/// The scenarios that do not apply to the `sim` column, and why (matched against the end of
+/// the test's module path).
+const NOT_ON_SIM: &[(&str, &str)] = &[(
+    "cross_method_data",
+    "it writes with one method and reads with every other, through the real file \
+     system; the simulated disk's files live only in it (the sim column's own data paths \
+     are checked by every other scenario)",
+)];
 
 thread_local! {
     /// Set while a scenario runs in the worker-process column: `settings(Worker)` then asks
@@ -128,6 +147,26 @@ pub fn data_file(dir: &tempfile::TempDir, name: &str, len: u64) -> PathBuf {
     let data: Vec<u8> = (0..len).map(pattern_byte).collect();
     std::fs::write(&p, data).expect("write data file");
     p
+}
+
+/// What file `path` holds, as the subsystem's storage has it: the real file, or on `sim` the
+/// simulated disk's (where writes through the subsystem went).
+pub fn contents(aio: &Aio, path: impl AsRef<std::path::Path>) -> Vec<u8> {
+    let path = path.as_ref();
+    match aio.sim_disk() {
+        Some(disk) => disk
+            .contents(path)
+            .unwrap_or_else(|| panic!("{} is not on the simulated disk", path.display())),
+        None => std::fs::read(path).unwrap(),
+    }
+}
+
+/// Whether file `path` exists in the subsystem's storage (see [`contents`]).
+pub fn exists(aio: &Aio, path: impl AsRef<std::path::Path>) -> bool {
+    match aio.sim_disk() {
+        Some(disk) => disk.contents(path).is_some(),
+        None => path.as_ref().exists(),
+    }
 }
 
 /// Asserts `buf` holds the pattern for a read at `offset`.

@@ -77,7 +77,7 @@ fn scenario(m: IoMethodKind) {
     assert_eq!(group.len(), 4);
     let e = within(30, "a group's wait", move || group.wait()).unwrap_err();
     assert_eq!((e.op, e.offset, e.errno), (Op::Writev, 8192, libc::EIO));
-    let on_disk = std::fs::read(&path).unwrap();
+    let on_disk = contents(&aio, &path);
     assert_eq!(&on_disk[..4096], &[7u8; 4096][..]);
     assert_eq!(&on_disk[16384..20480], &[7u8; 4096][..]);
     let logs = global_logs();

@@ -83,6 +83,7 @@ fn scenario(m: IoMethodKind) {
         IoMethodKind::Sync => "issuer",
         IoMethodKind::Worker => "worker",
         IoMethodKind::IoUring => "io_uring",
+        IoMethodKind::Sim => "sim",
     };
     for r in &rows {
         assert_eq!(

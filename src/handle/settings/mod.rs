@@ -27,11 +27,17 @@ pub enum IoMethodKind {
     Worker,
     /// Submit I/Os to a per-issuer io_uring.
     IoUring,
+    /// Execute I/Os on a simulated disk in memory, with seeded latencies, faults and crashes
+    /// (`SimDisk`): for an engine's own tests.
+    Sim,
 }
 
 impl IoMethodKind {
-    /// Every method, in the order tables show them.
+    /// Every method that does real I/O, in the order tables show them (not `Sim`).
     pub const ALL: [IoMethodKind; 3] = [Self::Sync, Self::Worker, Self::IoUring];
+
+    /// Every method, `Sim` last, in the order of the setting's values.
+    pub const EVERY: [IoMethodKind; 4] = [Self::Sync, Self::Worker, Self::IoUring, Self::Sim];
 
     /// The setting's spelling.
     pub fn name(self) -> &'static str {
@@ -39,6 +45,7 @@ impl IoMethodKind {
             Self::Sync => "sync",
             Self::Worker => "worker",
             Self::IoUring => "io_uring",
+            Self::Sim => "sim",
         }
     }
 }
@@ -52,8 +59,8 @@ impl fmt::Display for IoMethodKind {
 impl FromStr for IoMethodKind {
     type Err = SettingsError;
     fn from_str(s: &str) -> Result<Self, SettingsError> {
-        let names = Self::ALL.map(Self::name);
-        parse_choice("io_method", s, &names).map(|k| Self::ALL[k])
+        let names = Self::EVERY.map(Self::name);
+        parse_choice("io_method", s, &names).map(|k| Self::EVERY[k])
     }
 }
 
@@ -219,6 +226,31 @@ pub struct Settings {
     /// (-1: auto, 16 streams at the full advice distance: 16 × the larger of the two I/O
     /// concurrencies, 256 .. 16384; 0: no advice).
     pub io_advice_budget: i64,
+    /// `sim_seed`: the seed of everything `io_method = sim` draws (latencies, faults, the
+    /// simulated disk's crash choices when the subsystem makes the disk).
+    pub sim_seed: u64,
+    /// `sim_latency_min`, in microseconds of simulated time.
+    pub sim_latency_min: u32,
+    /// `sim_latency_max`, in microseconds of simulated time.
+    pub sim_latency_max: u32,
+    /// `sim_fault_read_error`: the chance a simulated read fails with EIO.
+    pub sim_fault_read_error: f64,
+    /// `sim_fault_write_error`: the chance a simulated write fails with EIO.
+    pub sim_fault_write_error: f64,
+    /// `sim_fault_no_space`: the chance a simulated write or fallocate fails with ENOSPC.
+    pub sim_fault_no_space: f64,
+    /// `sim_fault_short`: the chance a simulated read or write transfers fewer bytes.
+    pub sim_fault_short: f64,
+    /// `sim_fault_latent`: the chance a simulated read finds a sector gone bad, which reads
+    /// as EIO until it is written again.
+    pub sim_fault_latent: f64,
+    /// `sim_fault_bit_rot`: the chance a simulated read finds a bit of the media flipped.
+    pub sim_fault_bit_rot: f64,
+    /// `sim_fault_misdirect`: the chance a simulated write lands at a wrong offset, reported
+    /// done.
+    pub sim_fault_misdirect: f64,
+    /// `sim_fault_slow`: the chance a simulated I/O takes a hundred times its latency.
+    pub sim_fault_slow: f64,
 }
 
 impl Default for Settings {
@@ -300,6 +332,17 @@ impl Settings {
             max_files: 1,
             introspection_socket: None,
             io_advice_budget: -1,
+            sim_seed: 0,
+            sim_latency_min: 0,
+            sim_latency_max: 0,
+            sim_fault_read_error: 0.0,
+            sim_fault_write_error: 0.0,
+            sim_fault_no_space: 0.0,
+            sim_fault_short: 0.0,
+            sim_fault_latent: 0.0,
+            sim_fault_bit_rot: 0.0,
+            sim_fault_misdirect: 0.0,
+            sim_fault_slow: 0.0,
         }
     }
 
@@ -311,7 +354,7 @@ impl Settings {
     /// s.set("io_method", "io_uring").unwrap();
     /// let e = s.set("io_method", "uring").unwrap_err();
     /// assert_eq!(e.to_string(), "invalid value for parameter \"io_method\": \"uring\"\n\
-    ///                            HINT:  Available values: sync, worker, io_uring.");
+    ///                            HINT:  Available values: sync, worker, io_uring, sim.");
     /// ```
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), SettingsError> {
         let p = Parameter::find(name).ok_or_else(|| SettingsError::unrecognized(name))?;
@@ -461,6 +504,14 @@ impl Settings {
             .hint(
                 "Lower io_min_workers, raise io_max_workers, or set io_workers for a fixed pool.",
             ));
+        }
+        if self.sim_latency_min > self.sim_latency_max {
+            return Err(SettingsError::new(format!(
+                "sim_latency_min ({}us) is greater than sim_latency_max ({}us)",
+                self.sim_latency_min, self.sim_latency_max
+            ))
+            .detail("Each simulated I/O draws its latency between the two.")
+            .hint("Lower sim_latency_min, or raise sim_latency_max."));
         }
         Ok(())
     }

@@ -5,7 +5,9 @@
 //! ([`Settings::show_all`]) and the table in `docs/settings.md` ([`reference_table`], checked
 //! by a test) all come from it.
 
-use super::text::{Unit, invalid, parse_bool, parse_choice, parse_int, pretty, quote};
+use super::text::{
+    Unit, invalid, parse_bool, parse_choice, parse_fraction, parse_int, pretty, quote,
+};
 use super::{HugePages, IoMethodKind, IoUringFallback, IoWorkerKind, Settings, SettingsError};
 use std::path::PathBuf;
 
@@ -32,6 +34,8 @@ pub enum Kind {
     },
     /// Free text: a path, empty for none.
     Text,
+    /// A chance, from 0 to 1.
+    Fraction,
 }
 
 /// When a setting takes effect.
@@ -52,12 +56,13 @@ impl Context {
 }
 
 /// A parsed value, before it is stored.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Value {
     Bool(bool),
     Int(i64),
     Choice(usize),
     Text(String),
+    Fraction(f64),
 }
 
 impl Value {
@@ -74,6 +79,12 @@ impl Value {
         match self {
             Value::Choice(k) => *k,
             _ => unreachable!("the table gives a choice setting a choice"),
+        }
+    }
+    fn fraction(&self) -> f64 {
+        match self {
+            Value::Fraction(p) => *p,
+            _ => unreachable!("the table gives a fraction setting a fraction"),
         }
     }
     fn path(&self) -> Option<PathBuf> {
@@ -141,6 +152,7 @@ impl Parameter {
                 Value::Choice(parse_choice(self.name, word, values)?)
             }
             Kind::Text => Value::Text(value.to_string()),
+            Kind::Fraction => Value::Fraction(parse_fraction(self.name, value)?),
         };
         Ok(v)
     }
@@ -174,6 +186,7 @@ impl Parameter {
             (Value::Choice(k), Kind::Choice { values, .. }) => values[k].to_string(),
             (Value::Choice(k), _) => k.to_string(),
             (Value::Text(t), _) => quote(&t),
+            (Value::Fraction(p), _) => p.to_string(),
         }
     }
 
@@ -198,6 +211,7 @@ impl Parameter {
                 .collect::<Vec<_>>()
                 .join(", "),
             (None, Kind::Text) => "a path".to_string(),
+            (None, Kind::Fraction) => "0 .. 1".to_string(),
         }
     }
 
@@ -305,6 +319,24 @@ macro_rules! bool_param {
     };
 }
 
+/// A chance setting's entry (0 .. 1, default 0: off).
+macro_rules! fraction_param {
+    ($name:literal, $field:ident, $desc:literal) => {
+        Parameter {
+            name: $name,
+            kind: Kind::Fraction,
+            default: "0",
+            context: Context::Start,
+            description: $desc,
+            range: None,
+            range_in_errors: false,
+            check: None,
+            apply: |s, v| s.$field = v.fraction(),
+            show: |s| Value::Fraction(s.$field),
+        }
+    };
+}
+
 /// A path setting's entry (empty: none).
 macro_rules! path_param {
     ($name:literal, $field:ident, $desc:literal) => {
@@ -334,14 +366,14 @@ macro_rules! path_param {
 pub const PARAMETERS: &[Parameter] = &[
     Parameter {
         name: "io_method",
-        kind: choice(&["sync", "worker", "io_uring"]),
+        kind: choice(&["sync", "worker", "io_uring", "sim"]),
         default: "worker",
         context: Context::Start,
-        description: "how I/Os are executed: in the issuer (`sync`, the oracle), by a pool of workers (`worker`), or through a ring per issuer (`io_uring`); PostgreSQL 18",
+        description: "how I/Os are executed: in the issuer (`sync`, the oracle), by a pool of workers (`worker`), through a ring per issuer (`io_uring`; these three are PostgreSQL 18's), or on a simulated disk in memory (`sim`, for tests)",
         range: None,
         range_in_errors: false,
         check: None,
-        apply: |s, v| s.io_method = IoMethodKind::ALL[v.choice()],
+        apply: |s, v| s.io_method = IoMethodKind::EVERY[v.choice()],
         show: |s| Value::Choice(s.io_method as usize),
     },
     int_param!(
@@ -560,6 +592,73 @@ pub const PARAMETERS: &[Parameter] = &[
         "-1",
         io_advice_budget as i64,
         "readahead advice: blocks read streams may have advised and not yet read, per device, all issuers together; -1: 16 × max(`effective_io_concurrency`, `maintenance_io_concurrency`), clamped to 256 .. 16384; 0: no advice"
+    ),
+    int_param!(
+        "sim_seed",
+        0,
+        i64::MAX,
+        None,
+        "0",
+        sim_seed as u64,
+        "`io_method = sim`: the seed of every draw (latencies, faults, and the crash choices of a disk the subsystem makes itself); the same seed and the same calls give the same run"
+    ),
+    int_param!(
+        "sim_latency_min",
+        0,
+        10_000_000,
+        Micros,
+        "10us",
+        sim_latency_min as u32,
+        "`io_method = sim`: the shortest simulated latency of an I/O (simulated time: nothing sleeps)"
+    ),
+    int_param!(
+        "sim_latency_max",
+        0,
+        10_000_000,
+        Micros,
+        "100us",
+        sim_latency_max as u32,
+        "`io_method = sim`: the longest simulated latency; each I/O draws one uniformly between the two, so I/Os complete out of order"
+    ),
+    fraction_param!(
+        "sim_fault_read_error",
+        sim_fault_read_error,
+        "`io_method = sim`: the chance a read fails with EIO"
+    ),
+    fraction_param!(
+        "sim_fault_write_error",
+        sim_fault_write_error,
+        "`io_method = sim`: the chance a write fails with EIO"
+    ),
+    fraction_param!(
+        "sim_fault_no_space",
+        sim_fault_no_space,
+        "`io_method = sim`: the chance a write or fallocate fails with ENOSPC"
+    ),
+    fraction_param!(
+        "sim_fault_short",
+        sim_fault_short,
+        "`io_method = sim`: the chance a read or write transfers fewer bytes than asked"
+    ),
+    fraction_param!(
+        "sim_fault_latent",
+        sim_fault_latent,
+        "`io_method = sim`: the chance a read finds a sector gone bad, which reads as EIO until written again"
+    ),
+    fraction_param!(
+        "sim_fault_bit_rot",
+        sim_fault_bit_rot,
+        "`io_method = sim`: the chance a read finds a bit of the media flipped (for good)"
+    ),
+    fraction_param!(
+        "sim_fault_misdirect",
+        sim_fault_misdirect,
+        "`io_method = sim`: the chance a write lands a few blocks away from its offset and is reported done"
+    ),
+    fraction_param!(
+        "sim_fault_slow",
+        sim_fault_slow,
+        "`io_method = sim`: the chance an I/O takes a hundred times its latency"
     ),
 ];
 

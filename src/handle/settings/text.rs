@@ -15,6 +15,8 @@ pub enum Unit {
     Blocks,
     /// Milliseconds (time units accepted).
     Millis,
+    /// Microseconds (time units accepted).
+    Micros,
 }
 
 impl Unit {
@@ -24,6 +26,7 @@ impl Unit {
             Unit::Bytes => "B",
             Unit::Blocks => "blocks",
             Unit::Millis => "ms",
+            Unit::Micros => "us",
             Unit::None => "",
         }
     }
@@ -81,6 +84,7 @@ pub(super) fn parse_int(
     let suffix = suffix.trim();
     let base = match unit {
         Unit::Millis => millis(name, value, n, suffix)?,
+        Unit::Micros => micros(name, value, n, suffix)?,
         _ if suffix.is_empty() => n,
         Unit::None => return Err(invalid(name, value)),
         Unit::Bytes | Unit::Blocks => memory(name, value, n, suffix, unit, block_size)?,
@@ -113,6 +117,20 @@ fn millis(name: &str, value: &str, n: i64, suffix: &str) -> Result<i64, Settings
     } else {
         ms
     })
+}
+
+/// `n` in time unit `suffix` (a plain number is microseconds), in microseconds.
+fn micros(name: &str, value: &str, n: i64, suffix: &str) -> Result<i64, SettingsError> {
+    let mult: i64 = match suffix {
+        "" | "us" => 1,
+        "ms" => 1000,
+        "s" => 1_000_000,
+        _ => {
+            return Err(invalid(name, value)
+                .hint("Valid units for this parameter are \"us\", \"ms\", and \"s\"."));
+        }
+    };
+    n.checked_mul(mult).ok_or_else(|| invalid(name, value))
 }
 
 /// `n` in memory unit `suffix`, in bytes or (PostgreSQL rounds to the nearest) blocks.
@@ -153,9 +171,10 @@ fn out_of_range(
     min: i64,
     max: i64,
 ) -> SettingsError {
-    if unit == Unit::Millis {
+    if matches!(unit, Unit::Millis | Unit::Micros) {
+        let u = unit.word();
         return SettingsError::new(format!(
-            "{base} ms is outside the valid range for parameter \"{name}\" ({min} ms .. {max} ms)"
+            "{base} {u} is outside the valid range for parameter \"{name}\" ({min} {u} .. {max} {u})"
         ));
     }
     let shown = if had_unit {
@@ -201,8 +220,29 @@ pub(super) fn pretty(n: i64, unit: Unit, block_size: u32) -> String {
             .unwrap_or((1, "ms"));
             format!("{}{word}", n / div)
         }
+        Unit::Micros if n > 0 => {
+            let (div, word) = [(1_000_000, "s"), (1000, "ms")]
+                .into_iter()
+                .find(|&(d, _)| n % d == 0)
+                .unwrap_or((1, "us"));
+            format!("{}{word}", n / div)
+        }
         _ => n.to_string(),
     }
+}
+
+/// A chance from 0 to 1 (`0.001`, `1e-3`, `0`).
+pub(super) fn parse_fraction(name: &str, value: &str) -> Result<f64, SettingsError> {
+    let p: f64 = value.trim().parse().map_err(|_| invalid(name, value))?;
+    if p.is_nan() {
+        return Err(invalid(name, value));
+    }
+    if !(0.0..=1.0).contains(&p) {
+        return Err(SettingsError::new(format!(
+            "{p} is outside the valid range for parameter \"{name}\" (0 .. 1)"
+        )));
+    }
+    Ok(p)
 }
 
 /// The line without its `#` comment (a `#` inside single quotes is text).

@@ -1,0 +1,394 @@
+//! [`SimDisk`]: the simulated disk's files — what the media holds, what the volatile cache
+//! holds on top of it, which directory entries are durable — and [`SimDisk::crash`], which
+//! turns the cache into what a power loss leaves: each write not yet synced dropped, kept or
+//! torn at sector granularity, each directory entry not yet synced kept or lost, by seeded
+//! choice. See `docs/design.md`, "The simulated disk".
+
+use super::rng::Rng;
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// The sector: the unit a torn write keeps or loses, and of latent sector errors.
+pub const SECTOR: u64 = 512;
+
+/// A change to a file's contents since its last sync, replayed (or not) at a crash.
+#[derive(Clone, Debug)]
+pub(super) enum Change {
+    /// Bytes written at an offset.
+    Write { offset: u64, data: Vec<u8> },
+    /// The length set (ftruncate, or a fallocate that extended it).
+    Resize { len: u64 },
+}
+
+/// One simulated file.
+pub(super) struct SimFile {
+    /// What reads see: the media with every change since the last sync applied.
+    pub visible: Vec<u8>,
+    /// What the media holds: the contents at the last sync.
+    pub durable: Vec<u8>,
+    /// The changes since the last sync, in order.
+    pub unsynced: Vec<Change>,
+    /// Sectors that read as EIO until they are written again (latent sector errors).
+    pub latent: BTreeSet<u64>,
+    /// The file's directory entry survives a crash (it was there at start, or its directory
+    /// was synced since it was made).
+    pub entry_durable: bool,
+    /// A descriptor standing for the file: each open reopens it (a fresh open file
+    /// description), so byte-range locks behave as on a real file.
+    pub stand_in: OwnedFd,
+}
+
+impl SimFile {
+    pub(super) fn new(contents: Vec<u8>, entry_durable: bool) -> std::io::Result<SimFile> {
+        Ok(SimFile {
+            durable: if entry_durable {
+                contents.clone()
+            } else {
+                Vec::new()
+            },
+            visible: contents,
+            unsynced: Vec::new(),
+            latent: BTreeSet::new(),
+            entry_durable,
+            stand_in: stand_in()?,
+        })
+    }
+
+    /// Applies `change` to what reads see and remembers it until the next sync.
+    pub(super) fn change(&mut self, change: Change) {
+        apply(&mut self.visible, &change);
+        self.unsynced.push(change);
+    }
+
+    /// A sync: the media now holds what reads see.
+    pub(super) fn sync(&mut self) {
+        self.durable = self.visible.clone();
+        self.unsynced.clear();
+    }
+}
+
+/// Applies `change` to `bytes`.
+fn apply(bytes: &mut Vec<u8>, change: &Change) {
+    match change {
+        Change::Write { offset, data } => {
+            let (start, end) = (*offset as usize, *offset as usize + data.len());
+            if bytes.len() < end {
+                bytes.resize(end, 0);
+            }
+            bytes[start..end].copy_from_slice(data);
+        }
+        Change::Resize { len } => bytes.resize(*len as usize, 0),
+    }
+}
+
+/// A descriptor that stands for a simulated file or directory: an anonymous memfd, never
+/// read or written.
+pub(super) fn stand_in() -> std::io::Result<OwnedFd> {
+    // SAFETY: the name is a valid NUL-terminated string; memfd_create returns a new
+    // descriptor or -1.
+    let fd = unsafe { libc::memfd_create(c"dbaio-sim-file".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
+}
+
+/// What the disk holds, under one lock.
+pub(super) struct DiskState {
+    /// Files by path.
+    pub files: BTreeMap<PathBuf, SimFile>,
+    /// Files removed since their directory was last synced: at a crash each may come back.
+    pub removed: BTreeMap<PathBuf, SimFile>,
+    /// Paths the disk removed: never copied in from the real file system again.
+    pub tombstones: BTreeSet<PathBuf>,
+    /// Directories known to the disk (made for files in them, or opened).
+    pub dirs: BTreeSet<PathBuf>,
+    /// Draws for the crash (seeded with the disk).
+    pub rng: Rng,
+    /// A running hash of every I/O result the disk gave (op, offset, length, result).
+    pub results_digest: u64,
+}
+
+pub(super) struct DiskInner {
+    pub state: parking_lot::Mutex<DiskState>,
+    /// Set by [`SimDisk::crash`]: every later I/O of a subsystem on this disk fails.
+    pub crashed: AtomicBool,
+    /// What the crash left (set once, by the first crash).
+    pub image: parking_lot::Mutex<Option<SimDisk>>,
+    /// I/Os executed on the disk so far, by every subsystem on it.
+    pub ios: AtomicU64,
+    /// The number of the I/O after which an armed crash happens (0: none armed).
+    pub crash_at: AtomicU64,
+    pub seed: u64,
+}
+
+/// A simulated disk in memory, for `io_method = sim`: give it to
+/// [`AioBuilder::sim_disk`](crate::AioBuilder::sim_disk) (or let `Aio::start` make one seeded
+/// by `sim_seed`), run the engine, [`SimDisk::crash`] it at any moment, and start a new `Aio`
+/// on what survived. Cheap to clone: every clone is the same disk.
+///
+/// Writes reach a volatile cache; a file's data reaches the media only when the file is
+/// synced (`fsync`, `fdatasync`), and its directory entry (its creation or removal) only
+/// when its directory is synced (open the directory and `fsync` it). A path the disk does
+/// not hold but the real file system does is copied in when first opened (as durable), so
+/// existing test data works; nothing is ever written back.
+#[derive(Clone)]
+pub struct SimDisk {
+    pub(super) inner: Arc<DiskInner>,
+}
+
+impl SimDisk {
+    /// An empty disk whose crash choices draw from `seed`.
+    pub fn new(seed: u64) -> SimDisk {
+        SimDisk {
+            inner: Arc::new(DiskInner {
+                state: parking_lot::Mutex::new(DiskState {
+                    files: BTreeMap::new(),
+                    removed: BTreeMap::new(),
+                    tombstones: BTreeSet::new(),
+                    dirs: BTreeSet::new(),
+                    rng: Rng::new(seed ^ 0x00c0_ffee),
+                    results_digest: 0,
+                }),
+                crashed: AtomicBool::new(false),
+                image: parking_lot::Mutex::new(None),
+                ios: AtomicU64::new(0),
+                crash_at: AtomicU64::new(0),
+                seed,
+            }),
+        }
+    }
+
+    /// The seed it was made with.
+    pub fn seed(&self) -> u64 {
+        self.inner.seed
+    }
+
+    /// A power loss: from now on every I/O of a subsystem on this disk fails with EIO (its
+    /// I/Os in flight fail as they complete; the engine above sees errors, as a process
+    /// cut off from its disk would), and the disk returned holds what the media held: for
+    /// each file, its last synced contents, then each later write dropped, kept, or torn
+    /// (each 512-byte sector of it kept or not), by seeded choice, in order; each directory
+    /// entry not synced since made or removed kept or lost. Latent sector errors stay. Start
+    /// a new `Aio` on the returned disk to recover. A disk crashes once: a later call returns
+    /// the same image.
+    pub fn crash(&self) -> SimDisk {
+        let mut image = self.inner.image.lock();
+        if let Some(after) = &*image {
+            return after.clone();
+        }
+        self.inner.crashed.store(true, Ordering::SeqCst);
+        let after = self.image();
+        *image = Some(after.clone());
+        after
+    }
+
+    /// Arms a crash right after the `n`th I/O from now (`n` ≥ 1; counting every I/O any
+    /// subsystem executes on this disk): that I/O reaches the volatile cache, then the power
+    /// goes, and it and every later I/O fail with EIO — the engine learns of the crash as a
+    /// process cut off from its disk would, in the middle of whatever it was doing. The image
+    /// is then [`SimDisk::crash_image`]. This is how a test crashes "at a random I/O": count
+    /// a run's I/Os with [`SimDisk::ios`], pick one by seed, arm, rerun.
+    pub fn crash_after(&self, n: u64) {
+        let at = self.inner.ios.load(Ordering::SeqCst) + n.max(1);
+        self.inner.crash_at.store(at, Ordering::SeqCst);
+    }
+
+    /// What the crash left, once the disk has crashed (armed or called); None before.
+    pub fn crash_image(&self) -> Option<SimDisk> {
+        self.inner.image.lock().clone()
+    }
+
+    /// I/Os executed on the disk so far, by every subsystem on it.
+    pub fn ios(&self) -> u64 {
+        self.inner.ios.load(Ordering::SeqCst)
+    }
+
+    /// Counts one I/O executed; true if it is the one an armed crash follows.
+    pub(super) fn count_io(&self) -> bool {
+        let n = self.inner.ios.fetch_add(1, Ordering::SeqCst) + 1;
+        n == self.inner.crash_at.load(Ordering::SeqCst)
+    }
+
+    /// The media after a power loss (see [`SimDisk::crash`]).
+    fn image(&self) -> SimDisk {
+        let mut st = self.inner.state.lock();
+        let next_seed = st.rng.next();
+        let after = SimDisk::new(next_seed);
+        let mut out = after.inner.state.lock();
+        let names: Vec<PathBuf> = st.files.keys().cloned().collect();
+        for path in names {
+            let file = &st.files[&path];
+            let keep_entry = file.entry_durable || st.rng.below(2) == 0;
+            if !keep_entry {
+                continue;
+            }
+            let survived = survivor(&mut st, &path);
+            out.insert_file(&path, survived);
+        }
+        let removed: Vec<PathBuf> = st.removed.keys().cloned().collect();
+        for path in removed {
+            if st.rng.below(2) == 0 && !out.files.contains_key(&path) {
+                let old = &st.removed[&path];
+                let f = SimFile {
+                    latent: old.latent.clone(),
+                    ..SimFile::new(old.durable.clone(), true).expect("a stand-in descriptor")
+                };
+                out.files.insert(path.clone(), f);
+            }
+        }
+        out.dirs = st.dirs.clone();
+        out.tombstones = st
+            .tombstones
+            .iter()
+            .filter(|p| !out.files.contains_key(*p))
+            .cloned()
+            .collect();
+        drop(out);
+        after
+    }
+
+    /// A hash of every file's path and contents as reads see them, and of every I/O result
+    /// the disk gave: two runs of the same seed and the same calls give the same digest.
+    pub fn digest(&self) -> u64 {
+        let st = self.inner.state.lock();
+        let mut h = Fnv::new();
+        h.u64(st.results_digest);
+        for (path, f) in &st.files {
+            h.bytes(path.as_os_str().as_encoded_bytes());
+            h.bytes(&f.visible);
+        }
+        h.finish()
+    }
+
+    /// The paths of every file on the disk.
+    pub fn files(&self) -> Vec<PathBuf> {
+        self.inner.state.lock().files.keys().cloned().collect()
+    }
+
+    /// What a read of `path` would see now (None: no such file).
+    pub fn contents(&self, path: impl AsRef<Path>) -> Option<Vec<u8>> {
+        let st = self.inner.state.lock();
+        st.files.get(path.as_ref()).map(|f| f.visible.clone())
+    }
+
+    /// Puts a file on the disk, durable (as if it had been there at start).
+    pub fn insert(&self, path: impl AsRef<Path>, contents: Vec<u8>) -> std::io::Result<()> {
+        let f = SimFile::new(contents, true)?;
+        self.inner.state.lock().insert_file(path.as_ref(), f);
+        Ok(())
+    }
+}
+
+impl DiskState {
+    /// Adds `file` at `path`, and its directories.
+    pub(super) fn insert_file(&mut self, path: &Path, file: SimFile) {
+        let mut dir = path.parent();
+        while let Some(d) = dir {
+            self.dirs.insert(d.to_path_buf());
+            dir = d.parent();
+        }
+        self.files.insert(path.to_path_buf(), file);
+    }
+
+    /// Folds one I/O result into the results digest.
+    pub(super) fn record(&mut self, op: u8, offset: u64, len: u64, raw: i32) {
+        let mut h = Fnv(self.results_digest ^ 0xcbf2_9ce4_8422_2325);
+        h.u64(u64::from(op));
+        h.u64(offset);
+        h.u64(len);
+        h.u64(raw as u64);
+        self.results_digest = h.finish();
+    }
+}
+
+/// What file `path` holds after a crash: its media contents, then each unsynced change
+/// dropped, kept or torn by seeded choice.
+fn survivor(st: &mut DiskState, path: &Path) -> SimFile {
+    let (durable, unsynced, latent) = {
+        let f = &st.files[path];
+        (f.durable.clone(), f.unsynced.clone(), f.latent.clone())
+    };
+    let mut bytes = durable;
+    for change in &unsynced {
+        match st.rng.below(3) {
+            0 => {}
+            1 => apply(&mut bytes, change),
+            _ => tear(&mut bytes, change, &mut st.rng),
+        }
+    }
+    SimFile {
+        latent,
+        ..SimFile::new(bytes, true).expect("a stand-in descriptor")
+    }
+}
+
+/// Applies `change` in part: each sector of a write, or the new length, by a coin.
+fn tear(bytes: &mut Vec<u8>, change: &Change, rng: &mut Rng) {
+    let Change::Write { offset, data } = change else {
+        if rng.below(2) == 0 {
+            apply(bytes, change);
+        }
+        return;
+    };
+    let mut at = 0usize;
+    while at < data.len() {
+        // Sectors of the file, not of the write: a write at an odd offset tears on the
+        // device's boundaries.
+        let file_off = *offset as usize + at;
+        let sector_end = (file_off / SECTOR as usize + 1) * SECTOR as usize;
+        let n = (sector_end - file_off).min(data.len() - at);
+        if rng.below(2) == 0 {
+            apply(
+                bytes,
+                &Change::Write {
+                    offset: file_off as u64,
+                    data: data[at..at + n].to_vec(),
+                },
+            );
+        }
+        at += n;
+    }
+}
+
+/// FNV-1a, 64 bits: a stable hash for digests (std's hasher is seeded per process).
+pub(super) struct Fnv(u64);
+
+impl Fnv {
+    pub(super) fn new() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+    pub(super) fn bytes(&mut self, b: &[u8]) {
+        for &x in b {
+            self.0 ^= u64::from(x);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.u64(b.len() as u64);
+    }
+    pub(super) fn u64(&mut self, v: u64) {
+        for x in v.to_le_bytes() {
+            self.0 ^= u64::from(x);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    pub(super) fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Reopens `stand_in` as a fresh open file description (for byte-range locks).
+pub(super) fn reopen(stand_in: &OwnedFd) -> std::io::Result<OwnedFd> {
+    let path = std::ffi::CString::new(format!("/proc/self/fd/{}", stand_in.as_raw_fd()))
+        .expect("no NUL in a number");
+    // SAFETY: a valid NUL-terminated path; open returns a new descriptor or -1.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
+}

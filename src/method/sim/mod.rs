@@ -1,0 +1,186 @@
+//! The `sim` method: I/Os on a simulated disk in memory ([`SimDisk`]), for engines' own tests
+//! of what happens under faults and power loss. See `docs/design.md`, "The simulated disk".
+//!
+//! - `disk.rs` — the disk: media, volatile cache, directory entries, [`SimDisk::crash`].
+//! - `store.rs` — the disk as the handle layer's `Storage`: open, execute, faults.
+//! - `rng.rs` — the seeded draws.
+//!
+//! Time is simulated. A submitted I/O is given a completion time, the simulated clock now
+//! plus a latency drawn from `sim_latency_min .. sim_latency_max` (times 100 for a slow
+//! outlier), and waits in a queue; nothing completes by itself. Whoever waits or polls
+//! advances the clock to the earliest completion time and executes that I/O then (on its
+//! own thread, through the one road, `Shared::run_here`: executor `sim`) — so I/Os complete
+//! out of submission order, as on real devices, and a single-threaded engine sees exactly
+//! the same completions, in the same order, with the same results, every time it runs with
+//! the same `sim_seed` and makes the same calls.
+
+mod disk;
+mod rng;
+mod store;
+
+pub use disk::SimDisk;
+pub(crate) use store::SimStore;
+
+use super::IoMethod;
+use crate::handle::settings::{IoMethodKind, Settings};
+use crate::handle::shared::{Drive, Shared};
+use crate::handle::slot::{Executor, HandleState};
+use parking_lot::Mutex;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// The store a subsystem on the simulated disk `disk` (or, without one, a new disk seeded by
+/// `sim_seed`) executes its I/Os against.
+pub(crate) fn store(settings: &Settings, disk: Option<SimDisk>) -> Arc<SimStore> {
+    let disk = disk.unwrap_or_else(|| SimDisk::new(settings.sim_seed));
+    Arc::new(SimStore::new(disk, settings))
+}
+
+/// The I/Os submitted and not yet executed, by simulated completion time.
+struct Queue {
+    /// The simulated clock, in nanoseconds.
+    clock_ns: u64,
+    /// Submissions so far (orders I/Os due at the same time).
+    seq: u64,
+    /// (due, seq, handle), earliest first.
+    pending: BinaryHeap<Reverse<(u64, u64, u32)>>,
+}
+
+pub(crate) struct SimMethod {
+    store: Arc<SimStore>,
+    shared: Arc<Shared>,
+    queue: Mutex<Queue>,
+    latency_ns: (u64, u64),
+    slow: f64,
+}
+
+impl SimMethod {
+    pub(crate) fn start(settings: &Settings, shared: &Arc<Shared>, store: Arc<SimStore>) -> Self {
+        let (lo, hi) = (settings.sim_latency_min, settings.sim_latency_max);
+        SimMethod {
+            store,
+            shared: Arc::clone(shared),
+            queue: Mutex::new(Queue {
+                clock_ns: 0,
+                seq: 0,
+                pending: BinaryHeap::new(),
+            }),
+            latency_ns: (u64::from(lo) * 1000, u64::from(hi) * 1000),
+            slow: settings.sim_fault_slow,
+        }
+    }
+
+    /// A latency drawn for one I/O.
+    fn latency(&self) -> u64 {
+        let (lo, hi) = self.latency_ns;
+        let mut rng = self.store.rng.lock();
+        let l = lo + rng.below(hi.saturating_sub(lo) + 1);
+        if rng.chance(self.slow) { l * 100 } else { l }
+    }
+
+    /// Advances the clock to the earliest I/O due and executes it here; false if none waits.
+    fn complete_next(&self) -> bool {
+        let next = {
+            let mut q = self.queue.lock();
+            let Some(Reverse((due, _, i))) = q.pending.pop() else {
+                return false;
+            };
+            q.clock_ns = q.clock_ns.max(due);
+            i
+        };
+        self.shared.run_here(next, Executor::Sim);
+        true
+    }
+
+    fn queued(&self, i: u32) -> bool {
+        self.queue
+            .lock()
+            .pending
+            .iter()
+            .any(|Reverse((_, _, h))| *h == i)
+    }
+}
+
+impl IoMethod for SimMethod {
+    fn kind(&self) -> IoMethodKind {
+        IoMethodKind::Sim
+    }
+
+    fn needs_synchronous_execution(&self, _shared: &Shared, _i: u32) -> bool {
+        false
+    }
+
+    fn submit(&self, shared: &Shared, _issuer: u32, handles: &[u32]) {
+        for &i in handles {
+            if !shared.claim_submit(i) {
+                continue; // a waiter found it staged and ran it
+            }
+            shared
+                .slot(i)
+                .executor
+                .store(Executor::Sim.encode(), Ordering::Relaxed);
+            let latency = self.latency();
+            let mut q = self.queue.lock();
+            let due = q.clock_ns + latency;
+            q.seq += 1;
+            let seq = q.seq;
+            q.pending.push(Reverse((due, seq, i)));
+        }
+    }
+
+    /// Advances the simulated clock, one completion at a time, until the I/O is done; if
+    /// it is not queued (another thread is executing it) the waiter sleeps on its handle.
+    fn drive_one(&self, shared: &Shared, i: u32, generation: u64) -> Drive {
+        let s = shared.slot(i);
+        loop {
+            let mine = s.generation.load(Ordering::Acquire) == generation
+                && s.state() == HandleState::Submitted;
+            if !mine {
+                return Drive::Progressed;
+            }
+            if !self.queued(i) || !self.complete_next() {
+                return Drive::Sleep;
+            }
+        }
+    }
+
+    /// Advances the simulated clock until `need` of `awaited` are done.
+    fn drive_many(
+        &self,
+        shared: &Shared,
+        issuer: u32,
+        staged: &[u32],
+        awaited: &[(u32, u64)],
+        need: u32,
+    ) -> Drive {
+        self.submit(shared, issuer, staged);
+        loop {
+            let complete = awaited
+                .iter()
+                .filter(|&&(i, g)| {
+                    let s = shared.slot(i);
+                    s.generation.load(Ordering::Acquire) != g || s.state().is_complete()
+                })
+                .count() as u32;
+            if complete >= need {
+                return Drive::Progressed;
+            }
+            if !self.complete_next() {
+                return Drive::Sleep;
+            }
+        }
+    }
+
+    /// A poll moves the clock on by one completion: polling alone makes progress.
+    fn poll(&self, _shared: &Shared, _issuer: u32) {
+        self.complete_next();
+    }
+
+    /// Completes everything queued: a future or a detached I/O must complete with nobody
+    /// waiting, and there is no thread to do it later.
+    fn watch(&self, _issuer: u32) {
+        while self.complete_next() {}
+    }
+}

@@ -1,0 +1,499 @@
+//! The simulated disk as the handle layer's [`Storage`]: opening files on it (copying in a
+//! real file the first time its path is opened), and executing a request against it — with
+//! the seeded faults the settings ask for: EIO on read and write, ENOSPC, short transfers,
+//! latent sector errors, bit rot and misdirected writes. See `docs/design.md`, "The
+//! simulated disk".
+
+use super::disk::{Change, DiskState, SECTOR, SimDisk, SimFile, reopen, stand_in};
+use super::rng::Rng;
+use crate::handle::settings::Settings;
+use crate::handle::storage::{OpenMode, Storage};
+use dbaio_sys::{Op, Request};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+/// The fault probabilities, from the `sim_fault_*` settings.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Faults {
+    read_error: f64,
+    write_error: f64,
+    no_space: f64,
+    short: f64,
+    latent: f64,
+    bit_rot: f64,
+    misdirect: f64,
+}
+
+impl Faults {
+    pub(super) fn from(s: &Settings) -> Faults {
+        Faults {
+            read_error: s.sim_fault_read_error,
+            write_error: s.sim_fault_write_error,
+            no_space: s.sim_fault_no_space,
+            short: s.sim_fault_short,
+            latent: s.sim_fault_latent,
+            bit_rot: s.sim_fault_bit_rot,
+            misdirect: s.sim_fault_misdirect,
+        }
+    }
+}
+
+/// What a descriptor handed out by [`SimStore::open`] stands for.
+#[derive(Clone, Debug)]
+enum Opened {
+    File {
+        path: PathBuf,
+        write: bool,
+        direct: bool,
+    },
+    Dir {
+        path: PathBuf,
+    },
+}
+
+/// One subsystem's view of a simulated disk: its descriptors, its fault draws.
+pub(crate) struct SimStore {
+    pub(crate) disk: SimDisk,
+    faults: Faults,
+    /// The subsystem's draws (faults, latencies), seeded by `sim_seed`.
+    pub(super) rng: Mutex<Rng>,
+    open: Mutex<HashMap<RawFd, Opened>>,
+}
+
+impl SimStore {
+    pub(super) fn new(disk: SimDisk, settings: &Settings) -> SimStore {
+        SimStore {
+            disk,
+            faults: Faults::from(settings),
+            rng: Mutex::new(Rng::new(settings.sim_seed)),
+            open: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn crashed(&self) -> bool {
+        self.disk.inner.crashed.load(Ordering::SeqCst)
+    }
+
+    /// True with probability `p`, from the subsystem's draws.
+    fn chance(&self, p: f64) -> bool {
+        self.rng.lock().chance(p)
+    }
+
+    fn draw(&self, n: u64) -> u64 {
+        self.rng.lock().below(n)
+    }
+}
+
+fn err(errno: i32) -> std::io::Error {
+    std::io::Error::from_raw_os_error(errno)
+}
+
+impl Storage for SimStore {
+    fn open(&self, path: &Path, mode: OpenMode) -> std::io::Result<OwnedFd> {
+        if self.crashed() {
+            return Err(err(libc::EIO));
+        }
+        let mut st = self.disk.inner.state.lock();
+        let opened = if st.files.contains_key(path) || import(&mut st, path)? {
+            if mode.truncate {
+                let f = st.files.get_mut(path).expect("present");
+                f.change(Change::Resize { len: 0 });
+            }
+            Opened::File {
+                path: path.to_path_buf(),
+                write: mode.write,
+                direct: mode.direct,
+            }
+        } else if st.dirs.contains(path) || path.is_dir() {
+            st.dirs.insert(path.to_path_buf());
+            Opened::Dir {
+                path: path.to_path_buf(),
+            }
+        } else if mode.create {
+            create(&mut st, path)?;
+            Opened::File {
+                path: path.to_path_buf(),
+                write: true,
+                direct: mode.direct,
+            }
+        } else {
+            return Err(err(libc::ENOENT));
+        };
+        let fd = match &opened {
+            Opened::File { path, .. } => reopen(&st.files[path].stand_in)?,
+            Opened::Dir { .. } => stand_in()?,
+        };
+        self.open.lock().insert(fd.as_raw_fd(), opened);
+        Ok(fd)
+    }
+
+    unsafe fn perform(&self, req: &Request) -> i32 {
+        let raw = if self.crashed() {
+            -libc::EIO
+        } else {
+            // SAFETY: the caller guarantees the request's iovecs and path (contract).
+            let raw = unsafe { self.execute(req) };
+            if self.disk.count_io() {
+                self.disk.crash();
+                -libc::EIO // the power went before the completion came back
+            } else {
+                raw
+            }
+        };
+        let len = if req.op.transfers_data() {
+            // SAFETY: as above.
+            unsafe { iov_len(req) }
+        } else {
+            req.len
+        };
+        self.disk
+            .inner
+            .state
+            .lock()
+            .record(req.op as u8, req.offset, len, raw);
+        raw
+    }
+
+    fn len(&self, fd: RawFd) -> std::io::Result<u64> {
+        let opened = self.open.lock().get(&fd).cloned();
+        let st = self.disk.inner.state.lock();
+        match opened {
+            Some(Opened::File { path, .. }) => st
+                .files
+                .get(&path)
+                .map(|f| f.visible.len() as u64)
+                .ok_or_else(|| err(libc::ENOENT)),
+            Some(Opened::Dir { .. }) => Ok(0),
+            None => Err(err(libc::EBADF)),
+        }
+    }
+
+    fn closing(&self, fd: RawFd) {
+        self.open.lock().remove(&fd);
+    }
+}
+
+impl SimStore {
+    /// Executes `req` on the disk (not crashed).
+    ///
+    /// # Safety
+    ///
+    /// The request's iovecs (and, for an unlink, its path) are valid for the call.
+    unsafe fn execute(&self, req: &Request) -> i32 {
+        if req.op == Op::Unlink {
+            // SAFETY: the caller guarantees a NUL-terminated path (contract).
+            let p = unsafe { std::ffi::CStr::from_ptr(req.path) };
+            let path = PathBuf::from(std::ffi::OsStr::from_bytes(p.to_bytes()));
+            return self.unlink(&path);
+        }
+        let Some(opened) = self.open.lock().get(&req.fd).cloned() else {
+            return -libc::EBADF;
+        };
+        let (path, write, direct) = match opened {
+            Opened::File {
+                path,
+                write,
+                direct,
+            } => (path, write, direct),
+            Opened::Dir { path } => return self.dir_op(req.op, &path),
+        };
+        // As O_DIRECT on a real file: a transfer not aligned is refused — except a read at or
+        // past the end, which finds nothing to read before it looks at alignment.
+        if direct
+            && req.op.transfers_data()
+            // SAFETY: as for this function.
+            && !unsafe { aligned(req) }
+            && !(req.op == Op::Readv && self.len_of(&path) <= req.offset)
+        {
+            return -libc::EINVAL;
+        }
+        match req.op {
+            // SAFETY: as for this function.
+            Op::Readv => unsafe { self.read(&path, req) },
+            Op::Writev if !write => -libc::EBADF,
+            // SAFETY: as for this function.
+            Op::Writev => unsafe { self.write(&path, req) },
+            Op::Fsync | Op::Fdatasync => self.with_file(&path, |f| {
+                f.sync();
+                0
+            }),
+            Op::FadviseWillneed => 0,
+            Op::Fallocate if self.chance(self.faults.no_space) => -libc::ENOSPC,
+            Op::Fallocate => {
+                let end = req.offset.saturating_add(req.len);
+                self.with_file(&path, |f| {
+                    if (f.visible.len() as u64) < end {
+                        f.change(Change::Resize { len: end });
+                    }
+                    0
+                })
+            }
+            Op::Ftruncate if !write => -libc::EINVAL,
+            Op::Ftruncate => self.with_file(&path, |f| {
+                f.change(Change::Resize { len: req.len });
+                0
+            }),
+            _ => -libc::EINVAL,
+        }
+    }
+
+    /// The length of the file at `path` (0 if it went away).
+    fn len_of(&self, path: &Path) -> u64 {
+        let st = self.disk.inner.state.lock();
+        st.files.get(path).map_or(0, |f| f.visible.len() as u64)
+    }
+
+    /// Runs `f` on the file at `path` (ENOENT if it went away).
+    fn with_file(&self, path: &Path, f: impl FnOnce(&mut SimFile) -> i32) -> i32 {
+        let mut st = self.disk.inner.state.lock();
+        match st.files.get_mut(path) {
+            Some(file) => f(file),
+            None => -libc::ENOENT,
+        }
+    }
+
+    /// An op on a directory: a sync makes the entries in it durable (files made in it
+    /// stay, files removed from it stay removed).
+    fn dir_op(&self, op: Op, dir: &Path) -> i32 {
+        match op {
+            Op::Fsync | Op::Fdatasync => {
+                let mut st = self.disk.inner.state.lock();
+                for (p, f) in st.files.iter_mut() {
+                    if p.parent() == Some(dir) {
+                        f.entry_durable = true;
+                    }
+                }
+                st.removed.retain(|p, _| p.parent() != Some(dir));
+                0
+            }
+            Op::FadviseWillneed => 0,
+            Op::Readv | Op::Writev => -libc::EISDIR,
+            _ => -libc::EINVAL,
+        }
+    }
+
+    /// `unlink(path)`: the file leaves the namespace now; until its directory is synced a
+    /// crash may bring it back.
+    fn unlink(&self, path: &Path) -> i32 {
+        if [Path::new("/proc"), Path::new("/sys"), Path::new("/dev")]
+            .iter()
+            .any(|p| path.starts_with(p))
+        {
+            // Kernel files are not the disk's to remove: refused as the kernel refuses them
+            // (to root as not permitted, to others for want of write permission).
+            // SAFETY: geteuid has no preconditions.
+            return if unsafe { libc::geteuid() } == 0 {
+                -libc::EPERM
+            } else {
+                -libc::EACCES
+            };
+        }
+        let mut st = self.disk.inner.state.lock();
+        if st.dirs.contains(path) || (!st.files.contains_key(path) && path.is_dir()) {
+            return -libc::EISDIR;
+        }
+        if !st.files.contains_key(path) && !import(&mut st, path).unwrap_or(false) {
+            return -libc::ENOENT;
+        }
+        let f = st.files.remove(path).expect("present");
+        st.tombstones.insert(path.to_path_buf());
+        if f.entry_durable {
+            st.removed.insert(path.to_path_buf(), f);
+        }
+        0
+    }
+
+    /// A read: the bytes reads see, or a fault.
+    ///
+    /// # Safety
+    ///
+    /// The request's iovecs are valid and writable for the call.
+    unsafe fn read(&self, path: &Path, req: &Request) -> i32 {
+        if self.chance(self.faults.read_error) {
+            return -libc::EIO;
+        }
+        let (short, latent, rot) = (
+            self.chance(self.faults.short),
+            self.chance(self.faults.latent),
+            self.chance(self.faults.bit_rot),
+        );
+        let mut st = self.disk.inner.state.lock();
+        let Some(f) = st.files.get_mut(path) else {
+            return -libc::ENOENT;
+        };
+        // SAFETY: as for this function.
+        let want = unsafe { iov_len(req) };
+        let avail = (f.visible.len() as u64).saturating_sub(req.offset);
+        let mut n = want.min(avail);
+        if n == 0 {
+            return 0;
+        }
+        let sectors = req.offset / SECTOR..=(req.offset + n - 1) / SECTOR;
+        if latent {
+            let pick = sectors.start() + self.draw(sectors.end() - sectors.start() + 1);
+            f.latent.insert(pick);
+        }
+        if f.latent.range(sectors).next().is_some() {
+            return -libc::EIO;
+        }
+        if rot {
+            // A bit of the media flips: this read and every later one see it.
+            let at = (req.offset + self.draw(n)) as usize;
+            let bit = 1u8 << self.draw(8);
+            f.visible[at] ^= bit;
+            if at < f.durable.len() {
+                f.durable[at] ^= bit;
+            }
+        }
+        if short && n > 1 {
+            n = 1 + self.draw(n - 1);
+        }
+        let start = req.offset as usize;
+        // SAFETY: as for this function.
+        unsafe { scatter(req, &f.visible[start..start + n as usize]) };
+        n as i32
+    }
+
+    /// A write into the cache, or a fault: refused (EIO, ENOSPC), short, or — the lie —
+    /// put at a wrong offset and reported done.
+    ///
+    /// # Safety
+    ///
+    /// The request's iovecs are valid for the call.
+    unsafe fn write(&self, path: &Path, req: &Request) -> i32 {
+        if self.chance(self.faults.write_error) {
+            return -libc::EIO;
+        }
+        if self.chance(self.faults.no_space) {
+            return -libc::ENOSPC;
+        }
+        // SAFETY: as for this function.
+        let mut data = unsafe { gather(req) };
+        let full = data.len();
+        if self.chance(self.faults.short) && full > 1 {
+            data.truncate(1 + self.draw(full as u64 - 1) as usize);
+        }
+        let reported = data.len();
+        let mut offset = req.offset;
+        if self.chance(self.faults.misdirect) {
+            let shift = 4096 * (1 + self.draw(4));
+            offset = if self.draw(2) == 0 || offset < shift {
+                offset + shift
+            } else {
+                offset - shift
+            };
+        }
+        let mut st = self.disk.inner.state.lock();
+        let Some(f) = st.files.get_mut(path) else {
+            return -libc::ENOENT;
+        };
+        if !data.is_empty() {
+            let first = offset / SECTOR;
+            let last = (offset + data.len() as u64 - 1) / SECTOR;
+            let rewritten: Vec<u64> = f.latent.range(first..=last).copied().collect();
+            for s in rewritten {
+                f.latent.remove(&s);
+            }
+        }
+        f.change(Change::Write { offset, data });
+        reported as i32
+    }
+}
+
+/// Copies real file `path` in (durable) the first time it is opened; false if there is
+/// none, or the disk removed it.
+fn import(st: &mut DiskState, path: &Path) -> std::io::Result<bool> {
+    if st.tombstones.contains(path) || !path.is_file() {
+        return Ok(false);
+    }
+    let contents = std::fs::read(path)?;
+    st.insert_file(path, SimFile::new(contents, true)?);
+    Ok(true)
+}
+
+/// A new empty file at `path`, its entry not yet durable.
+fn create(st: &mut DiskState, path: &Path) -> std::io::Result<()> {
+    let parent = path.parent().unwrap_or(Path::new("/"));
+    if !st.dirs.contains(parent) && !parent.is_dir() {
+        return Err(err(libc::ENOENT));
+    }
+    st.tombstones.remove(path);
+    st.removed.remove(path);
+    st.insert_file(path, SimFile::new(Vec::new(), false)?);
+    Ok(())
+}
+
+/// The bytes `req`'s iovecs cover.
+///
+/// # Safety
+///
+/// `req.iov` points at `req.iovcnt` valid iovecs.
+unsafe fn iov_len(req: &Request) -> u64 {
+    if req.iov.is_null() {
+        return 0;
+    }
+    // SAFETY: the caller guarantees the iovecs (contract).
+    unsafe { std::slice::from_raw_parts(req.iov, req.iovcnt as usize) }
+        .iter()
+        .map(|v| v.iov_len as u64)
+        .sum()
+}
+
+/// Whether `req` meets O_DIRECT's alignment: offset, and each buffer's address and length,
+/// multiples of the sector.
+///
+/// # Safety
+///
+/// `req.iov` points at `req.iovcnt` valid iovecs.
+unsafe fn aligned(req: &Request) -> bool {
+    if req.offset % SECTOR != 0 {
+        return false;
+    }
+    if req.iov.is_null() {
+        return true;
+    }
+    // SAFETY: the caller guarantees the iovecs (contract).
+    unsafe { std::slice::from_raw_parts(req.iov, req.iovcnt as usize) }
+        .iter()
+        .all(|v| v.iov_base as u64 % SECTOR == 0 && v.iov_len as u64 % SECTOR == 0)
+}
+
+/// Copies `bytes` into `req`'s iovecs, in order.
+///
+/// # Safety
+///
+/// `req.iov` points at valid, writable iovecs covering at least `bytes.len()` bytes.
+unsafe fn scatter(req: &Request, mut bytes: &[u8]) {
+    // SAFETY: the caller guarantees the iovecs (contract).
+    let iovs = unsafe { std::slice::from_raw_parts(req.iov, req.iovcnt as usize) };
+    for v in iovs {
+        if bytes.is_empty() {
+            break;
+        }
+        let n = v.iov_len.min(bytes.len());
+        // SAFETY: `v` names `v.iov_len` writable bytes (contract); `n` is within both.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), v.iov_base.cast(), n) };
+        bytes = &bytes[n..];
+    }
+}
+
+/// The bytes `req`'s iovecs hold, in order.
+///
+/// # Safety
+///
+/// `req.iov` points at valid, readable iovecs.
+unsafe fn gather(req: &Request) -> Vec<u8> {
+    // SAFETY: the caller guarantees the iovecs (contract).
+    let iovs = unsafe { std::slice::from_raw_parts(req.iov, req.iovcnt as usize) };
+    let mut out = Vec::with_capacity(iovs.iter().map(|v| v.iov_len).sum());
+    for v in iovs {
+        // SAFETY: `v` names `v.iov_len` readable bytes (contract).
+        out.extend_from_slice(unsafe { std::slice::from_raw_parts(v.iov_base.cast(), v.iov_len) });
+    }
+    out
+}
+
+use std::os::unix::ffi::OsStrExt;

@@ -1,0 +1,604 @@
+//! `io_method = sim`, the simulated disk, seen from an engine: a run is decided by its seed
+//! (two runs of one seed are the same byte for byte, two seeds differ); I/Os complete out of
+//! submission order, and slow outliers last; each fault kind reaches an engine path in the
+//! form the engine must handle (an error naming op, file, offset and errno; a short transfer
+//! the slice layer resumes; a latent sector that reads as EIO until rewritten; bit rot and a
+//! misdirected write that the page checksum catches); and a crash keeps what was synced,
+//! drops, keeps or tears what was not, and loses a new file whose directory was not synced.
+//! Guards against: a simulator whose runs cannot be replayed from their seed (a draw taken
+//! from anything but the seed, or only when a fault is on), completions that come back in
+//! submission order (hiding an engine's ordering bugs), a fault the engine never sees or sees
+//! as the wrong error, and a crash that keeps unsynced data (the harness could never fail) or
+//! loses synced data (it would always fail).
+
+use dbaio::page::pg_checksum_page;
+use dbaio::{
+    Aio, AioError, CallbackId, HandleCallbacks, IoBuf, IoContext, IoMethodKind, IoResult,
+    OpenOptions, PageVerification, Settings, SimDisk, Status,
+};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+const BLOCK: usize = 8192;
+
+fn settings(seed: u64) -> Settings {
+    Settings {
+        io_method: IoMethodKind::Sim,
+        sim_seed: seed,
+        buffer_pool_size: 256,
+        max_issuers: 4,
+        ..Settings::default()
+    }
+}
+
+/// A subsystem on `disk` (a fresh one seeded by `sim_seed` if None), after `tweak`.
+fn start(disk: Option<SimDisk>, seed: u64, tweak: impl FnOnce(&mut Settings)) -> Aio {
+    let mut s = settings(seed);
+    tweak(&mut s);
+    let mut b = Aio::builder(s);
+    if let Some(d) = disk {
+        b.sim_disk(d);
+    }
+    let aio = b.start().expect("start on sim");
+    assert_eq!(aio.io_method(), IoMethodKind::Sim);
+    aio
+}
+
+/// A real directory for the simulated files' paths (nothing is written in it).
+fn dir() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+/// A PostgreSQL page for block `blk`: a sane header, `fill` in its free space, its checksum.
+fn page(blk: u32, fill: u8) -> Vec<u8> {
+    let mut p = vec![fill; BLOCK];
+    p[..24].fill(0);
+    p[12..14].copy_from_slice(&24u16.to_le_bytes()); // pd_lower
+    p[14..16].copy_from_slice(&(BLOCK as u16).to_le_bytes()); // pd_upper
+    p[16..18].copy_from_slice(&(BLOCK as u16).to_le_bytes()); // pd_special
+    p[18..20].copy_from_slice(&(BLOCK as u16 | 4).to_le_bytes()); // size and version
+    let sum = pg_checksum_page(&p, blk);
+    p[8..10].copy_from_slice(&sum.to_le_bytes());
+    p
+}
+
+/// Offset and raw result of each completion, in completion order.
+type Seen = Arc<Mutex<Vec<(u64, i32)>>>;
+
+/// Records the offset and raw result of every completion, in completion order.
+struct Order(Seen);
+
+impl HandleCallbacks for Order {
+    fn name(&self) -> &'static str {
+        "order"
+    }
+    fn complete_shared(&self, io: &IoContext<'_>, prior: IoResult, _data: u8) -> IoResult {
+        self.0.lock().unwrap().push((io.offset(), io.raw_result()));
+        prior
+    }
+}
+
+/// A subsystem whose completions `Order` records (callback id returned).
+fn start_recording(seed: u64, tweak: impl FnOnce(&mut Settings)) -> (Aio, CallbackId, Seen) {
+    let mut s = settings(seed);
+    tweak(&mut s);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut b = Aio::builder(s);
+    let id = b.callback(Order(Arc::clone(&seen))).unwrap();
+    (b.start().unwrap(), id, seen)
+}
+
+/// Writes `n` blocks in one batch, each at its own offset, recording completions; then
+/// waits for all.
+fn batch_of_writes(aio: &Aio, id: CallbackId, path: &Path, n: u64) {
+    let me = aio.register_issuer("batch").unwrap();
+    let f = aio.open(path, &OpenOptions::read_write()).unwrap();
+    me.begin_batch().unwrap();
+    let mut ios = Vec::new();
+    for i in 0..n {
+        let mut h = me.acquire().unwrap();
+        h.add_callback(id, 0).unwrap();
+        ios.push(h.write(&f, i * 4096, IoBuf::from_slice(&[i as u8; 4096])));
+    }
+    me.end_batch();
+    for io in ios {
+        me.wait(io).check().unwrap();
+    }
+}
+
+/// A run of a small engine workload on seed `seed` with every fault on: what it saw (each
+/// completion's offset and result, in order) and the disk's digest at the end.
+fn workload(seed: u64) -> (Vec<(u64, i32)>, u64) {
+    // One path for every run: the digest covers paths.
+    let table = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sim-determinism-table");
+    let (aio, id, seen) = start_recording(seed, |s| {
+        s.sim_latency_min = 5;
+        s.sim_latency_max = 500;
+        s.sim_fault_read_error = 0.03;
+        s.sim_fault_write_error = 0.03;
+        s.sim_fault_no_space = 0.02;
+        s.sim_fault_short = 0.05;
+        s.sim_fault_latent = 0.02;
+        s.sim_fault_bit_rot = 0.02;
+        s.sim_fault_misdirect = 0.02;
+        s.sim_fault_slow = 0.05;
+    });
+    let me = aio.register_issuer("engine").unwrap();
+    let f = aio.open(&table, &OpenOptions::read_write()).unwrap();
+    for round in 0..4u64 {
+        me.begin_batch().unwrap();
+        let mut ios = Vec::new();
+        for i in 0..24u64 {
+            let mut h = me.acquire().unwrap();
+            h.add_callback(id, 0).unwrap();
+            let off = ((i * 7 + round * 3) % 40) * 4096;
+            ios.push(if (i + round) % 3 == 0 {
+                h.read(&f, off, IoBuf::new(4096))
+            } else {
+                h.write(&f, off, IoBuf::from_slice(&[(i + round) as u8; 4096]))
+            });
+        }
+        me.end_batch();
+        for io in ios {
+            let _ = me.wait(io); // errors are part of the run
+        }
+        let mut h = me.acquire().unwrap();
+        h.add_callback(id, 0).unwrap();
+        let _ = me.wait(h.fsync(&f));
+    }
+    let digest = aio.sim_disk().unwrap().digest();
+    let seen = seen.lock().unwrap().clone();
+    (seen, digest)
+}
+
+#[test]
+fn one_seed_gives_one_run_and_another_seed_another() {
+    let (a, da) = workload(42);
+    let (b, db) = workload(42);
+    assert_eq!(a, b, "completions of two runs of seed 42");
+    assert_eq!(da, db, "disk digests of two runs of seed 42");
+    let failed = a.iter().filter(|(_, r)| *r < 0).count();
+    assert!(failed > 0, "the faults were on: some I/O failed ({a:?})");
+    let (c, dc) = workload(43);
+    assert_ne!((a, da), (c, dc), "seeds 42 and 43 gave the same run");
+}
+
+#[test]
+fn ios_complete_out_of_submission_order() {
+    let d = dir();
+    let (aio, id, seen) = start_recording(1, |s| {
+        s.sim_latency_min = 10;
+        s.sim_latency_max = 1000;
+    });
+    batch_of_writes(&aio, id, &d.path().join("f"), 32);
+    let order: Vec<u64> = seen.lock().unwrap().iter().map(|(o, _)| o / 4096).collect();
+    assert_eq!(order.len(), 32);
+    assert!(
+        order.windows(2).any(|w| w[0] > w[1]),
+        "drawn latencies, yet completions in submission order: {order:?}"
+    );
+    // With one fixed latency, the queue keeps submission order.
+    let (aio, id, seen) = start_recording(1, |s| {
+        s.sim_latency_min = 100;
+        s.sim_latency_max = 100;
+    });
+    batch_of_writes(&aio, id, &d.path().join("g"), 32);
+    let order: Vec<u64> = seen.lock().unwrap().iter().map(|(o, _)| o / 4096).collect();
+    assert_eq!(order, (0..32).collect::<Vec<_>>());
+}
+
+#[test]
+fn slow_outliers_complete_after_the_rest() {
+    let d = dir();
+    let (aio, id, seen) = start_recording(3, |s| {
+        s.sim_latency_min = 100;
+        s.sim_latency_max = 100;
+        s.sim_fault_slow = 0.25;
+    });
+    batch_of_writes(&aio, id, &d.path().join("f"), 32);
+    let order: Vec<u64> = seen.lock().unwrap().iter().map(|(o, _)| o / 4096).collect();
+    // The on-time writes first, in order; then the slow ones, in order.
+    let first_late = order.windows(2).position(|w| w[0] > w[1]).map(|p| p + 1);
+    let split = first_late.expect("some writes were slow outliers");
+    let (on_time, late) = order.split_at(split);
+    assert!(on_time.is_sorted() && late.is_sorted(), "{order:?}");
+    assert!(!late.is_empty() && late.len() < 32, "{order:?}");
+}
+
+/// The error of a read on a sim subsystem with `tweak` applied, of a file of pages.
+fn failed_read(tweak: impl FnOnce(&mut Settings)) -> (AioError, PathBuf, tempfile::TempDir) {
+    let d = dir();
+    let path = d.path().join("rel");
+    let aio = start(None, 9, tweak);
+    let me = aio.register_issuer("reader").unwrap();
+    let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
+    me.set_page_verification(PageVerification::OFF);
+    for b in 0..4u32 {
+        me.write_all_from(&f, u64::from(b) * BLOCK as u64, &page(b, 1))
+            .unwrap();
+    }
+    let e = me.read_exact_at(&f, 16384, IoBuf::new(4096)).unwrap_err();
+    (e, path, d)
+}
+
+#[test]
+fn a_read_error_names_op_file_offset_and_errno() {
+    let (e, path, _d) = failed_read(|s| s.sim_fault_read_error = 1.0);
+    let words = e.to_string();
+    assert!(words.contains("could not read"), "{words}");
+    assert!(words.contains(&path.display().to_string()), "{words}");
+    assert!(words.contains("16384"), "{words}");
+    assert!(words.contains("Input/output error"), "{words}");
+}
+
+#[test]
+fn write_errors_and_a_full_disk_reach_the_writer() {
+    let d = dir();
+    let aio = start(None, 5, |s| s.sim_fault_write_error = 1.0);
+    let me = aio.register_issuer("writer").unwrap();
+    let f = aio
+        .open(d.path().join("w"), &OpenOptions::read_write())
+        .unwrap();
+    let e = me.write_all_from(&f, 0, &[1u8; 4096]).unwrap_err();
+    let words = e.to_string();
+    assert!(words.contains("could not write"), "{words}");
+    assert!(words.contains("Input/output error"), "{words}");
+
+    let aio = start(None, 5, |s| s.sim_fault_no_space = 1.0);
+    let me = aio.register_issuer("writer").unwrap();
+    let f = aio
+        .open(d.path().join("w"), &OpenOptions::read_write())
+        .unwrap();
+    let e = me.write_all_from(&f, 0, &[1u8; 4096]).unwrap_err();
+    assert!(e.to_string().contains("No space left on device"), "{e}");
+    let c = me.wait(me.acquire().unwrap().fallocate(&f, 0, 1 << 20));
+    assert_eq!(c.check().unwrap_err().errno, libc::ENOSPC);
+    assert_eq!(f.len().unwrap(), 0, "nothing was written");
+}
+
+#[test]
+fn short_transfers_are_reported_and_resumed() {
+    let d = dir();
+    let aio = start(None, 11, |s| s.sim_fault_short = 1.0);
+    let me = aio.register_issuer("short").unwrap();
+    let f = aio
+        .open(d.path().join("s"), &OpenOptions::read_write())
+        .unwrap();
+    let data: Vec<u8> = (0..65536u32).map(|i| (i % 251) as u8).collect();
+    // Every transfer is short; the slice layer goes on until all is written and read.
+    me.write_all_from(&f, 0, &data).unwrap();
+    let mut back = vec![0u8; data.len()];
+    me.read_exact_into(&f, 0, &mut back).unwrap();
+    assert_eq!(back, data);
+    // A single read says it is partial.
+    let c = me.wait(me.acquire().unwrap().read(&f, 0, IoBuf::new(8192)));
+    assert_eq!(c.result().status, Status::Partial);
+    assert!(c.bytes() < 8192);
+}
+
+#[test]
+fn a_latent_sector_fails_buffer_reads_until_it_is_rewritten() {
+    let d = dir();
+    let path = d.path().join("rel");
+    let disk = SimDisk::new(1);
+    let pages: Vec<u8> = (0..4).flat_map(|b| page(b, 3)).collect();
+    disk.insert(&path, pages).unwrap();
+    {
+        // One read finds a sector gone bad.
+        let aio = start(Some(disk.clone()), 2, |s| s.sim_fault_latent = 1.0);
+        let me = aio.register_issuer("reader").unwrap();
+        let f = aio.open(&path, &OpenOptions::read()).unwrap();
+        let e = me.read_block(&f, 2).err().expect("a bad sector");
+        assert!(e.to_string().contains("Input/output error"), "{e}");
+    }
+    // The sector stays bad for a subsystem without the fault, until written.
+    let aio = start(Some(disk), 2, |_| {});
+    let me = aio.register_issuer("reader").unwrap();
+    let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
+    let e = me.read_block(&f, 2).err().expect("still bad");
+    let words = e.to_string();
+    assert!(
+        words.contains("could not read blocks 2..2 in file"),
+        "{words}"
+    );
+    assert!(words.contains(&path.display().to_string()), "{words}");
+    assert!(words.contains("Input/output error"), "{words}");
+    me.write_all_from(&f, 2 * BLOCK as u64, &page(2, 4))
+        .unwrap();
+    let b = me.read_block(&f, 2).unwrap();
+    assert_eq!(b.page(), &page(2, 4)[..]);
+}
+
+#[test]
+fn bit_rot_is_caught_by_the_page_checksum_and_stays() {
+    let d = dir();
+    let path = d.path().join("rel");
+    let disk = SimDisk::new(1);
+    disk.insert(&path, (0..4).flat_map(|b| page(b, 5)).collect())
+        .unwrap();
+    {
+        let aio = start(Some(disk.clone()), 4, |s| s.sim_fault_bit_rot = 1.0);
+        let me = aio.register_issuer("reader").unwrap();
+        me.set_page_verification(PageVerification::ERROR);
+        let f = aio.open(&path, &OpenOptions::read()).unwrap();
+        let e = me.read_block(&f, 1).err().expect("a flipped bit");
+        let words = e.to_string();
+        assert!(words.contains("invalid page in block 1"), "{words}");
+    }
+    // The flip is in the media: a subsystem without the fault still sees it.
+    let aio = start(Some(disk), 4, |_| {});
+    let me = aio.register_issuer("reader").unwrap();
+    me.set_page_verification(PageVerification::ERROR);
+    let f = aio.open(&path, &OpenOptions::read()).unwrap();
+    assert!(me.read_block(&f, 1).is_err(), "the bit stays flipped");
+    assert!(me.read_block(&f, 0).is_ok(), "the other pages are intact");
+}
+
+#[test]
+fn a_misdirected_write_is_caught_where_it_landed() {
+    let d = dir();
+    let path = d.path().join("rel");
+    let disk = SimDisk::new(1);
+    disk.insert(&path, (0..16).flat_map(|b| page(b, 6)).collect())
+        .unwrap();
+    {
+        let aio = start(Some(disk.clone()), 8, |s| s.sim_fault_misdirect = 1.0);
+        let me = aio.register_issuer("writer").unwrap();
+        let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
+        // Reported done...
+        me.write_all_from(&f, 8 * BLOCK as u64, &page(8, 7))
+            .unwrap();
+    }
+    let aio = start(Some(disk), 8, |_| {});
+    let me = aio.register_issuer("reader").unwrap();
+    me.set_page_verification(PageVerification::ERROR);
+    let f = aio.open(&path, &OpenOptions::read()).unwrap();
+    // ...but block 8 still holds the old page, and the new one, checksummed for block 8,
+    // fails verification where it landed.
+    assert_eq!(me.read_block(&f, 8).unwrap().page(), &page(8, 6)[..]);
+    let caught: Vec<u32> = (0..f.len().unwrap() / BLOCK as u64)
+        .map(|b| b as u32)
+        .filter(|&b| {
+            me.read_block(&f, b)
+                .err()
+                .is_some_and(|e| e.to_string().contains("invalid page"))
+        })
+        .collect();
+    assert_eq!(caught.len(), 1, "one page landed elsewhere: {caught:?}");
+    assert_ne!(caught[0], 8);
+}
+
+/// What a crash of a disk left at `path` after: `old` written and synced (file and
+/// directory), then `new` written over it unsynced.
+fn crash_after_unsynced_overwrite(seed: u64, path: &Path) -> Vec<u8> {
+    let disk = SimDisk::new(seed);
+    {
+        let aio = start(Some(disk.clone()), seed, |_| {});
+        let me = aio.register_issuer("w").unwrap();
+        let f = aio.open(path, &OpenOptions::read_write()).unwrap();
+        me.write_all_from(&f, 0, &[1u8; 4096]).unwrap();
+        me.fsync(&f).unwrap();
+        let dirf = aio
+            .open(path.parent().unwrap(), &OpenOptions::read())
+            .unwrap();
+        me.fsync(&dirf).unwrap();
+        me.write_all_from(&f, 0, &[2u8; 4096]).unwrap();
+    }
+    disk.crash().contents(path).expect("a synced file survives")
+}
+
+#[test]
+fn a_crash_drops_keeps_or_tears_unsynced_writes_by_sector() {
+    let d = dir();
+    let path = d.path().join("f");
+    let (mut dropped, mut kept, mut torn) = (0, 0, 0);
+    for seed in 0..64 {
+        let after = crash_after_unsynced_overwrite(seed, &path);
+        assert_eq!(after.len(), 4096);
+        for sector in after.chunks(512) {
+            assert!(
+                sector.iter().all(|&b| b == 1) || sector.iter().all(|&b| b == 2),
+                "seed {seed}: a sector holds a mix of the two writes"
+            );
+        }
+        match (after.contains(&1), after.contains(&2)) {
+            (true, false) => dropped += 1,
+            (false, true) => kept += 1,
+            _ => torn += 1,
+        }
+    }
+    assert!(
+        dropped > 0 && kept > 0 && torn > 0,
+        "dropped {dropped} kept {kept} torn {torn}"
+    );
+}
+
+#[test]
+fn synced_data_survives_every_crash() {
+    let d = dir();
+    for seed in 0..32 {
+        let path = d.path().join(format!("f{seed}"));
+        let disk = SimDisk::new(seed);
+        {
+            let aio = start(Some(disk.clone()), seed, |_| {});
+            let me = aio.register_issuer("w").unwrap();
+            let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
+            me.write_all_from(&f, 0, &[9u8; 8192]).unwrap();
+            me.fsync(&f).unwrap();
+            let dirf = aio.open(d.path(), &OpenOptions::read()).unwrap();
+            me.fsync(&dirf).unwrap();
+        }
+        let after = disk.crash();
+        assert_eq!(after.contents(&path), Some(vec![9u8; 8192]), "seed {seed}");
+        // A subsystem on the crashed disk reads it back.
+        let aio = start(Some(after), seed, |_| {});
+        let f = aio.open(&path, &OpenOptions::read()).unwrap();
+        let me = aio.register_issuer("r").unwrap();
+        assert_eq!(
+            &me.read_exact_at(&f, 0, IoBuf::new(8192)).unwrap()[..],
+            &[9u8; 8192]
+        );
+    }
+}
+
+#[test]
+fn a_new_file_needs_its_directory_synced_to_survive() {
+    let d = dir();
+    let (mut lost, mut kept) = (0, 0);
+    for seed in 0..32 {
+        for sync_dir in [false, true] {
+            let path = d.path().join(format!("new-{seed}-{sync_dir}"));
+            let disk = SimDisk::new(seed);
+            {
+                let aio = start(Some(disk.clone()), seed, |_| {});
+                let me = aio.register_issuer("w").unwrap();
+                let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
+                me.write_all_from(&f, 0, &[4u8; 512]).unwrap();
+                me.fsync(&f).unwrap();
+                if sync_dir {
+                    let dirf = aio.open(d.path(), &OpenOptions::read()).unwrap();
+                    me.fsync(&dirf).unwrap();
+                }
+            }
+            let after = disk.crash().contents(&path);
+            match (sync_dir, after) {
+                (true, a) => assert_eq!(a, Some(vec![4u8; 512]), "seed {seed}"),
+                (false, None) => lost += 1,
+                (false, Some(a)) => {
+                    assert_eq!(a, vec![4u8; 512], "seed {seed}");
+                    kept += 1
+                }
+            }
+        }
+    }
+    assert!(lost > 0 && kept > 0, "lost {lost} kept {kept}");
+}
+
+#[test]
+fn a_crashed_subsystem_fails_every_io_and_writes_nothing_more() {
+    let d = dir();
+    let path = d.path().join("f");
+    let disk = SimDisk::new(6);
+    let aio = start(Some(disk.clone()), 6, |_| {});
+    let me = aio.register_issuer("w").unwrap();
+    let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
+    me.write_all_from(&f, 0, &[1u8; 4096]).unwrap();
+    me.fsync(&f).unwrap();
+    let dirf = aio.open(d.path(), &OpenOptions::read()).unwrap();
+    me.fsync(&dirf).unwrap();
+    // Writes in flight (submitted, not yet executed: nobody has waited) at the crash.
+    let ios: Vec<_> = (1..4u64)
+        .map(|i| {
+            me.acquire()
+                .unwrap()
+                .write(&f, i * 4096, IoBuf::from_slice(&[2u8; 4096]))
+        })
+        .collect();
+    let after = disk.crash();
+    for io in ios {
+        assert_eq!(me.wait(io).check().unwrap_err().errno, libc::EIO);
+    }
+    let e = me.read_exact_at(&f, 0, IoBuf::new(4096)).unwrap_err();
+    assert!(e.to_string().contains("Input/output error"), "{e}");
+    assert_eq!(after.contents(&path), Some(vec![1u8; 4096]));
+    assert!(
+        aio.open(d.path().join("g"), &OpenOptions::read_write())
+            .is_err()
+    );
+}
+
+#[test]
+fn an_unlink_not_made_durable_may_come_back() {
+    let d = dir();
+    let (mut back, mut gone) = (0, 0);
+    for seed in 0..32 {
+        let path = d.path().join(format!("old-{seed}"));
+        std::fs::write(&path, [8u8; 512]).unwrap(); // copied in when first touched
+        let disk = SimDisk::new(seed);
+        {
+            let aio = start(Some(disk.clone()), seed, |_| {});
+            let me = aio.register_issuer("gc").unwrap();
+            me.unlink(&path).unwrap();
+            assert_eq!(disk.contents(&path), None, "gone at once");
+            let again = aio.open(&path, &OpenOptions::read());
+            assert!(again.is_err(), "the real file is not copied in again");
+        }
+        match disk.crash().contents(&path) {
+            Some(c) => {
+                assert_eq!(c, vec![8u8; 512]);
+                back += 1
+            }
+            None => gone += 1,
+        }
+    }
+    assert!(back > 0 && gone > 0, "back {back} gone {gone}");
+}
+
+#[test]
+fn sim_settings_read_like_postgresql() {
+    let mut s = Settings::default();
+    s.set("io_method", "sim").unwrap();
+    s.set("sim_fault_bit_rot", "0.001").unwrap();
+    s.set("sim_latency_max", "2ms").unwrap();
+    assert_eq!(s.sim_latency_max, 2000);
+    let e = s.set("sim_fault_bit_rot", "1.5").unwrap_err().to_string();
+    assert!(e.contains("sim_fault_bit_rot"), "{e}");
+    assert!(e.contains("0 .. 1"), "{e}");
+    let e = s.set("sim_fault_short", "often").unwrap_err().to_string();
+    assert!(
+        e.contains("invalid value for parameter \"sim_fault_short\""),
+        "{e}"
+    );
+    s.sim_latency_min = 5000;
+    let e = Aio::start(s).expect_err("min over max").to_string();
+    assert!(
+        e.contains("sim_latency_min (5000us) is greater than sim_latency_max (2000us)"),
+        "{e}"
+    );
+    let mut b = Aio::builder(Settings::default());
+    b.sim_disk(SimDisk::new(0));
+    let e = b.start().expect_err("a disk without sim").to_string();
+    assert!(e.contains("io_method is not sim"), "{e}");
+}
+
+#[test]
+fn an_armed_crash_happens_right_after_the_chosen_io() {
+    let d = dir();
+    let path = d.path().join("log");
+    let disk = SimDisk::new(12);
+    disk.insert(&path, Vec::new()).unwrap();
+    let aio = start(Some(disk.clone()), 12, |_| {});
+    let me = aio.register_issuer("log").unwrap();
+    let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
+    let before = disk.ios();
+    disk.crash_after(7); // after three (write, fsync) pairs, the fourth write
+    let mut acknowledged = 0;
+    for i in 0..6u64 {
+        let written = me.write_all_from(&f, i * 512, &[i as u8 + 1; 512]);
+        let synced = written.and_then(|()| me.fsync(&f));
+        match synced {
+            Ok(()) => acknowledged += 1,
+            Err(e) => {
+                assert!(e.to_string().contains("Input/output error"), "{e}");
+                break;
+            }
+        }
+    }
+    assert_eq!(acknowledged, 3);
+    assert_eq!(disk.ios() - before, 7, "nothing ran after the crash");
+    let image = disk.crash_image().expect("the crash happened");
+    let log = image.contents(&path).unwrap();
+    assert!(
+        log.len() == 3 * 512 || log.len() == 4 * 512,
+        "{}",
+        log.len()
+    );
+    for i in 0..3 {
+        assert!(
+            log[i * 512..(i + 1) * 512]
+                .iter()
+                .all(|&b| b == i as u8 + 1)
+        );
+    }
+    assert_eq!(disk.crash().digest(), image.digest(), "a disk crashes once");
+}

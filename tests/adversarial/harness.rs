@@ -24,6 +24,7 @@ pub enum Column {
     WorkerProcesses,
     WorkerProcessesSized,
     IoUring,
+    Sim,
 }
 
 impl Column {
@@ -35,6 +36,7 @@ impl Column {
             Column::WorkerProcesses => "worker processes",
             Column::WorkerProcessesSized => "self-sizing worker processes",
             Column::IoUring => "io_uring",
+            Column::Sim => "sim",
         }
     }
 
@@ -42,6 +44,7 @@ impl Column {
         match self {
             Column::Sync => IoMethodKind::Sync,
             Column::IoUring => IoMethodKind::IoUring,
+            Column::Sim => IoMethodKind::Sim,
             _ => IoMethodKind::Worker,
         }
     }
@@ -98,6 +101,7 @@ macro_rules! every_column {
             WorkerProcessesSized
         );
         $crate::every_column!(@one $scenario, io_uring, long_io_uring, IoUring);
+        $crate::every_column!(@one $scenario, sim, long_sim, Sim);
     };
     (@one $scenario:ident, $short:ident, $long:ident, $column:ident) => {
         #[test]

@@ -16,7 +16,10 @@ fn per_op(c: &mut Criterion) {
         b.iter(|| raw.read_at(&mut buf, 8192).unwrap())
     });
     for m in IoMethodKind::ALL {
-        if m == IoMethodKind::IoUring && dbaio::io_uring_available().is_err() {
+        if m == IoMethodKind::IoUring
+            && let Err(why) = dbaio::io_uring_available()
+        {
+            eprintln!("SKIPPED per_op on io_uring: {why}");
             continue;
         }
         let aio = Aio::start(Settings {

@@ -1,8 +1,12 @@
 //! Settings are validated when the subsystem starts, not only when parsed (issue 15, item 3):
-//! `Settings` built in code with a value outside its range, or a buffer pool too small for
-//! its issuers, make `Aio::start` return PostgreSQL's error — never an assert or a panic.
-//! Before: `io_workers = 0` (now: a self-sizing pool) panicked in the worker pool ("a worker pool needs at least one
-//! worker"), `io_worker_queue_size = 0` likewise, and a pool smaller than `max_issuers` started.
+//! `Settings` built in code with a value outside its range, or a buffer pool too small for its
+//! issuers, make `Aio::start` return PostgreSQL's error — never an assert or a panic. Before:
+//! `io_workers = 0` (now: a self-sizing pool) panicked in the worker pool ("a worker pool needs at
+//! least one worker"), `io_worker_queue_size = 0` likewise, and a pool smaller than `max_issuers`
+//! started.
+//! Guards against: `Aio::start` trusting `Settings` built in code, so an out-of-range value panics
+//! inside the subsystem or starts it anyway (a buffer pool smaller than `max_issuers`, where an
+//! issuer may find no buffer to pin); and errors worded otherwise than PostgreSQL's.
 
 use dbaio::{Aio, AioError, IoMethodKind, Settings};
 

@@ -1,5 +1,10 @@
 //! A board of recent wait references (and tickets) that threads publish and pick from: how
 //! scenario threads find each other's I/Os to wait on.
+//! Guards against: scenarios that only ever wait on I/Os long finished, and so never meet the race
+//! between a foreign waiter and the thread completing the I/O: the board hands out the newest
+//! references, most likely still in flight, now and then one several threads wait on at once, or an
+//! older one whose handle may have been reused since; and it carries tickets to threads other than
+//! the one that made them.
 
 use dbaio::{Ticket, WaitRef};
 use std::collections::VecDeque;

@@ -1,6 +1,10 @@
 //! Acquire with every handle busy: the issuer reclaims finished handles, submits staged ones
 //! and waits for the oldest in flight — it never deadlocks, even in batch mode. When every
 //! handle holds a result an `InFlight` still claims, acquire fails clearly instead of hanging.
+//! Guards against: an acquire that deadlocks with every handle busy (waiting for I/Os still staged
+//! in its own batch, or never reclaiming finished detached ones); an acquire that sleeps for ever
+//! instead of returning `AllHandlesHeld` when every handle is claimed by a live `InFlight`; and a
+//! handle given out twice, so a held read returns another read's bytes.
 
 use crate::support::*;
 use dbaio::{AioError, IoBuf, IoMethodKind, OpenOptions};

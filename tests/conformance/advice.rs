@@ -5,6 +5,10 @@
 //! nothing; a stream dropped mid-scan and a stream whose reads fail give their budget back;
 //! a block already in the buffer pool is not advised; `Advice::Off` advises nothing and
 //! `Advice::Unthrottled` ignores the budget.
+//! Guards against: more blocks advised than `io_advice_budget` on a device, one budget shared by
+//! two devices, or budget leaked by a stream dropped mid-scan or whose reads failed; advice wasted
+//! on a sequential run, on blocks already in the buffer pool or on an O_DIRECT file; and
+//! `Advice::Off` still advising, or `Advice::Unthrottled` taking budget.
 
 use crate::support::*;
 use dbaio::{

@@ -1,6 +1,10 @@
 //! Any-thread access: `Aio::with_issuer` gives each calling thread its own issuer on first
 //! use, named after the thread and attributed to its OS thread id in the view; calls nest;
 //! the issuer is released when the thread ends; after shutdown the call fails cleanly.
+//! Guards against: `with_issuer` registering a new issuer per call or per nested call instead of
+//! one per thread; a thread's I/Os counted under another name or thread id; its issuer's slot
+//! leaked when the thread ends; and `with_issuer` after shutdown hanging or handing out an issuer
+//! instead of failing with `ShutDown`.
 
 use crate::support::*;
 use dbaio::{AioError, IoBuf, IoMethodKind, OpenOptions};

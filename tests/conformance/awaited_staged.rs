@@ -4,6 +4,10 @@
 //! other staged I/Os still go to the workers. Worker processes hand it over too (isolating
 //! I/O code from the embedder is their point), io_uring submits it with the rest, and `sync`
 //! ran it at `start`. Every I/O runs exactly once on every method.
+//! Guards against: an awaited staged I/O run twice (by the waiting issuer and by the worker it was
+//! also handed to) or handed to a worker thread anyway; the issuer's wait keeping the batch's other
+//! staged I/Os from the workers, so they finish only when waited for; and worker processes or
+//! io_uring running I/Os in the issuer after all.
 
 use crate::support::*;
 use dbaio::{IoBuf, IoMethodKind, OpenOptions};

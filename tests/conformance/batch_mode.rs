@@ -1,6 +1,9 @@
 //! Batch mode: I/Os started in a batch stay staged until the batch ends (methods that submit;
 //! `sync` runs each at staging), are flushed automatically at 32, nesting is an error, and an
 //! issuer that exits with an open batch logs a warning and still completes its I/Os.
+//! Guards against: a method that submits staged I/Os before the batch ends, or never flushes at
+//! `SUBMIT_BATCH_SIZE`; a nested `begin_batch` accepted; and a batch left open at issuer exit whose
+//! write never reaches the file or is dropped without a warning.
 
 use crate::support::*;
 use dbaio::{AioError, IoBuf, IoMethodKind, OpenOptions, SUBMIT_BATCH_SIZE};

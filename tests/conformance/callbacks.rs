@@ -1,6 +1,10 @@
 //! Callbacks: the last registered runs first (innermost layer first) at stage, shared and
 //! local completion; each transforms the previous result; local callbacks run in the issuer;
 //! a callback's error reaches the caller as an IoError with the callback's own words.
+//! Guards against: callbacks run in the order they were added instead of innermost first, or
+//! skipped at stage, shared or local completion; a callback's result dropped instead of handed to
+//! the next; local callbacks run on the completing thread (a worker, a reaper) instead of the
+//! issuer; and a callback's error reported without the words of its `report`.
 
 use crate::support::*;
 use dbaio::{Aio, HandleCallbacks, IoBuf, IoContext, IoMethodKind, IoResult, OpenOptions, Status};

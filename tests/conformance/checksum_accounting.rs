@@ -2,6 +2,9 @@
 //! checksum counts as a checksum failure (it did not before); a read that zeroes one page and
 //! ignores another's checksum failure says both, in PostgreSQL's words; and `read_block`'s
 //! checksum failures are counted for the issuer as streams' are.
+//! Guards against: a page failing both the header check and the checksum counted as no checksum
+//! failure (or as two); a combined read's log line naming only the zeroed page or only the ignored
+//! failure; and `read_block`'s checksum failures missing from the issuer's count.
 
 use crate::support::*;
 use dbaio::{IoMethodKind, OpenOptions, PageVerification, ReadStream, ReadStreamOptions, Relation};

@@ -2,6 +2,10 @@
 //! calls its `on_error` exactly once, on the `dbaio-notify` thread, with the path and errno,
 //! and nothing else breaks; detached successes call nothing; `Aio::shutdown` with detached
 //! I/Os still in flight completes them and runs their callbacks before it returns.
+//! Guards against: a detached failure's `on_error` called twice, never, with the wrong path or
+//! errno, or on another thread than `dbaio-notify`; an error callback run for a success; a failed
+//! detached I/O that breaks the issuer's next I/O; and `shutdown` returning before detached writes
+//! in flight are done and their callbacks have run.
 
 use crate::support::*;
 use dbaio::{FaultAction, FaultRule, IoBuf, IoError, IoMethodKind, Op, OpenOptions};

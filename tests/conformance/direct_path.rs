@@ -1,11 +1,16 @@
-//! The direct path: a handle its issuer runs at once (every handle on `sync`; a SYNCHRONOUS
-//! one on any method) and that carries no callbacks goes HANDED_OUT → SUBMITTED →
-//! COMPLETED_SHARED and is reclaimed straight to IDLE, instead of the full lifecycle. It keeps
-//! what the full path gives: the I/O is in the aios view while it runs (SUBMITTED, its op and
-//! length, executor `issuer`) with the issuer's wait event; it is counted in the statistics;
-//! its error message is word for word the full path's (forced by arming a fault rule that
-//! matches nothing); a thread waiting on a wait reference of an earlier use of the same handle
-//! wakes and returns however the uses interleave; and no handle is left busy.
+//! The direct path: a handle its issuer runs at once (every handle on `sync`; a SYNCHRONOUS one on
+//! any method) and that carries no callbacks goes HANDED_OUT → SUBMITTED → COMPLETED_SHARED and is
+//! reclaimed straight to IDLE, instead of the full lifecycle. It keeps what the full path gives:
+//! the I/O is in the aios view while it runs (SUBMITTED, its op and length, executor `issuer`) with
+//! the issuer's wait event; it is counted in the statistics; its error message names the file and
+//! reads the same with a fault rule armed (one that matches nothing; an armed rule no longer takes
+//! a handle off the direct path, so both failures take it and this is not a comparison with the
+//! full path); a thread waiting on a wait reference of an earlier use of the same handle wakes and
+//! returns however the uses interleave; and no handle is left busy.
+//! Guards against: a direct-path I/O missing from the aios view or the wait events while it runs,
+//! or shown in a state the direct path never takes; direct-path I/Os left out of the statistics; a
+//! thread waiting on an earlier use of a reused handle that sleeps for ever (a transition that
+//! drops its waiter bit); and a handle left busy afterwards.
 
 use crate::support::*;
 use dbaio::{FaultAction, FaultRule, HandleFlags, IoBuf, IoMethodKind, Op, OpenOptions};

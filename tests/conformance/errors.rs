@@ -1,6 +1,10 @@
-//! Errors: an injected EIO (at the completion point shared by every method) comes back naming
-//! op, file, offset, length and errno; an injected short transfer is PARTIAL and `write_all_at`
-//! finishes it; EINVAL on an O_DIRECT file carries the alignment hint.
+//! Errors: an injected EIO (at the completion point shared by every method) comes back naming op,
+//! file, offset, length and errno; an injected short transfer is PARTIAL and `resume` finishes it;
+//! EINVAL on an O_DIRECT file carries the alignment hint.
+//! Guards against: an error that loses or garbles its op, offset, length, errno or file, or is
+//! worded otherwise than PostgreSQL's; a `times(1)` rule that fires again; a short write reported
+//! OK or as an error instead of PARTIAL with its byte count, or a `resume` that rewrites from the
+//! start; and an O_DIRECT EINVAL without the alignment hint.
 
 use crate::support::*;
 use dbaio::{FaultAction, FaultRule, IoBuf, IoMethodKind, Op, OpenOptions, Status};

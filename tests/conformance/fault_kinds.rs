@@ -1,9 +1,15 @@
-//! Every kind of injected fault, on every method, through the one injection point: EIO and
-//! ENOSPC come back as errors naming op, file, offset and errno; EAGAIN and EINTR are
-//! transient, executed again and never reported; short reads and writes are PARTIAL and
-//! finished by `read_exact_at`/`write_all_at`; delays only delay; a panicking executor fails
-//! its I/O. Rules with a probability draw from the seed and each I/O's identity, so the same
-//! seed and program fail the same I/Os: the run is replayed and must match.
+//! Every kind of injected fault, on every method, through the one injection point: EIO and ENOSPC
+//! come back as errors with their errno; EAGAIN and EINTR are transient, executed again and never
+//! reported; short reads and writes come back PARTIAL; delays only delay; a panicking executor
+//! fails its I/O (an error without an errno); and once the rules are cleared the file reads back
+//! intact. Rules with a probability draw from the seed and each I/O's identity, so the same seed
+//! and program fail the same I/Os (about 40% of them): the run is replayed and must match, and
+//! another seed must not.
+//! Guards against: a method whose I/Os bypass the shared injection point (nothing is hit); EAGAIN
+//! or EINTR reported instead of retried; a short transfer reported OK or as an error; a panicking
+//! executor that leaves its I/O hanging instead of failing it; draws that depend on timing or on
+//! which thread completes (a replay fails other I/Os) or ignore the seed; and a faulted or retried
+//! write that leaves wrong bytes in the file.
 
 use crate::support::*;
 use dbaio::{FaultAction, FaultRule, IoBuf, IoMethodKind, OpenOptions, Status};

@@ -4,6 +4,10 @@
 //! event; it is counted in the issuer's statistics, errors included; its error message is
 //! word for word the full path's (forced by arming a fault rule that matches nothing); the
 //! handle goes back idle; and a handle held by the caller still makes it an API violation.
+//! Guards against: an inline I/O missing from the aios view or the wait events while it runs, or
+//! left out of the statistics (its bytes, a failed write's error); an inline error worded otherwise
+//! than the full path's; a handle not back to idle afterwards; and slice I/O that slips past a
+//! handle the caller holds instead of refusing.
 
 use crate::support::*;
 use dbaio::{FaultAction, FaultRule, IoMethodKind, Op, OpenOptions};

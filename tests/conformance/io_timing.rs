@@ -1,7 +1,10 @@
-//! `track_io_timing = off`: the I/O paths read only the coarse clock, and the statistics still
-//! count every I/O and byte — on the handle path and on the inline path of slice I/O — but
-//! record no time and no latency; with it on (the default) the same I/Os have a time. The
-//! data read is right either way, and the aios view and wait events still work.
+//! `track_io_timing = off` (under which the I/O paths read only the coarse clock): the statistics
+//! still count every I/O and byte — on the handle path and on the inline path of slice I/O — but
+//! record no time and no latency; with it on (the default) the same I/Os have a time. The data read
+//! is right either way, and no I/O is left in the aios view.
+//! Guards against: I/Os or bytes missing from the statistics with timing off, on the handle or the
+//! inline path; time or latency recorded with timing off, or missing with it on; and the untimed
+//! path returning wrong data or leaving a handle busy.
 
 use crate::support::*;
 use dbaio::{IoBuf, IoMethodKind, OpenOptions};

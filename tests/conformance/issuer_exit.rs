@@ -1,6 +1,9 @@
 //! An issuer that ends with a handed-out handle (leaked with `mem::forget`) and an open batch
 //! logs warnings, submits and completes what was staged, releases the handle, and frees its
 //! slot for a new issuer — no leak, no hang.
+//! Guards against: an exiting issuer that loses its open batch's staged write, hangs on the leaked
+//! handle, or keeps its slot (with `max_issuers = 1` the next issuer cannot register); and an exit
+//! that says nothing about the leaked handle or the open batch.
 
 use crate::support::*;
 use dbaio::{IoBuf, IoMethodKind, OpenOptions};

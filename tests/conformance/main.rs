@@ -1,11 +1,12 @@
 //! The conformance suite: every scenario runs on `sync` (the oracle), `worker` (threads and
-//! processes) and `io_uring`, one `#[test]` per scenario and method, so the test list says
-//! what each result guards and on which method. Goal: the methods are interchangeable. Guards
-//! against a method that differs from the oracle, and against a column that passes without
-//! running: a method that cannot run here (io_uring refused) prints `SKIPPED … on io_uring:
-//! <why>` past the output capture, and fails instead where `DBAIO_REQUIRE_IO_URING` is set
-//! (CI, where io_uring works). One subject per file, one scenario per test; helpers in
-//! `support.rs`.
+//! processes), `io_uring` and `sim` (the seeded simulated disk), one `#[test]` per scenario and
+//! method, so the test list says what each result guards and on which method. Goal: the methods are
+//! interchangeable. A method that cannot run here (io_uring refused) prints `SKIPPED … on io_uring:
+//! <why>` past the output capture, and fails instead where `DBAIO_REQUIRE_IO_URING` is set (CI,
+//! where io_uring works); a scenario that does not apply to `sim` says so the same way. One subject
+//! per file, one scenario per test; helpers in `support.rs`.
+//! Guards against: a method whose data, results, error messages, view rows or statistics differ
+//! from the `sync` oracle's on the same program; and a column that passes without having run.
 
 mod support;
 

@@ -1,5 +1,8 @@
 //! Many issuers in parallel: eight threads, each its own issuer, write their own region in
 //! batches, read it back, and verify — on a shared file and the same subsystem.
+//! Guards against: one issuer's I/O completed into another's handle or buffer (a block reading back
+//! another issuer's or another round's bytes); a batched write not yet on the file when its wait
+//! returned; and a hang when eight issuers submit at once.
 
 use crate::support::*;
 use dbaio::{IoBuf, IoMethodKind, OpenOptions};

@@ -1,5 +1,8 @@
 //! Every op works on every method: fsync, fdatasync, fadvise(WILLNEED), fallocate, ftruncate,
-//! unlink — and failures of the non-data ops name the op and the file.
+//! unlink — and a failed unlink names the op and the file.
+//! Guards against: a method that lacks one of these ops or runs it wrongly (fallocate or ftruncate
+//! leaving the wrong length, unlink leaving the file), or reports one that worked as failed; and an
+//! unlink error with the wrong op, errno or words.
 
 use crate::support::*;
 use dbaio::{IoBuf, IoMethodKind, Op, OpenOptions};

@@ -4,6 +4,10 @@
 //! of one subsystem used with another's issuer fails with an error naming it (before: the
 //! other table's slot of that number — another file — was read, and closing could close it);
 //! a wait reference of another subsystem is refused.
+//! Guards against: an `InFlight` redeemed through the wrong issuer that reclaims that issuer's
+//! handle of the same number; a `File` of another subsystem resolved by slot number, so a read
+//! returns another file's bytes or `close` closes another file; and a wait reference of another
+//! subsystem waited on in this one's handle table.
 
 use crate::support::*;
 use dbaio::{AioError, IoBuf, IoMethodKind, OpenOptions};

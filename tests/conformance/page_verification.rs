@@ -1,12 +1,17 @@
 //! Page verification at completion, on every method, with real PostgreSQL 18.6 pages
-//! (tests/fixtures/pg18) at their true block numbers, one of them in segment `.1` (its
-//! checksum mixes in block 131072 + 12345, so it verifies only under the relation's
-//! numbering). Clean pages pass; then one page gets a flipped byte (a checksum failure) and an
-//! all-zero page gets a stray byte (an invalid new page), and each mode does what PostgreSQL
-//! does: error (the read fails with `2 invalid pages among blocks 0..7 of relation "…"`, the
-//! good pages of the same read are valid, and a single-block read says `invalid page in block
-//! 3 of relation "…"`), zero-on-error (pages zeroed, one warning), ignore-checksum-failure
-//! (the checksum-only page kept with a warning, the bad header still an error), and off.
+//! (tests/fixtures/pg18) at their true block numbers, one of them in segment `.1` (its checksum
+//! mixes in block 131072 + 12345, so it verifies only under the relation's numbering). Clean pages
+//! pass; then one page gets a flipped byte (a checksum failure) and an all-zero page gets a stray
+//! byte (an invalid new page), and each mode does what PostgreSQL does: error (the read fails with
+//! `2 invalid pages among blocks 0..7 of relation "…"`, the good pages of the same read are valid,
+//! and a single-block read says `invalid page in block 3 of relation "…"`), zero-on-error (pages
+//! zeroed, one warning), ignore-checksum-failure (the checksum-only page kept with a warning, the
+//! invalid new page still an error), and off.
+//! Guards against: a checksum computed with the segment's block number instead of the relation's; a
+//! bad page passed, or the good pages of the same combined read failed with it; a mode that does
+//! not do what PostgreSQL does (wrong words, pages not zeroed, a checksum failure not ignored or a
+//! bad new page ignored with it); and a buffer that failed verification and cannot be read again,
+//! or a buffer mapping left inconsistent.
 
 use crate::support::*;
 use dbaio::{

@@ -3,6 +3,9 @@
 //! and the issuer exits cleanly. Found by the model test (tests/model.rs): the reclaim
 //! unlinked the handle from an in-flight list it had never joined, corrupting the list, and
 //! the issuer's exit then panicked ("expected COMPLETED_SHARED but found IDLE").
+//! Guards against: the reclaim of a staged I/O a waiter ran unlinking it from an in-flight list it
+//! never joined, so the list is corrupt and issuer exit panics; and the batch then losing or
+//! failing its other staged reads.
 
 use crate::support::*;
 use dbaio::{IoBuf, IoMethodKind, OpenOptions};

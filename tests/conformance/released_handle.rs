@@ -1,7 +1,9 @@
-//! A handle released unused is recycled like a finished one: its wait reference goes stale
-//! (done at once, not an API-violation error, and never attached to the slot's next I/O),
-//! and nothing set on it (a callback, flags) carries over to the slot's next I/O. Guards
-//! against: the generation kept on release (issue 15, item 8), and stale callbacks.
+//! A handle released unused is recycled like a finished one: its wait reference goes stale (done at
+//! once, not an API-violation error, and never attached to the slot's next I/O), and a callback
+//! added to it does not carry over to the slot's next I/O (the flags set with it are not checked).
+//! Guards against: a released handle that keeps its generation (issue 15, item 8), so its old
+//! reference is not done at once, is refused as an API violation, or waits on the slot's next I/O;
+//! and a callback added to the released handle that runs on the slot's next I/O.
 
 use crate::support::*;
 use dbaio::{

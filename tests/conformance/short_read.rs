@@ -1,6 +1,10 @@
 //! Short reads: a file shorter than the request gives PARTIAL with the bytes read; `resume`
 //! continues with the rest, which then hits end of file — an error that says how much was
 //! read; `read_exact_at` reports it the same way.
+//! Guards against: a short read reported OK or as an error instead of PARTIAL with its byte count;
+//! `resume` from the wrong offset or for the wrong length, or end of file (0 bytes) taken for
+//! success; and `read_exact_at` looping for ever at end of file or saying something else than
+//! `resume`.
 
 use crate::support::*;
 use dbaio::{IoBuf, IoMethodKind, OpenOptions, Status};

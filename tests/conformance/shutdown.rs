@@ -1,6 +1,9 @@
 //! Shutdown with I/O in flight: `Aio::shutdown` from another thread waits for every submitted
 //! I/O; afterwards acquire and open fail with a clear error, while results already started
 //! can still be taken.
+//! Guards against: `shutdown` returning while submitted I/Os are still in flight; `acquire` or
+//! `open` succeeding after shutdown (a new file could reuse a slot whose buffers are kept); and
+//! results of I/Os started before shutdown lost or holding wrong bytes.
 
 use crate::support::*;
 use dbaio::{AioError, IoBuf, IoMethodKind, OpenOptions};

@@ -3,6 +3,11 @@
 //! against the same operations on a `Vec<u8>` model; an unaligned O_DIRECT write past the end
 //! leaves the file exactly as long as asked; `IoBuf::set_len` reuses one buffer at several
 //! lengths.
+//! Guards against: slice I/O that loses or misplaces bytes on an unaligned O_DIRECT request (the
+//! bounce path) or across the end of the file; an unaligned O_DIRECT write past the end leaving the
+//! file padded to the alignment; `read_into` at the end not returning the short count, or
+//! `read_exact_into` not saying how much it read; and `IoBuf::set_len` reallocating or reading the
+//! wrong length.
 
 use crate::support::*;
 use dbaio::{IoBuf, IoMethodKind, OpenOptions};

@@ -3,6 +3,10 @@
 //! reports the first failure in push order and logs the others; a ticket dropped unredeemed
 //! leaves its I/O to finish and logs its failure exactly once — whether it is dropped before
 //! or after the I/O completes.
+//! Guards against: a ticket's result or buffer lost or mixed up when redeemed on another thread;
+//! `check_done` that never turns true because nothing reaps (io_uring); an `IoGroup` reporting
+//! another failure than the first pushed, or not logging the other; and an unredeemed ticket's
+//! failure logged twice (at completion and again at drop or reclaim) or never.
 
 use crate::support::*;
 use dbaio::{FaultAction, FaultRule, IoBuf, IoGroup, IoMethodKind, Op, OpenOptions, Ticket};

@@ -2,6 +2,10 @@
 //! handed-out handle (all columns after `state` null), staged I/Os in a batch, an I/O held in
 //! COMPLETED_IO by a fault rule (with the waiting issuer's wait event), and finished I/Os whose
 //! results are not yet taken (COMPLETED_SHARED, raw_result set, executor named).
+//! Guards against: idle handles listed or live I/Os missing; a handed-out handle shown with columns
+//! it does not have yet; a staged, held or finished I/O shown with the wrong state, offset, length,
+//! raw result or executor; the waits view not naming the I/O a waiting issuer waits on; and a
+//! dropped issuer still listed.
 
 use crate::support::*;
 use dbaio::{AioRow, FaultAction, FaultRule, IoBuf, IoMethodKind, OpenOptions};

@@ -2,6 +2,10 @@
 //! I/O's offset encodes its length, so a row mixing two I/Os is caught; states, nulls and
 //! raw results are consistent; every row names an issuer whose thread id matches; and under
 //! worker, rows executed by workers still name the issuer, not the worker.
+//! Guards against: a view that reads a handle while it is being reused, so a row mixes two I/Os'
+//! offset and length, or shows a raw result in a state that has none (or none where it should);
+//! rows attributed to the wrong issuer or thread id; and, under worker, a row naming the worker
+//! that ran the I/O instead of its issuer.
 
 use crate::support::*;
 use dbaio::{IoBuf, IoMethodKind, OpenOptions};

@@ -2,6 +2,9 @@
 //! does not count (it is reclaimed). Found by the soak test: a loop of "start, `wait_any`,
 //! redeem what is done" spun for ever once a dropped I/O had finished, because `wait_any`
 //! kept returning at once while none of the caller's I/Os was done.
+//! Guards against: `wait_any` counting a finished I/O the caller dropped, so it returns at once
+//! with none of the caller's I/Os done and a "start, `wait_any`, redeem" loop spins for ever; and
+//! the dropped I/O's handle never reclaimed.
 
 use crate::support::*;
 use dbaio::{FaultAction, FaultRule, IoBuf, IoMethodKind, OpenOptions};

@@ -1,5 +1,10 @@
-//! Waiting from any thread: a `WaitRef` is `Copy + Send`; another thread can wait on it while
-//! the issuer goes on, and the issuer then takes the result.
+//! Waiting from any thread: a `WaitRef` is `Copy + Send`; another thread can wait on it to
+//! completion with no help from the issuer (which only joins that thread), and the issuer then
+//! takes the result.
+//! Guards against: a wait from a thread other than the issuer that never wakes (on io_uring it must
+//! get the completion reaped itself while the issuer sits in `join`), returns before the I/O is
+//! done, or leaves `is_done` false; and an issuer that cannot take the result afterwards, or gets
+//! another read's bytes.
 
 use crate::support::*;
 use dbaio::{IoBuf, IoMethodKind, OpenOptions};

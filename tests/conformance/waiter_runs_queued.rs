@@ -3,6 +3,10 @@
 //! is never run twice: the worker that later pops the queue entry finds it claimed and drops
 //! it. So is one an issuer has queued when it waits for any of its I/Os to complete. On the
 //! other methods the same program simply runs each I/O once.
+//! Guards against: an I/O run twice, by the waiter that took it back and again by the worker that
+//! later pops its stale queue entry (the no-op fault rule counts executions); and a waiter, in
+//! `wait` or in `wait_any`, that sleeps until the held (or stopped) worker is free instead of
+//! running the queued I/O itself (the worker is freed only after that wait returns: a hang).
 
 use crate::support::*;
 use dbaio::{

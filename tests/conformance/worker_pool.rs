@@ -2,6 +2,11 @@
 //! up to `io_max_workers`; workers idle for `io_worker_idle_timeout` leave, down to
 //! `io_min_workers`; the view shows each worker (thread id, busy or idle, I/Os done), in
 //! `Aio::worker_pool` and on the socket. Other methods have no pool and say so (None).
+//! Guards against: a pool that does not grow while every worker is busy, grows past
+//! `io_max_workers`, or does not shrink (or shrinks below `io_min_workers`) once idle; a stopped
+//! worker process taken for a dead one and replaced; a queued read run twice or never, by a worker
+//! and by its waiter; the socket showing another pool than `Aio::worker_pool`; and a method without
+//! a pool reporting one.
 
 use crate::support::*;
 use dbaio::{FaultAction, FaultRule, IoBuf, IoMethodKind, OpenOptions};

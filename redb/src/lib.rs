@@ -17,6 +17,8 @@
 //!   overlaps a write still in flight waits for it first, so redb always reads what it
 //!   wrote. How deep is [`BackendOptions::write_behind`]: by default behind on O_DIRECT
 //!   files and on the spot (no copy, on the calling thread) on buffered ones.
+//! - **Durable creation.** `open` fsyncs the file's directory (once per open), so a database
+//!   file it created is not lost by a power loss after its first durable commit.
 //! - **Locks** are open-file-description byte-range locks on the data file (`F_OFD_SETLK`),
 //!   so redb's multi-process modes work and the locks go with the file.
 //!
@@ -213,9 +215,15 @@ impl std::fmt::Debug for DbaioBackend {
 }
 
 impl DbaioBackend {
-    /// Opens (creating if missing) `path` through `aio`.
+    /// Opens (creating if missing) `path` through `aio`, then fsyncs the directory holding
+    /// it, so that a file this open created survives a power loss once redb's first durable
+    /// commit has returned (without it the new directory entry may be lost with every commit
+    /// in the file). Done at every open, not only when the file was created: it is one fsync,
+    /// and it also makes durable an entry created by a process that died before syncing it.
     pub fn open(aio: &Aio, path: impl AsRef<Path>, opts: BackendOptions) -> io::Result<Self> {
+        let path = path.as_ref();
         let file = aio.open(path, &OpenOptions::read_write().direct(opts.direct))?;
+        sync_directory_of(aio, path)?;
         let len = file.len()?;
         Ok(DbaioBackend {
             aio: aio.clone(),
@@ -332,6 +340,18 @@ impl DbaioBackend {
         }
         Ok(got)
     }
+}
+
+/// Opens the directory holding `path` through `aio` and fsyncs it: its entries (a file just
+/// created in it) become durable.
+fn sync_directory_of(aio: &Aio, path: &Path) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let dir = aio.open(dir, &OpenOptions::read().direct(false))?;
+    aio.with_issuer(|iss| iss.fsync(&dir))??;
+    Ok(())
 }
 
 impl StorageBackend for DbaioBackend {

@@ -40,6 +40,12 @@ pub struct BackendOptions {
     pub direct: bool,
     /// Whether `write` returns before the write is done.
     pub write_behind: WriteBehind,
+    /// **Unsafe: loses committed data on a power loss.** `sync_data` still waits for the
+    /// writes in flight (and reports their failures) but issues no `fdatasync`, and `open`
+    /// does not fsync the file's directory. It exists to prove that a crash harness can fail
+    /// (the `crash_sim` example's `--unsafe-skip-fsync` control run); never set it for data
+    /// you want back.
+    pub unsafe_skip_sync: bool,
 }
 
 /// Whether `write` starts the write and returns ([`Ticket`]s collected by `sync_data`), or
@@ -223,7 +229,9 @@ impl DbaioBackend {
     pub fn open(aio: &Aio, path: impl AsRef<Path>, opts: BackendOptions) -> io::Result<Self> {
         let path = path.as_ref();
         let file = aio.open(path, &OpenOptions::read_write().direct(opts.direct))?;
-        sync_directory_of(aio, path)?;
+        if !opts.unsafe_skip_sync {
+            sync_directory_of(aio, path)?;
+        }
         let len = file.len()?;
         Ok(DbaioBackend {
             aio: aio.clone(),
@@ -394,6 +402,9 @@ impl StorageBackend for DbaioBackend {
             st.max_in_flight_at_sync = st.max_in_flight_at_sync.max(n);
         }
         self.settle(&mut pending, None)?;
+        if self.opts.unsafe_skip_sync {
+            return Ok(());
+        }
         self.aio.with_issuer(|iss| {
             let io = iss.acquire()?.fdatasync(&self.file);
             iss.wait(io).check().map_err(dbaio::AioError::from)

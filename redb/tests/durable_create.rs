@@ -13,10 +13,12 @@ const TABLE: TableDefinition<u64, u64> = TableDefinition::new("t");
 
 /// A subsystem on `disk`.
 fn start(disk: SimDisk, seed: u64) -> Aio {
-    let mut s = dbaio::Settings::default();
-    s.io_method = IoMethodKind::Sim;
-    s.sim_seed = seed;
-    s.buffer_pool_size = 0;
+    let s = dbaio::Settings {
+        io_method: IoMethodKind::Sim,
+        sim_seed: seed,
+        buffer_pool_size: 0,
+        ..dbaio::Settings::default()
+    };
     let mut b = Aio::builder(s);
     b.sim_disk(disk);
     b.start().expect("a subsystem on the simulated disk")
@@ -58,10 +60,16 @@ fn a_created_database_and_its_commit_survive_a_crash() {
         let backend = DbaioBackend::open(&aio, &path, BackendOptions::default()).unwrap();
         let db = Database::builder().create_with_backend(backend).unwrap();
         let r = db.begin_read().unwrap();
-        let t = r.open_table(TABLE).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let t = r
+            .open_table(TABLE)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         for k in 0..100u64 {
             let v = t.get(k).unwrap().map(|v| v.value());
-            assert_eq!(v, Some(k * 7), "seed {seed}: key {k} of the acknowledged commit");
+            assert_eq!(
+                v,
+                Some(k * 7),
+                "seed {seed}: key {k} of the acknowledged commit"
+            );
         }
         assert_eq!(t.iter().unwrap().count(), 100, "seed {seed}");
     }

@@ -23,6 +23,11 @@
 //!   so redb's multi-process modes work and the locks go with the file.
 //!
 //! Errors come back as `std::io::Error` with the op, file, offset and errno in the message.
+//!
+//! [`crash_sim`] is a crash-consistency harness for redb on this backend over dbaio's
+//! simulated disk (`io_method = sim`), run by the `crash_sim` example and `tests/crash_sim.rs`.
+
+pub mod crash_sim;
 
 use dbaio::{Aio, File, IoBuf, OpenOptions, Ticket};
 use parking_lot::Mutex;

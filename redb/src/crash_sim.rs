@@ -469,3 +469,69 @@ pub fn replay_command(cfg: &CrashSim, seed: u64) -> String {
     }
     c
 }
+
+#[cfg(test)]
+mod tests {
+    //! The check on made-up records: the states it accepts, a rollback, a mix of commits.
+    use super::*;
+
+    /// Three acknowledged commits: 1 writes keys 1 and 2, 2 overwrites 2, 3 deletes 1 and
+    /// writes 3; a fourth (writing key 4) in flight.
+    fn record() -> Record {
+        let mut rec = Record {
+            states: vec![State::new()],
+            ..Record::default()
+        };
+        let mut s = State::new();
+        for (txn, writes, deletes) in [(1, &[1, 2][..], &[][..]), (2, &[2], &[]), (3, &[3], &[1])] {
+            for &k in writes {
+                s.insert(k, txn);
+            }
+            for &k in deletes {
+                s.remove(&k);
+            }
+            rec.states.push(s.clone());
+            let touched = writes.iter().chain(deletes).copied().collect();
+            rec.commits.push(Commit { txn, touched });
+        }
+        s.insert(4, 4);
+        rec.in_flight = Some(s);
+        rec
+    }
+
+    #[test]
+    fn the_last_acknowledged_state_or_the_one_in_flight_passes() {
+        let rec = record();
+        let last = rec.states[3].clone();
+        assert_eq!(judge(&rec, &last), (0, None, Some(false)));
+        let with = rec.in_flight.clone().unwrap();
+        assert_eq!(judge(&rec, &with), (0, None, Some(true)));
+    }
+
+    #[test]
+    fn a_rollback_loses_the_commits_after_it() {
+        let rec = record();
+        assert_eq!(judge(&rec, &rec.states[1]), (2, None, Some(false)));
+        assert_eq!(judge(&rec, &State::new()), (3, None, Some(false)));
+    }
+
+    #[test]
+    fn a_mix_of_commits_is_corrupt_and_names_the_commits_missing() {
+        let rec = record();
+        // Commit 3's delete of key 1 is missing, its write of key 3 is there.
+        let mut mixed = rec.states[3].clone();
+        mixed.insert(1, 1);
+        let (lost, corrupt, _) = judge(&rec, &mixed);
+        assert_eq!(lost, 1);
+        assert!(corrupt.is_some());
+    }
+
+    #[test]
+    fn a_value_says_who_wrote_it() {
+        let v = value(7, 99);
+        assert_eq!(u64::from_le_bytes(v[..8].try_into().unwrap()), 7);
+        assert_eq!(u64::from_le_bytes(v[8..16].try_into().unwrap()), 99);
+        assert_ne!(v, value(8, 99));
+        assert!((16..6000).contains(&v.len()));
+    }
+}

@@ -320,6 +320,7 @@ fn backend(c: &str, a: &Args) -> Backend {
         BackendOptions {
             direct,
             write_behind: a.write_behind,
+            ..BackendOptions::default()
         },
     )
 }

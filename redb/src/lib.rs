@@ -17,10 +17,17 @@
 //!   overlaps a write still in flight waits for it first, so redb always reads what it
 //!   wrote. How deep is [`BackendOptions::write_behind`]: by default behind on O_DIRECT
 //!   files and on the spot (no copy, on the calling thread) on buffered ones.
+//! - **Durable creation.** `open` fsyncs the file's directory (once per open), so a database
+//!   file it created is not lost by a power loss after its first durable commit.
 //! - **Locks** are open-file-description byte-range locks on the data file (`F_OFD_SETLK`),
 //!   so redb's multi-process modes work and the locks go with the file.
 //!
 //! Errors come back as `std::io::Error` with the op, file, offset and errno in the message.
+//!
+//! [`crash_sim`] is a crash-consistency harness for redb on this backend over dbaio's
+//! simulated disk (`io_method = sim`), run by the `crash_sim` example and `tests/crash_sim.rs`.
+
+pub mod crash_sim;
 
 use dbaio::{Aio, File, IoBuf, OpenOptions, Ticket};
 use parking_lot::Mutex;
@@ -38,6 +45,12 @@ pub struct BackendOptions {
     pub direct: bool,
     /// Whether `write` returns before the write is done.
     pub write_behind: WriteBehind,
+    /// **Unsafe: loses committed data on a power loss.** `sync_data` still waits for the
+    /// writes in flight (and reports their failures) but issues no `fdatasync`, and `open`
+    /// does not fsync the file's directory. It exists to prove that a crash harness can fail
+    /// (the `crash_sim` example's `--unsafe-skip-fsync` control run); never set it for data
+    /// you want back.
+    pub unsafe_skip_sync: bool,
 }
 
 /// Whether `write` starts the write and returns ([`Ticket`]s collected by `sync_data`), or
@@ -213,9 +226,17 @@ impl std::fmt::Debug for DbaioBackend {
 }
 
 impl DbaioBackend {
-    /// Opens (creating if missing) `path` through `aio`.
+    /// Opens (creating if missing) `path` through `aio`, then fsyncs the directory holding
+    /// it, so that a file this open created survives a power loss once redb's first durable
+    /// commit has returned (without it the new directory entry may be lost with every commit
+    /// in the file). Done at every open, not only when the file was created: it is one fsync,
+    /// and it also makes durable an entry created by a process that died before syncing it.
     pub fn open(aio: &Aio, path: impl AsRef<Path>, opts: BackendOptions) -> io::Result<Self> {
+        let path = path.as_ref();
         let file = aio.open(path, &OpenOptions::read_write().direct(opts.direct))?;
+        if !opts.unsafe_skip_sync {
+            sync_directory_of(aio, path)?;
+        }
         let len = file.len()?;
         Ok(DbaioBackend {
             aio: aio.clone(),
@@ -334,6 +355,18 @@ impl DbaioBackend {
     }
 }
 
+/// Opens the directory holding `path` through `aio` and fsyncs it: its entries (a file just
+/// created in it) become durable.
+fn sync_directory_of(aio: &Aio, path: &Path) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let dir = aio.open(dir, &OpenOptions::read().direct(false))?;
+    aio.with_issuer(|iss| iss.fsync(&dir))??;
+    Ok(())
+}
+
 impl StorageBackend for DbaioBackend {
     fn len(&self) -> Result<u64, io::Error> {
         Ok(self.file.len()?.max(self.len_hint.load(Ordering::Relaxed)))
@@ -374,6 +407,9 @@ impl StorageBackend for DbaioBackend {
             st.max_in_flight_at_sync = st.max_in_flight_at_sync.max(n);
         }
         self.settle(&mut pending, None)?;
+        if self.opts.unsafe_skip_sync {
+            return Ok(());
+        }
         self.aio.with_issuer(|iss| {
             let io = iss.acquire()?.fdatasync(&self.file);
             iss.wait(io).check().map_err(dbaio::AioError::from)

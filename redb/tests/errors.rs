@@ -77,6 +77,7 @@ fn a_failed_write_fails_its_commit_on_every_method() {
                 BackendOptions {
                     direct: false,
                     write_behind: WriteBehind::Depth(256),
+                    ..BackendOptions::default()
                 },
                 libc::EIO,
             ),
@@ -85,6 +86,7 @@ fn a_failed_write_fails_its_commit_on_every_method() {
                 BackendOptions {
                     direct: true,
                     write_behind: WriteBehind::Auto,
+                    ..BackendOptions::default()
                 },
                 libc::EIO,
             ),

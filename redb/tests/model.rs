@@ -78,6 +78,7 @@ fn workload(method: IoMethodKind, direct: bool, write_behind: WriteBehind, seed:
     let opts = BackendOptions {
         direct,
         write_behind,
+        ..BackendOptions::default()
     };
     let mut rng = Rng(seed);
     let mut model: BTreeMap<u64, Vec<u8>> = BTreeMap::new();

@@ -74,9 +74,13 @@ pub struct BenchOptions {
     pub progress: bool,
     /// Serve the aios view on this socket while running.
     pub socket: Option<PathBuf>,
-    /// The settings to start from (`-c name=value`); the run sets the method, the depth and
-    /// what it needs over them.
+    /// The settings to start from (`-c name=value`); the run sets the method, the depth
+    /// (`io_max_concurrency`) and its issuer slots (`max_issuers`) over them, unless kept.
     pub settings: Settings,
+    /// `io_max_concurrency` was given with `-c`: the run keeps it (else: the depth).
+    pub keep_io_max_concurrency: bool,
+    /// `max_issuers` was given with `-c`: the run keeps it (else: 4).
+    pub keep_max_issuers: bool,
     /// Set by a signal: the run stops starting I/Os, finishes those in flight and returns.
     pub stop: Arc<AtomicBool>,
 }
@@ -117,7 +121,8 @@ pub struct BenchReport {
     pub avg_device_queue: Option<f64>,
     /// O_DIRECT.
     pub direct: bool,
-    /// The data file.
+    /// The data file (bytes of its name that are not UTF-8 replaced).
+    #[serde(serialize_with = "crate::output::lossy_path")]
     pub filename: PathBuf,
     /// Bytes of it the I/Os covered.
     pub size: u64,
@@ -439,13 +444,22 @@ struct Measured {
     ran_in_issuer: Option<u64>,
 }
 
-/// The settings of one run: `opts.settings` with the method, its workers and the depth.
+/// The settings of one run: `opts.settings` with the method, its workers, and the depth and
+/// issuer slots unless `-c` named them.
 fn run_settings(opts: &BenchOptions, method: IoMethodKind, kind: IoWorkerKind) -> Settings {
     Settings {
         io_method: method,
         io_worker_kind: kind,
-        io_max_concurrency: opts.iodepth.max(1) as i32,
-        max_issuers: 4,
+        io_max_concurrency: if opts.keep_io_max_concurrency {
+            opts.settings.io_max_concurrency
+        } else {
+            opts.iodepth.max(1) as i32
+        },
+        max_issuers: if opts.keep_max_issuers {
+            opts.settings.max_issuers
+        } else {
+            4
+        },
         introspection_socket: opts.socket.clone(),
         ..opts.settings.clone()
     }
@@ -686,7 +700,7 @@ pub struct PoolHitReport {
 
 /// What each thread of the buffer-pool hit workload does, and for how long.
 #[derive(Clone, Copy)]
-struct HitLoad {
+struct HitLoad<'a> {
     /// Resident blocks, 0 .. `blocks`.
     blocks: u32,
     /// When the threads started.
@@ -694,9 +708,16 @@ struct HitLoad {
     runtime: Duration,
     touch_page: bool,
     streams: bool,
+    /// Set by a signal: stop now.
+    stop: &'a AtomicBool,
 }
 
-impl HitLoad {
+impl HitLoad<'_> {
+    /// Whether the run goes on: time left and no signal.
+    fn going(&self) -> bool {
+        self.start.elapsed() < self.runtime && !self.stop.load(Ordering::Relaxed)
+    }
+
     /// Thread `t`'s hits on `file` until the run's time is up: how many.
     fn run(self, aio: &Aio, file: &File, t: u32) -> Result<u64, AioError> {
         let me = aio.register_issuer(&format!("hit{t}"))?;
@@ -713,7 +734,7 @@ impl HitLoad {
     fn stream_hits(self, me: &Issuer, file: &File, rng: &mut Rng) -> Result<u64, AioError> {
         let (mut n, mut sum) = (0u64, 0u64);
         let rel = dbaio::Relation::from_file(file.clone())?;
-        while self.start.elapsed() < self.runtime {
+        while self.going() {
             for _ in 0..16 {
                 let first = (rng.next() % u64::from(self.blocks - 64)) as u32;
                 let opts = dbaio::ReadStreamOptions::default();
@@ -732,7 +753,7 @@ impl HitLoad {
     /// it with `touch_page`): hits.
     fn pin_hits(self, me: &Issuer, file: &File, rng: &mut Rng) -> Result<u64, AioError> {
         let (mut n, mut sum) = (0u64, 0u64);
-        while self.start.elapsed() < self.runtime {
+        while self.going() {
             for _ in 0..1024 {
                 let b = me.read_block(file, (rng.next() % u64::from(self.blocks)) as u32)?;
                 let page = b.page();
@@ -754,7 +775,8 @@ impl HitLoad {
 /// The buffer-pool hit workload: `blocks` blocks of `filename` are read into the pool once,
 /// then `issuers` threads each pin and unpin random resident blocks for `runtime`, reading one
 /// byte of each page, or all of it with `touch_page` — or, with `streams`, run read streams over
-/// runs of 64 resident blocks from random starts. Measures whether hits serialise.
+/// runs of 64 resident blocks from random starts. Measures whether hits serialise. `stop` (a
+/// signal) ends the run early; the report covers the time until then.
 pub fn pool_hit(
     filename: &Path,
     blocks: u32,
@@ -762,6 +784,7 @@ pub fn pool_hit(
     runtime: Duration,
     touch_page: bool,
     streams: bool,
+    stop: &AtomicBool,
 ) -> Result<PoolHitReport, AioError> {
     let settings = Settings {
         io_method: IoMethodKind::Sync,
@@ -784,6 +807,7 @@ pub fn pool_hit(
         runtime,
         touch_page,
         streams,
+        stop,
     };
     let counts: Vec<Result<u64, AioError>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..issuers)
@@ -810,4 +834,43 @@ pub fn pool_hit(
         hits_per_sec: hits as f64 / seconds,
         touch_page,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `-c io_max_concurrency` and `-c max_issuers` were replaced by the depth and 4,
+    /// silently: kept when given.
+    #[test]
+    fn dash_c_concurrency_and_issuers_are_kept_when_given() {
+        let mut opts = BenchOptions {
+            filename: PathBuf::from("f"),
+            size: 1 << 20,
+            rw: Rw::Randread,
+            bs: 4096,
+            iodepth: 32,
+            runtime: Duration::from_secs(1),
+            direct: false,
+            batch: 2,
+            complete_min: 4,
+            seed: 1,
+            progress: false,
+            socket: None,
+            settings: Settings {
+                io_max_concurrency: 48,
+                max_issuers: 9,
+                ..Settings::default()
+            },
+            keep_io_max_concurrency: false,
+            keep_max_issuers: false,
+            stop: Arc::new(AtomicBool::new(false)),
+        };
+        let s = run_settings(&opts, IoMethodKind::Worker, IoWorkerKind::Thread);
+        assert_eq!((s.io_max_concurrency, s.max_issuers), (32, 4));
+        opts.keep_io_max_concurrency = true;
+        opts.keep_max_issuers = true;
+        let s = run_settings(&opts, IoMethodKind::Worker, IoWorkerKind::Thread);
+        assert_eq!((s.io_max_concurrency, s.max_issuers), (48, 9));
+    }
 }

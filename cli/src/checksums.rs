@@ -30,6 +30,8 @@ pub struct VerifyOptions {
     pub depth: u32,
     /// O_DIRECT.
     pub direct: bool,
+    /// Settings named with `-c` (lowercase): the run keeps them instead of sizing them itself.
+    pub given: Vec<String>,
 }
 
 /// One bad checksum.
@@ -95,8 +97,61 @@ impl PageVerifier for ChecksumOnly {
     }
 }
 
+/// The cluster's block size, from the bytes of its control file: the `uint32 blcksz` that
+/// follows `double floatFormat` (1234567.0, which PostgreSQL stores to check the float
+/// format), the field before it in every version's `ControlFileData`.
+pub fn control_block_size(bytes: &[u8]) -> Option<u32> {
+    let float_format = 1234567.0f64.to_le_bytes();
+    let at = (0..bytes.len().saturating_sub(12))
+        .step_by(4)
+        .find(|&o| bytes[o..o + 8] == float_format)?;
+    Some(u32::from_le_bytes(bytes[at + 8..at + 12].try_into().ok()?))
+}
+
+/// Reads the control file of `pgdata` after checking it is a regular file (a FIFO would block
+/// the read for ever); its block size must be the one verify handles, and the one `settings`
+/// say (`-c block_size`), or pages would be cut at the wrong places and reported corrupt.
+fn check_control(pgdata: &Path, settings: &Settings) -> Result<(), String> {
+    let path = pgdata.join("global/pg_control");
+    if let Ok(m) = std::fs::metadata(&path) {
+        if !m.is_file() {
+            return Err(format!(
+                "\"{}\" is {}, not a control file",
+                path.display(),
+                crate::datafile::file_kind(&m.file_type())
+            ));
+        }
+    }
+    let bytes = std::fs::read(&path).map_err(|e| {
+        format!(
+            "could not open file \"{}\" for reading: {e}",
+            path.display()
+        )
+    })?;
+    let Some(blcksz) = control_block_size(&bytes) else {
+        return Err(format!(
+            "could not find the block size in control file \"{}\"",
+            path.display()
+        ));
+    };
+    if blcksz as usize != BLCKSZ {
+        return Err(format!(
+            "database cluster is not compatible with this build of dbaio verify\nDETAIL:  The database cluster was initialized with block size {blcksz}, but dbaio verify handles block size {BLCKSZ}."
+        ));
+    }
+    if settings.block_size != blcksz {
+        return Err(format!(
+            "-c block_size={} does not match the cluster's block size, {blcksz} (from \"{}\")\nHINT:  Leave block_size out: verify reads it from the control file.",
+            settings.block_size,
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
 /// Checks the cluster at `pgdata`. `Err` is a fatal error (pg_checksums exits 1 on those too).
 pub fn run(pgdata: &Path, opts: &VerifyOptions) -> Result<VerifyReport, String> {
+    check_control(pgdata, &opts.settings)?;
     let control = read_control(pgdata)?;
     if control.state != 1 && control.state != 2 {
         return Err("cluster must be shut down".into());
@@ -135,21 +190,34 @@ pub fn run(pgdata: &Path, opts: &VerifyOptions) -> Result<VerifyReport, String> 
     Ok(report)
 }
 
-/// The subsystem's settings for a check at `depth`, over `opts.settings`.
-fn verify_settings(opts: &VerifyOptions, depth: u32) -> Settings {
-    Settings {
+/// The subsystem's settings for a check at `depth`, over `opts.settings`; a setting named with
+/// `-c` is kept as given.
+pub fn verify_settings(opts: &VerifyOptions, depth: u32) -> Settings {
+    let mut s = opts.settings.clone();
+    let keep = |name: &str| opts.given.iter().any(|g| g == name);
+    if !keep("io_max_concurrency") {
         // The current file's reads plus the next files' first ones.
-        io_max_concurrency: (depth * 4) as i32,
-        maintenance_io_concurrency: depth,
-        buffer_pool_size: 8192,
+        s.io_max_concurrency = (depth * 4) as i32;
+    }
+    if !keep("maintenance_io_concurrency") {
+        s.maintenance_io_concurrency = depth;
+    }
+    if !keep("buffer_pool_size") {
+        s.buffer_pool_size = 8192;
+    }
+    if !keep("transparent_huge_pages") {
         // 64 MB that every byte of the cluster goes through: transparent huge pages make each
         // read one physically contiguous piece, which keeps a virtio disk without indirect
         // descriptors out of its merged regime (docs/benchmarks.md, "Checksum verification").
-        transparent_huge_pages: true,
-        max_issuers: 2,
-        max_files: WINDOW as u32 + 8,
-        ..opts.settings.clone()
+        s.transparent_huge_pages = true;
     }
+    if !keep("max_issuers") {
+        s.max_issuers = 2;
+    }
+    if !keep("max_files") {
+        s.max_files = WINDOW as u32 + 8;
+    }
+    s
 }
 
 /// The read streams' options: maintenance depth, whole files, a bulk-read ring.

@@ -5,7 +5,9 @@
 //! | `main.rs` | the command line: flags, output, exit status |
 //! | `bench.rs` | `dbaio bench`: fio-like runs, the method comparison, buffer-pool hit runs |
 //! | `datafile.rs` | a benchmark's data file: what a run may do to it, laying it out, cleaning up |
-//! | `interrupt.rs` | Ctrl-C and SIGTERM: stop, clean up, exit 130 |
+//! | `interrupt.rs` | SIGINT, SIGTERM, SIGHUP: stop, clean up, exit 128 + the signal |
+//! | `output.rs` | standard output that may fail (full, closed, its reader gone): errors, not panics |
+//! | `memory.rs` | the memory a run may take, checked before it starts |
 //! | `options.rs` | flags into settings and checked numbers, in PostgreSQL's words |
 //! | `plot.rs` | `--plot`: SVG charts of latency over time and latency distributions |
 //! | `prewarm.rs` | `dbaio prewarm`: relations into the pool through read streams |
@@ -21,7 +23,9 @@ pub mod bench;
 pub mod checksums;
 pub mod datafile;
 pub mod interrupt;
+pub mod memory;
 pub mod options;
+pub mod output;
 pub mod plot;
 pub mod prewarm;
 pub mod scan_bench;

@@ -11,11 +11,12 @@ use clap::{Parser, Subcommand};
 use dbaio::{IoMethodKind, IoWorkerKind};
 use dbaio_cli::bench::{self, BenchOptions, Rw};
 use dbaio_cli::datafile;
-use dbaio_cli::interrupt::{INTERRUPTED, Interrupt};
+use dbaio_cli::interrupt::{self, INTERRUPTED, Interrupt};
 use dbaio_cli::options;
 use dbaio_cli::screens;
 use dbaio_cli::unlink_bench;
-use std::io::IsTerminal;
+use dbaio_cli::{note, output};
+use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -55,9 +56,10 @@ enum Command {
 
 #[derive(clap::Args)]
 struct UnlinkBenchArgs {
-    /// Directory on the file system to test (a fresh directory is made inside and removed).
-    #[arg(long, default_value = ".")]
-    dir: PathBuf,
+    /// Directory on the file system to test (a fresh directory is made inside for each run
+    /// and removed). Default: the system's temporary directory ($TMPDIR, else /tmp).
+    #[arg(long)]
+    dir: Option<PathBuf>,
     /// Modes to run (comma-separated): sync, worker-wait, dont-wait.
     #[arg(
         long,
@@ -277,6 +279,9 @@ struct BenchArgs {
     /// With --workload pool-hit: read each pinned page whole (not just one byte).
     #[arg(long)]
     touch_page: bool,
+    /// The flags given on the command line (their ids), filled in after parsing.
+    #[arg(skip)]
+    given: Vec<String>,
 }
 
 /// Why a command ended badly: its words and exit status.
@@ -286,8 +291,16 @@ struct Failed {
 }
 
 impl From<String> for Failed {
+    /// A failure's words; the exit status is 141 for a reader that went away, 128 + the
+    /// signal's number for a run a signal stopped, else 1.
     fn from(message: String) -> Failed {
-        let code = if message == INTERRUPTED { 130 } else { 1 };
+        let code = if message == output::BROKEN_PIPE {
+            output::BROKEN_PIPE_STATUS
+        } else if message.starts_with(INTERRUPTED) {
+            interrupt::status().unwrap_or(130)
+        } else {
+            1
+        };
         Failed { message, code }
     }
 }
@@ -295,6 +308,13 @@ impl From<String> for Failed {
 type Outcome = Result<ExitCode, Failed>;
 
 fn aios_cmd(a: AiosArgs) -> Outcome {
+    if a.count.is_some() && a.watch.is_none() {
+        return Err(
+            "--count applies only with --watch\nHINT:  Add --watch, or leave --count out."
+                .to_string()
+                .into(),
+        );
+    }
     if let Some(secs) = &a.watch {
         let every = options::seconds("watch", secs)?;
         if a.json {
@@ -311,9 +331,9 @@ fn aios_cmd(a: AiosArgs) -> Outcome {
     let mut rows: Vec<dbaio::AioRow> =
         serde_json::from_value(v["aios"].clone()).map_err(|e| format!("unexpected reply: {e}"))?;
     if a.json {
-        print_json(&rows);
+        output::json_pretty(&rows)?;
     } else {
-        print!("{}", screens::aios_table(&mut rows));
+        output::out(&screens::aios_table(&mut rows))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -332,24 +352,16 @@ fn stat_cmd(a: StatArgs) -> Outcome {
             "advice_budget": all.advice_budget,
             "worker_pool": all.worker_pool,
         });
-        print_json(&v);
+        output::json_pretty(&v)?;
     } else if a.prometheus {
-        print!("{}", screens::prometheus(&all));
+        output::out(&screens::prometheus(&all))?;
     } else {
-        print!("{}", screens::stats_table(&all));
+        output::out(&screens::stats_table(&all))?;
     }
     if a.reset {
         screens::fetch(&a.socket, "reset_stats")?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Prints `v` as pretty JSON on stdout.
-fn print_json(v: &impl serde::Serialize) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(v).expect("reports are plain data")
-    );
 }
 
 /// The io_method of the PostgreSQL tools: the one named (`--io-method` or `-c io_method`,
@@ -396,15 +408,23 @@ fn prewarm_cmd(a: PrewarmArgs) -> Outcome {
         direct: !a.buffered,
         verify_checksums: a.verify_checksums,
         segment_blocks: 0,
+        keep_max_issuers: options::given(&a.set, "max_issuers"),
     };
+    dbaio_cli::memory::check_pool(
+        &dbaio_cli::prewarm::prewarm_settings(&opts),
+        "Use a smaller --buffer-pool (the blocks that do not fit are read and evicted).",
+    )?;
     let r = dbaio_cli::prewarm::run(&opts)?;
+    for w in &r.warnings {
+        note!("dbaio: WARNING:  {w}");
+    }
     for e in &r.errors {
-        eprintln!("dbaio: ERROR:  {e}");
+        note!("dbaio: ERROR:  {e}");
     }
     if a.json {
-        print_json(&r);
+        output::json_pretty(&r)?;
     } else {
-        println!("{}", r.summary(a.verify_checksums));
+        output::line(&r.summary(a.verify_checksums))?;
     }
     Ok(if r.errors.is_empty() {
         ExitCode::SUCCESS
@@ -413,7 +433,9 @@ fn prewarm_cmd(a: PrewarmArgs) -> Outcome {
     })
 }
 
-fn verify_cmd(a: VerifyArgs) -> Outcome {
+/// `verify`'s options: the settings (from -c and the flags; the run sizes the rest unless -c
+/// names it), the depth, checked against the settings and the memory.
+fn verify_options(a: &VerifyArgs) -> Result<dbaio_cli::checksums::VerifyOptions, Failed> {
     let method = default_method(&a.io_method, &a.set);
     let mut settings = options::settings(
         &a.set,
@@ -423,19 +445,43 @@ fn verify_cmd(a: VerifyArgs) -> Outcome {
         ],
     )?;
     options::bulk_reads(&mut settings, &a.set);
+    if options::given(&a.set, "maintenance_io_concurrency") {
+        return Err("verify sets maintenance_io_concurrency from --iodepth\nHINT:  Give --iodepth N instead of -c maintenance_io_concurrency=N.".to_string().into());
+    }
+    let depth = options::in_range("iodepth", a.iodepth, 1, 256)? as u32;
+    if options::given(&a.set, "io_max_concurrency")
+        && settings.effective_io_max_concurrency() < depth
+    {
+        return Err(format!(
+            "-c io_max_concurrency={} leaves {} handles for --iodepth {depth}\nHINT:  Raise io_max_concurrency to at least {depth}, lower --iodepth, or leave io_max_concurrency out (the run sets it to 4 x the depth).",
+            settings.io_max_concurrency,
+            settings.effective_io_max_concurrency()
+        )
+        .into());
+    }
     let opts = dbaio_cli::checksums::VerifyOptions {
         settings,
-        depth: options::in_range("iodepth", a.iodepth, 1, 256)? as u32,
+        depth,
         direct: !a.buffered,
+        given: options::names_given(&a.set),
     };
+    dbaio_cli::memory::check_pool(
+        &dbaio_cli::checksums::verify_settings(&opts, depth),
+        "Use a smaller -c buffer_pool_size.",
+    )?;
+    Ok(opts)
+}
+
+fn verify_cmd(a: VerifyArgs) -> Outcome {
+    let opts = verify_options(&a)?;
     let report = dbaio_cli::checksums::run(&a.pgdata, &opts)?;
     if a.json {
-        print_json(&report);
+        output::json_pretty(&report)?;
     } else {
         for f in &report.failures {
-            eprintln!("dbaio: error: {}", f.message());
+            note!("dbaio: error: {}", f.message());
         }
-        print!("{}", report.summary());
+        output::out(&report.summary())?;
     }
     Ok(if report.bad_checksums > 0 {
         ExitCode::FAILURE
@@ -444,27 +490,63 @@ fn verify_cmd(a: VerifyArgs) -> Outcome {
     })
 }
 
+/// `--workload pool-hit` and `stream-hit`: hits on 32 MiB of resident blocks, from a file in a
+/// temporary directory removed on every way out.
 fn pool_hit_cmd(a: &BenchArgs) -> Outcome {
     let issuers = options::in_range("issuers", a.issuers, 1, 256)? as u32;
     let runtime = match &a.runtime {
         Some(r) => options::seconds("runtime", r)?,
         None => Duration::from_secs(3),
     };
-    let temp = tempfile::tempdir().map_err(|e| format!("could not create a temp dir: {e}"))?;
-    let filename = temp.path().join("dbaio-pool.dat");
     let blocks = 4096u32; // 32 MiB of 8 KiB pages
-    std::fs::write(&filename, vec![1u8; blocks as usize * 8192])
+    let bytes = u64::from(blocks) * 8192;
+    let avail = dbaio_cli::memory::available();
+    dbaio_cli::memory::check(
+        bytes * 3, // the file in the page cache, a pool of twice its blocks
+        &format!(
+            "{} of page cache and buffer pool",
+            datafile::human(bytes * 3)
+        ),
+        &avail,
+        "Free some memory first.",
+    )?;
+    let stop = Interrupt::catch().map_err(|e| format!("could not catch signals: {e}"))?;
+    let temp = tempfile::Builder::new()
+        .prefix("dbaio-pool")
+        .tempdir()
+        .map_err(|e| format!("could not create a temporary directory: {e}"))?;
+    let _cleanup = interrupt::remove_on_forced_exit(temp.path());
+    let filename = temp.path().join("dbaio-pool.dat");
+    datafile::check_room(
+        &filename,
+        bytes,
+        &format!("the {} data file", datafile::human(bytes)),
+        "Point TMPDIR at a file system with room.",
+    )?;
+    std::fs::write(&filename, vec![1u8; bytes as usize])
         .map_err(|e| format!("could not write \"{}\": {e}", filename.display()))?;
     let streams = a.workload == "stream-hit";
-    let r = bench::pool_hit(&filename, blocks, issuers, runtime, a.touch_page, streams)
-        .map_err(|e| e.to_string())?;
+    let r = bench::pool_hit(
+        &filename,
+        blocks,
+        issuers,
+        runtime,
+        a.touch_page,
+        streams,
+        &stop.flag(),
+    )
+    .map_err(|e| e.to_string())?;
+    drop(temp);
     if a.json {
-        println!("{}", serde_json::to_string(&r).expect("plain data"));
+        output::json_line(&r)?;
     } else {
-        println!(
+        output::line(&format!(
             "{}: {} issuers, {} resident blocks, {:.0} hits/s ({} hits in {:.2} s)",
             a.workload, r.issuers, r.blocks, r.hits_per_sec, r.hits, r.seconds
-        );
+        ))?;
+    }
+    if stop.raised() {
+        return Err(interrupt::message().into());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -483,10 +565,20 @@ fn scan_cmd(a: &BenchArgs) -> Outcome {
             ),
         ],
     )?;
+    let socket = bench_socket(a.socket.as_deref(), &settings)?;
     let settings = dbaio::Settings {
-        introspection_socket: a.socket.clone().or(settings.introspection_socket),
+        introspection_socket: socket,
         ..settings
     };
+    if options::given(&a.set, "max_issuers") && settings.max_issuers <= clients {
+        return Err(format!(
+            "-c max_issuers={} is too few for --clients {clients}: each client is an issuer, and the run needs {} slots\nHINT:  Raise max_issuers, or leave it out (the run sizes it).",
+            settings.max_issuers,
+            clients + 1
+        )
+        .into());
+    }
+    dbaio_cli::memory::check_pool(&settings, "Use a smaller -c buffer_pool_size.")?;
     let size = a.size.unwrap_or(4 << 30);
     options::in_range("size", size, 1, u64::MAX)?;
     let dir = a
@@ -505,14 +597,17 @@ fn scan_cmd(a: &BenchArgs) -> Outcome {
         stop: stop.flag(),
     })?;
     if !r.cold {
-        eprintln!("dbaio bench: could not drop every data file's pages: this run is not cold");
+        note!("dbaio bench: could not drop every data file's pages: this run is not cold");
     } else if !r.dropped_all_caches {
-        eprintln!("dbaio bench: not root: dropped the data files' pages only (not all caches)");
+        note!("dbaio bench: not root: dropped the data files' pages only (not all caches)");
     }
     if a.json {
-        println!("{}", serde_json::to_string(&r).expect("plain data"));
+        output::json_line(&r)?;
     } else {
-        println!("{}", scan_bench::line(&r));
+        output::line(&scan_bench::line(&r))?;
+    }
+    if r.interrupted {
+        return Err(interrupt::message().into());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -564,7 +659,7 @@ impl IoBenchPlan {
             Some(r) => options::seconds("runtime", r)?,
             None => Duration::from_secs(if compare { 3 } else { 5 }),
         };
-        Ok(IoBenchPlan {
+        let plan = IoBenchPlan {
             methods,
             compare,
             iodepth,
@@ -573,7 +668,66 @@ impl IoBenchPlan {
             complete_min,
             runtime,
             direct: a.direct || compare,
-        })
+        };
+        plan.check_concurrency(a, settings)?;
+        plan.check_memory(settings)?;
+        Ok(plan)
+    }
+
+    /// The I/Os a run keeps in flight, so buffers it holds: 1 when every method is sync.
+    fn buffers(&self) -> u64 {
+        if self.methods.iter().all(|&(m, _)| m == IoMethodKind::Sync) {
+            1
+        } else {
+            u64::from(self.iodepth)
+        }
+    }
+
+    /// A `-c io_max_concurrency` (honoured; otherwise the run sets it to the depth) must leave
+    /// handles for `--iodepth`.
+    fn check_concurrency(&self, a: &BenchArgs, settings: &dbaio::Settings) -> Result<(), Failed> {
+        if !options::given(&a.set, "io_max_concurrency") || self.buffers() == 1 {
+            return Ok(());
+        }
+        let handles = settings.effective_io_max_concurrency();
+        if u64::from(handles) < self.buffers() {
+            return Err(format!(
+                "-c io_max_concurrency={} leaves {handles} handles for --iodepth {}\nHINT:  Raise io_max_concurrency to at least {}, lower --iodepth, or leave io_max_concurrency out (the run then sets it to the depth).",
+                settings.io_max_concurrency, self.iodepth, self.iodepth
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    /// The run's buffers (`--bs` × `--iodepth`) and buffer pool must fit in the memory
+    /// available; the refusal says what would.
+    fn check_memory(&self, settings: &dbaio::Settings) -> Result<(), Failed> {
+        let avail = dbaio_cli::memory::available();
+        let pool = dbaio_cli::memory::pool_bytes(settings);
+        let buffers = self.bs.saturating_mul(self.buffers());
+        let fits = dbaio_cli::memory::room_for_buffers(&avail, pool) / self.bs;
+        let hint = if fits == 0 {
+            format!(
+                "Use a smaller --bs, or a smaller buffer pool (-c buffer_pool_size; it is {}).",
+                datafile::human(pool)
+            )
+        } else {
+            format!(
+                "At --bs {} at most --iodepth {} fits; or use a smaller --bs.",
+                datafile::human(self.bs),
+                fits.min(1024)
+            )
+        };
+        let what = format!(
+            "{} of I/O buffers (--bs {} x --iodepth {}) and a {} buffer pool",
+            datafile::human(buffers),
+            datafile::human(self.bs),
+            self.buffers(),
+            datafile::human(pool)
+        );
+        dbaio_cli::memory::check(buffers.saturating_add(pool), &what, &avail, &hint)?;
+        Ok(())
     }
 
     /// The data file of the run (found, made, or a temporary one), checked for O_DIRECT.
@@ -586,13 +740,11 @@ impl IoBenchPlan {
                 writes: matches!(a.rw, Rw::Randwrite | Rw::Write),
                 allow_overwrite: a.allow_overwrite,
                 bs: self.bs,
+                direct: self.direct,
                 progress: !a.json,
             },
             stop,
         )?;
-        if self.direct {
-            datafile::check_direct(data.file.path(), self.bs)?;
-        }
         Ok(data)
     }
 
@@ -622,7 +774,9 @@ impl IoBenchPlan {
             progress: !a.json
                 && self.runtime.as_secs_f64() > 2.0
                 && std::io::stderr().is_terminal(),
-            socket: a.socket.clone(),
+            socket: settings.introspection_socket.clone(),
+            keep_io_max_concurrency: options::given(&a.set, "io_max_concurrency"),
+            keep_max_issuers: options::given(&a.set, "max_issuers"),
             settings,
             stop: stop.flag(),
         }
@@ -641,21 +795,21 @@ impl IoBenchPlan {
             if m == IoMethodKind::IoUring {
                 if let Err(why) = dbaio::io_uring_available() {
                     if self.compare {
-                        eprintln!("dbaio bench: skipping io_uring: {why}");
+                        note!("dbaio bench: skipping io_uring: {why}");
                         continue;
                     }
                     return Err(format!("io_uring is not available: {why}").into());
                 }
             }
             if m == IoMethodKind::Sync && self.iodepth > 1 {
-                eprintln!(
+                note!(
                     "dbaio bench: io_method sync runs one I/O at a time: iodepth 1 ({} asked)",
                     self.iodepth
                 );
             }
             let r = bench::run(opts, m, kind).map_err(|e| e.to_string())?;
             if a.json {
-                println!("{}", serde_json::to_string(&r).expect("plain data"));
+                output::json_line(&r)?;
             }
             reports.push(r);
             if stop.raised() {
@@ -684,9 +838,60 @@ impl IoBenchPlan {
         );
         dbaio_cli::plot::distribution(path, &title, &series)?;
         if !a.json {
-            println!("latency distribution drawn in \"{}\"", path.display());
+            output::line(&format!(
+                "latency distribution drawn in \"{}\"",
+                path.display()
+            ))?;
         }
         Ok(())
+    }
+}
+
+impl IoBenchPlan {
+    /// After the runs: the table of what was measured (a run a signal stopped before its
+    /// first I/O is left out, and said), the plot, the data file removed if temporary, and
+    /// the exit status (128 + the signal's number when one stopped the runs).
+    fn finish(
+        &self,
+        a: &BenchArgs,
+        data: datafile::Prepared,
+        mut reports: Vec<bench::BenchReport>,
+        stop: &Interrupt,
+    ) -> Outcome {
+        if stop.raised() {
+            let measured = |r: &bench::BenchReport| r.ios + r.errors > 0;
+            for r in reports.iter().filter(|r| !measured(r)) {
+                note!(
+                    "dbaio bench: io_method {} was interrupted before its first I/O completed: no row for it",
+                    r.io_method
+                );
+            }
+            reports.retain(measured);
+        }
+        if !a.json && !reports.is_empty() {
+            output::out(&bench::table(&reports))?;
+        }
+        if let Some(path) = &a.plot {
+            if !reports.is_empty() {
+                self.plot(a, path, &reports)?;
+            }
+        }
+        drop(data); // a temporary file goes now
+        if stop.raised() {
+            let removed = if self.compare {
+                "; removed the temporary data file"
+            } else {
+                ""
+            };
+            note!(
+                "dbaio bench: {} of {} runs measured before the signal{removed}",
+                reports.len(),
+                self.methods.len()
+            );
+            return Err(interrupt::message().into());
+        }
+        first_failed_run(&reports)?;
+        Ok(ExitCode::SUCCESS)
     }
 }
 
@@ -713,15 +918,19 @@ fn first_failed_run(reports: &[bench::BenchReport]) -> Result<(), Failed> {
 /// `dbaio bench`: the workload asked for; for `io`, each method's run and the table.
 fn bench_cmd(a: BenchArgs) -> Outcome {
     match a.workload.as_str() {
-        "io" => {}
-        "pool-hit" | "stream-hit" => return pool_hit_cmd(&a),
-        "scan" => return scan_cmd(&a),
+        "io" | "pool-hit" | "stream-hit" | "scan" => {}
         other => {
             return Err(format!(
                 "invalid value for option \"--workload\": \"{other}\"\nHINT:  Available values: io, pool-hit, stream-hit, scan."
             )
             .into());
         }
+    }
+    options::check_bench_flags(&a.workload, &a.given)?;
+    match a.workload.as_str() {
+        "pool-hit" | "stream-hit" => return pool_hit_cmd(&a),
+        "scan" => return scan_cmd(&a),
+        _ => {}
     }
     let settings = options::settings(
         &a.set,
@@ -730,38 +939,42 @@ fn bench_cmd(a: BenchArgs) -> Outcome {
             ("io_workers", a.io_workers.as_deref()),
         ],
     )?;
+    let socket = bench_socket(a.socket.as_deref(), &settings)?;
+    let settings = dbaio::Settings {
+        introspection_socket: socket,
+        ..settings
+    };
     let plan = IoBenchPlan::new(&a, &settings)?;
+    if let Some(path) = &a.plot {
+        dbaio_cli::plot::check_writable(path)?;
+    }
     let stop = Interrupt::catch().map_err(|e| format!("could not catch signals: {e}"))?;
     let data = plan.data(&a, &stop)?;
     let opts = plan.options(&a, settings, &data, &stop);
     let reports = plan.run_methods(&a, &opts, &stop)?;
-    if !a.json {
-        print!("{}", bench::table(&reports));
+    plan.finish(&a, data, reports, &stop)
+}
+
+/// The socket a bench serves its view on: `--socket`, or `-c introspection_socket`; both only
+/// if they agree.
+fn bench_socket(
+    flag: Option<&std::path::Path>,
+    settings: &dbaio::Settings,
+) -> Result<Option<PathBuf>, Failed> {
+    match (flag, &settings.introspection_socket) {
+        (Some(f), Some(c)) if f != c => Err(format!(
+            "conflicting values for introspection_socket: --socket {} but -c introspection_socket={}",
+            f.display(),
+            c.display()
+        )
+        .into()),
+        (Some(f), _) => Ok(Some(f.to_path_buf())),
+        (None, c) => Ok(c.clone()),
     }
-    if let Some(path) = &a.plot {
-        plan.plot(&a, path, &reports)?;
-    }
-    if stop.raised() {
-        // The temporary file (if any) goes when `data` is dropped.
-        drop(data);
-        let removed = if plan.compare {
-            "; removed the temporary data file"
-        } else {
-            ""
-        };
-        eprintln!("dbaio bench: interrupted{removed}");
-        return Err(Failed {
-            message: format!("{INTERRUPTED} by a signal"),
-            code: 130,
-        });
-    }
-    drop(data); // a temporary file goes now
-    first_failed_run(&reports)?;
-    Ok(ExitCode::SUCCESS)
 }
 
 /// Runs each mode `rounds` times, in alternation, printing each run (as JSON with `--json`,
-/// else its maximum and rate on stderr); the runs of each mode.
+/// else its maximum and rate on stderr); the runs of each mode, until a signal stops them.
 fn unlink_rounds(
     a: &UnlinkBenchArgs,
     opts: &unlink_bench::UnlinkBenchOptions,
@@ -775,13 +988,26 @@ fn unlink_rounds(
             let i = (k + round) % a.mode.len();
             let mode = a.mode[i];
             if !a.json {
-                eprint!("round {} of {rounds}: {} ... ", round + 1, mode.name());
+                let _ = write!(
+                    std::io::stderr(),
+                    "round {} of {rounds}: {} ... ",
+                    round + 1,
+                    mode.name()
+                );
             }
-            let r = unlink_bench::run(opts, mode, stop)?;
+            let r = match unlink_bench::run(opts, mode, stop) {
+                Err(_) if stop.raised() => {
+                    if !a.json {
+                        note!("interrupted");
+                    }
+                    return Ok(runs);
+                }
+                r => r?,
+            };
             if !a.json {
-                eprintln!("max {:.0} us, {:.0} ops/s", r.fg_lat_us.max, r.fg_ops_per_s);
+                note!("max {:.0} us, {:.0} ops/s", r.fg_lat_us.max, r.fg_ops_per_s);
             } else {
-                println!("{}", serde_json::to_string(&r).expect("plain data"));
+                output::json_line(&r)?;
             }
             runs[i].push(r);
         }
@@ -812,23 +1038,23 @@ fn plot_unlink_timeline(
     );
     dbaio_cli::plot::timeline(path, &title, &series)?;
     if !a.json {
-        println!("latency over time drawn in \"{}\"", path.display());
+        output::line(&format!(
+            "latency over time drawn in \"{}\"",
+            path.display()
+        ))?;
     }
     Ok(())
 }
 
-/// `dbaio unlink-bench`: the rounds of each mode, their medians, and the plot.
-fn unlink_bench_cmd(a: UnlinkBenchArgs) -> Outcome {
+/// `dbaio unlink-bench`'s options from its arguments, checked; says where it writes.
+fn unlink_options(a: &UnlinkBenchArgs) -> Result<unlink_bench::UnlinkBenchOptions, Failed> {
     let method = a.io_method.clone().or_else(|| {
         let named = options::given(&a.set, "io_method");
         (!named).then(|| unlink_bench::default_method().name().to_string())
     });
     let settings = options::settings(&a.set, &[("io_method", method.as_deref())])?;
-    let chunks = options::in_range("chunks", a.chunks, 1, 1024)? as u32;
-    let chunk_size = options::in_range("chunk-size", a.chunk_size, 4096, 64 << 30)?;
-    let gc_cycles = options::in_range("gc-cycles", a.gc_cycles, 1, 1000)? as u32;
-    let check_every = options::in_range("check-every", a.check_every, 1, 1 << 30)?;
-    let rounds = options::in_range("rounds", a.rounds, 1, 100)? as usize;
+    let modes: Vec<&str> = a.mode.iter().map(|m| m.name()).collect();
+    options::no_repeats("--mode", &modes)?;
     if a.mode.is_empty() {
         return Err("--mode needs at least one of sync, worker-wait, dont-wait"
             .to_string()
@@ -839,72 +1065,129 @@ fn unlink_bench_cmd(a: UnlinkBenchArgs) -> Outcome {
             return Err(format!("io_uring is not available: {why}").into());
         }
     }
-    let stop = Interrupt::catch().map_err(|e| format!("could not catch signals: {e}"))?;
     let opts = unlink_bench::UnlinkBenchOptions {
-        dir: a.dir.clone(),
-        chunks,
-        chunk_size,
-        gc_cycles,
-        check_every,
+        dir: a.dir.clone().unwrap_or_else(std::env::temp_dir),
+        chunks: options::in_range("chunks", a.chunks, 1, 1024)? as u32,
+        chunk_size: options::in_range("chunk-size", a.chunk_size, 4096, 64 << 30)?,
+        gc_cycles: options::in_range("gc-cycles", a.gc_cycles, 1, 1000)? as u32,
+        check_every: options::in_range("check-every", a.check_every, 1, 1 << 30)?,
         foreground: a.foreground,
         live_size: 64 << 20,
         settings,
     };
+    if let Some(path) = &a.plot {
+        dbaio_cli::plot::check_writable(path)?;
+    }
+    note!("{}", unlink_bench::where_it_writes(&opts, a.dir.is_none()));
+    Ok(opts)
+}
+
+/// `dbaio unlink-bench`: the rounds of each mode, their medians (of the runs done, when a
+/// signal stopped them), and the plot.
+fn unlink_bench_cmd(a: UnlinkBenchArgs) -> Outcome {
+    let rounds = options::in_range("rounds", a.rounds, 1, 100)? as usize;
+    let opts = unlink_options(&a)?;
+    let stop = Interrupt::catch().map_err(|e| format!("could not catch signals: {e}"))?;
     let runs = unlink_rounds(&a, &opts, rounds, &stop)?;
-    let medians: Vec<_> = runs.iter().map(|r| unlink_bench::median(r)).collect();
+    let done = runs.iter().map(Vec::len).min().unwrap_or(0);
+    let medians: Vec<_> = runs
+        .iter()
+        .filter(|r| !r.is_empty())
+        .map(|r| unlink_bench::median(r))
+        .collect();
     if a.json {
         for m in &medians {
-            let mut v = serde_json::to_value(m).expect("plain data");
+            let mut v =
+                serde_json::to_value(m).map_err(|e| format!("could not encode the report: {e}"))?;
             v["median"] = serde_json::Value::Bool(true);
-            println!("{v}");
+            output::json_line(&v)?;
         }
-    } else {
-        print!("{}", unlink_bench::table(&medians, rounds));
+    } else if !medians.is_empty() {
+        output::out(&unlink_bench::table(&medians, done.max(1)))?;
     }
-    if let Some(path) = &a.plot {
+    if let (Some(path), false) = (&a.plot, medians.is_empty()) {
         plot_unlink_timeline(&a, path, &opts, &medians)?;
+    }
+    if stop.raised() {
+        return Err(interrupt::message().into());
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// True if the command line asks for JSON (so even a parse error is printed as JSON).
+/// True if the command line asks for JSON (so even a parse error is printed as JSON). The
+/// arguments may hold any bytes (`--filename $'\xff'`).
 fn wants_json() -> bool {
-    std::env::args().skip(1).any(|a| a == "--json")
+    std::env::args_os().skip(1).any(|a| a == "--json")
 }
 
-/// Reports a failure: words on stderr, and `{"error": …}` on stdout for `--json`.
+/// Reports a failure: words on stderr, and `{"error": …}` on stdout for `--json`; nothing
+/// when standard output's reader went away.
 fn fail(f: &Failed, json: bool) -> ExitCode {
-    eprintln!("dbaio: {}", f.message);
-    if json {
-        println!("{}", serde_json::json!({ "error": f.message }));
+    if f.message != output::BROKEN_PIPE {
+        note!("dbaio: {}", f.message);
+        if json {
+            let _ = output::json_line(&serde_json::json!({ "error": f.message }));
+        }
     }
     ExitCode::from(f.code)
 }
 
+/// The command line, with the flags each subcommand was given on it (so that a flag that does
+/// not apply can be refused, not ignored).
+fn parse() -> Result<Cli, clap::Error> {
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command().try_get_matches()?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    if let (Command::Bench(b), Some(m)) = (&mut cli.command, matches.subcommand_matches("bench")) {
+        b.given = m
+            .ids()
+            .filter(|id| {
+                m.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)
+            })
+            .map(|id| id.as_str().to_string())
+            .collect();
+    }
+    Ok(cli)
+}
+
+/// A command line clap could not take, or `--help` and `--version`: printed as clap prints
+/// them (the first line as JSON with `--json`), exit status 2 (0 for help and version, 1 if
+/// they cannot be written).
+fn parse_failed(e: &clap::Error, json: bool) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        return match output::out(&e.render().to_string()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(m) => fail(&Failed::from(m), false),
+        };
+    }
+    let text = e.render().to_string();
+    if json {
+        let first = text
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim_start_matches("error: ");
+        return fail(
+            &Failed {
+                message: first.to_string(),
+                code: 2,
+            },
+            true,
+        );
+    }
+    let _ = write!(std::io::stderr(), "{text}");
+    ExitCode::from(2)
+}
+
 fn main() -> ExitCode {
-    // Like other Unix tools, end quietly when the reader of our output goes away
-    // (`dbaio verify … | head`), instead of panicking on a failed print.
-    // SAFETY: restoring the default disposition of SIGPIPE, before any thread exists.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    // SIGPIPE stays ignored (Rust's default): a reader that goes away (`dbaio bench --json |
+    // head -1`) is a failed write the command handles, cleaning up its files on the way out,
+    // then exiting quietly with status 141 (output.rs).
     let json = wants_json();
-    let cli = match Cli::try_parse() {
+    let cli = match parse() {
         Ok(c) => c,
-        Err(e) if json && e.use_stderr() => {
-            let text = e.to_string();
-            let first = text
-                .lines()
-                .next()
-                .unwrap_or("")
-                .trim_start_matches("error: ");
-            return fail(
-                &Failed {
-                    message: first.to_string(),
-                    code: 2,
-                },
-                true,
-            );
-        }
-        Err(e) => e.exit(),
+        Err(e) => return parse_failed(&e, json),
     };
     // verify prints its findings as pg_checksums does; the pool's per-read warnings about the
     // same pages would only repeat them.
@@ -930,5 +1213,29 @@ fn main() -> ExitCode {
     match outcome {
         Ok(code) => code,
         Err(f) => fail(&f, json),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// A new flag of `dbaio bench` must say which workloads it applies to, or it would be
+    /// taken, and ignored, by the others.
+    #[test]
+    fn every_bench_flag_says_which_workloads_it_applies_to() {
+        let cli = Cli::command();
+        let bench = cli.find_subcommand("bench").expect("bench");
+        for arg in bench.get_arguments() {
+            let id = arg.get_id().as_str();
+            if ["help", "json", "workload"].contains(&id) {
+                continue;
+            }
+            assert!(
+                options::BENCH_FLAGS.iter().any(|(f, _)| *f == id),
+                "--{id} is not in options::BENCH_FLAGS"
+            );
+        }
     }
 }

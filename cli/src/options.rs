@@ -50,6 +50,16 @@ pub fn given(sets: &[String], name: &str) -> bool {
     })
 }
 
+/// The names of the settings `-c` gave (lowercase, as `Settings::set` reads them).
+pub fn names_given(sets: &[String]) -> Vec<String> {
+    sets.iter()
+        .map(|kv| {
+            let k = kv.split_once('=').map_or(kv.as_str(), |(k, _)| k);
+            k.trim().to_ascii_lowercase()
+        })
+        .collect()
+}
+
 /// Raises `io_combine_limit` and `io_max_combine_limit` to [`BULK_READ_BYTES`] unless one of
 /// them was given with `-c`.
 pub fn bulk_reads(s: &mut Settings, sets: &[String]) {
@@ -96,6 +106,74 @@ pub fn settings(sets: &[String], flags: &[(&str, Option<&str>)]) -> Result<Setti
     Ok(s)
 }
 
+/// The flags of `dbaio bench` that belong to some workloads only (clap's ids: the long name
+/// with `_`), and the workloads each applies to. `--json` and `--workload` apply to all.
+pub const BENCH_FLAGS: &[(&str, &[&str])] = &[
+    ("filename", &["io"]),
+    ("rw", &["io"]),
+    ("bs", &["io"]),
+    ("iodepth", &["io"]),
+    ("direct", &["io"]),
+    ("allow_overwrite", &["io"]),
+    ("batch", &["io"]),
+    ("complete_min", &["io"]),
+    ("seed", &["io"]),
+    ("plot", &["io"]),
+    ("size", &["io", "scan"]),
+    ("runtime", &["io", "pool-hit", "stream-hit"]),
+    ("io_method", &["io", "scan"]),
+    ("io_workers", &["io", "scan"]),
+    ("set", &["io", "scan"]),
+    ("socket", &["io", "scan"]),
+    ("clients", &["scan"]),
+    ("advice", &["scan"]),
+    ("pattern", &["scan"]),
+    ("effective_io_concurrency", &["scan"]),
+    ("dir", &["scan"]),
+    ("issuers", &["pool-hit", "stream-hit"]),
+    ("touch_page", &["pool-hit"]),
+];
+
+/// The flag as typed: `--touch-page`, or `-c` for settings.
+fn flag_name(id: &str) -> String {
+    if id == "set" {
+        "-c".to_string()
+    } else {
+        format!("--{}", id.replace('_', "-"))
+    }
+}
+
+/// Refuses a flag given on the command line (`given`, clap's ids) that the chosen workload
+/// does not use: it would be ignored, silently.
+pub fn check_bench_flags(workload: &str, given: &[String]) -> Result<(), String> {
+    for (id, workloads) in BENCH_FLAGS {
+        if given.iter().any(|g| g == id) && !workloads.contains(&workload) {
+            let list: Vec<String> = workloads
+                .iter()
+                .map(|w| format!("--workload {w}"))
+                .collect();
+            return Err(format!(
+                "{} does not apply to --workload {workload}\nHINT:  It is for {}.",
+                flag_name(id),
+                list.join(" or ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a list of modes that names one twice (`--mode sync,sync`).
+pub fn no_repeats(flag: &str, names: &[&str]) -> Result<(), String> {
+    for (i, n) in names.iter().enumerate() {
+        if names[..i].contains(n) {
+            return Err(format!(
+                "{flag} names \"{n}\" twice\nHINT:  Name each at most once; --rounds repeats runs."
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,6 +202,32 @@ mod tests {
         let mut s = settings(&sets, &[]).unwrap();
         bulk_reads(&mut s, &sets);
         assert_eq!(s.io_combine_limit, 16);
+    }
+
+    #[test]
+    fn flags_of_another_workload_are_refused() {
+        let given = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            check_bench_flags("io", &given(&["clients", "json"])).unwrap_err(),
+            "--clients does not apply to --workload io\nHINT:  It is for --workload scan."
+        );
+        assert_eq!(
+            check_bench_flags("pool-hit", &given(&["set"])).unwrap_err(),
+            "-c does not apply to --workload pool-hit\nHINT:  It is for --workload io or --workload scan."
+        );
+        assert!(check_bench_flags("scan", &given(&["size", "dir", "set", "json"])).is_ok());
+        assert!(check_bench_flags("stream-hit", &given(&["touch_page"])).is_err());
+        // Every flag of the table is one of bench's.
+        assert!(
+            BENCH_FLAGS
+                .iter()
+                .all(|(id, w)| !id.is_empty() && !w.is_empty())
+        );
+        assert!(no_repeats("--mode", &["sync", "dont-wait"]).is_ok());
+        assert_eq!(
+            no_repeats("--mode", &["sync", "dont-wait", "sync"]).unwrap_err(),
+            "--mode names \"sync\" twice\nHINT:  Name each at most once; --rounds repeats runs."
+        );
     }
 
     #[test]

@@ -4,6 +4,29 @@
 use plotters::prelude::*;
 use std::path::Path;
 
+/// Checks, before a run, that the chart can be written at `path` (its directory exists and
+/// takes files, it is not a directory): a run should not end in a failure it could have
+/// told at the start. A file this makes is removed again.
+pub fn check_writable(path: &Path) -> Result<(), String> {
+    let existed = std::fs::symlink_metadata(path).is_ok();
+    let opened = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path);
+    match opened {
+        Ok(_) => {
+            if !existed {
+                let _ = std::fs::remove_file(path);
+            }
+            Ok(())
+        }
+        Err(e) => Err(format!(
+            "could not open \"{}\" to draw the plot: {e}\nHINT:  Name a file in a directory that exists and that you can write to.",
+            path.display()
+        )),
+    }
+}
+
 /// One line of a chart: its name and its points.
 pub type Series = (String, Vec<(f64, f64)>);
 

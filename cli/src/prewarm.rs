@@ -25,6 +25,9 @@ pub struct PrewarmOptions {
     pub verify_checksums: bool,
     /// Blocks per segment file (0: 1 GiB worth, PostgreSQL's default).
     pub segment_blocks: u32,
+    /// `max_issuers` was named with `-c`: the run keeps it (else 2: its one issuer's pin
+    /// share is then the whole pool).
+    pub keep_max_issuers: bool,
 }
 
 /// What a prewarm did (`--json` fields).
@@ -55,6 +58,9 @@ pub struct PrewarmReport {
     pub workers: Option<u32>,
     /// Blocks that could not be read or failed verification, with PostgreSQL's messages.
     pub errors: Vec<String>,
+    /// What was read but is worth knowing (a segment that ends in a partial block, whose
+    /// bytes past the last whole block are not read).
+    pub warnings: Vec<String>,
 }
 
 /// Total bytes of the relations' segments (to size the pool).
@@ -124,18 +130,61 @@ impl PrewarmReport {
     }
 }
 
-/// Runs the prewarm. `Err` is a fatal error (bad settings, a file that cannot be opened);
-/// blocks that fail are listed in the report.
-pub fn run(opts: &PrewarmOptions) -> Result<PrewarmReport, String> {
+/// Checks every segment of every relation before anything is opened: each must be a regular
+/// file (a FIFO would block the open for ever, a directory or device is no relation); the
+/// warnings for segments that end in a partial block.
+pub fn check_files(files: &[PathBuf], block: u64) -> Result<Vec<String>, String> {
+    let mut warnings = Vec::new();
+    for f in files {
+        let mut n = 0;
+        while let Ok(m) = std::fs::metadata(segment_path(f, n)) {
+            let p = segment_path(f, n);
+            if !m.is_file() {
+                return Err(format!(
+                    "\"{}\" is {}, not a relation file\nHINT:  prewarm reads regular files: a relation's segments, such as base/5/16403.",
+                    p.display(),
+                    crate::datafile::file_kind(&m.file_type())
+                ));
+            }
+            let tail = m.len() % block;
+            if tail != 0 {
+                warnings.push(format!(
+                    "\"{}\" ends in a partial block: its last {tail} bytes (block {}, {tail} of {block} bytes) are not read",
+                    p.display(),
+                    m.len() / block
+                ));
+            }
+            n += 1;
+        }
+    }
+    Ok(warnings)
+}
+
+/// The settings of a prewarm: one issuer (unless `-c max_issuers`), a pool sized to hold
+/// every block unless given (at most half the memory, and what is available).
+pub fn prewarm_settings(opts: &PrewarmOptions) -> Settings {
     let mut settings = opts.settings.clone();
-    // One issuer: its pin share (buffer_pool_size / max_issuers) is then the whole pool.
-    settings.max_issuers = 2;
+    if !opts.keep_max_issuers {
+        // One issuer: its pin share (buffer_pool_size / max_issuers) is then the whole pool.
+        settings.max_issuers = 2;
+    }
     let block = u64::from(settings.block_size);
     if settings.buffer_pool_size == 0 {
         let want = relation_bytes(&opts.files).div_ceil(block);
-        let cap = (physical_memory() / 2 / block).max(128);
+        // At most half the memory, and no more than is available now.
+        let avail = crate::memory::room_for_buffers(&crate::memory::available(), 0);
+        let cap = (physical_memory().min(avail * 2) / 2 / block).max(128);
         settings.buffer_pool_size = want.clamp(128, cap);
     }
+    settings
+}
+
+/// Runs the prewarm. `Err` is a fatal error (bad settings, a file that cannot be opened or
+/// is not a regular file); blocks that fail are listed in the report.
+pub fn run(opts: &PrewarmOptions) -> Result<PrewarmReport, String> {
+    let settings = prewarm_settings(opts);
+    let block = u64::from(settings.block_size);
+    let warnings = check_files(&opts.files, block)?;
     let aio = Aio::start(settings).map_err(|e| e.to_string())?;
     let me = aio.register_issuer("prewarm").map_err(|e| e.to_string())?;
     if opts.verify_checksums {
@@ -154,6 +203,7 @@ pub fn run(opts: &PrewarmOptions) -> Result<PrewarmReport, String> {
     let mut r = PrewarmReport {
         io_method: aio.io_method().name().to_string(),
         buffer_pool_blocks: aio.settings().buffer_pool_size,
+        warnings,
         ..PrewarmReport::default()
     };
     let t0 = Instant::now();

@@ -110,13 +110,18 @@ pub struct ScanReport {
     pub advice_blocks: AdviceRow,
     /// The most blocks advised and not yet read at once, on any device.
     pub advice_budget_peak: u32,
+    /// A signal stopped the run: the figures cover the time until then.
+    pub interrupted: bool,
 }
 
 fn file_path(dir: &Path, i: u32) -> PathBuf {
     dir.join(format!("scan-{i}.dat"))
 }
 
-/// Makes the data files that are missing; refuses ones of another size (never written over).
+/// Makes the data files that are missing, after checking there is room for them (and
+/// saying where they go: they stay for later runs); refuses ones of another size (never
+/// written over). A file is written as `scan-N.dat.part` and renamed when whole; the part goes
+/// if writing fails or a signal arrives.
 pub fn prepare(dir: &Path, size: u64, stop: &AtomicBool) -> Result<(), String> {
     let per_file = (size / u64::from(FILES)) / 8192 * 8192;
     if per_file == 0 {
@@ -124,22 +129,33 @@ pub fn prepare(dir: &Path, size: u64, stop: &AtomicBool) -> Result<(), String> {
             "--size {size} is too small for {FILES} files of whole 8 kB blocks"
         ));
     }
+    let missing = missing_files(dir, per_file)?;
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let need = per_file * missing.len() as u64;
+    crate::datafile::check_room(
+        &file_path(dir, 0),
+        need,
+        &format!(
+            "the scan data ({} of {FILES} files of {})",
+            missing.len(),
+            crate::datafile::human(per_file)
+        ),
+        "Ask for a smaller --size, or name a --dir on a file system with room.",
+    )?;
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("could not create \"{}\": {e}", dir.display()))?;
-    for i in 0..FILES {
+    crate::note!(
+        "dbaio bench: laying out the scan data in \"{}\" ({} files, {}); it stays there for later runs",
+        dir.display(),
+        missing.len(),
+        crate::datafile::human(need)
+    );
+    for i in missing {
         let p = file_path(dir, i);
-        match std::fs::metadata(&p) {
-            Ok(m) if m.len() == per_file => continue,
-            Ok(m) => {
-                return Err(format!(
-                    "\"{}\" exists with {} bytes, not {per_file}; remove it or choose another --dir",
-                    p.display(),
-                    m.len()
-                ));
-            }
-            Err(_) => {}
-        }
         let tmp = p.with_extension("dat.part");
+        let _cleanup = crate::interrupt::remove_on_forced_exit(&tmp);
         let result = write_file(&tmp, per_file, i, stop).and_then(|()| {
             std::fs::rename(&tmp, &p)
                 .map_err(|e| format!("could not rename \"{}\": {e}", tmp.display()))
@@ -150,6 +166,33 @@ pub fn prepare(dir: &Path, size: u64, stop: &AtomicBool) -> Result<(), String> {
         result?;
     }
     Ok(())
+}
+
+/// The data files of `dir` still to make; an error for one of another size than `per_file`.
+fn missing_files(dir: &Path, per_file: u64) -> Result<Vec<u32>, String> {
+    let mut missing = Vec::new();
+    for i in 0..FILES {
+        let p = file_path(dir, i);
+        match std::fs::metadata(&p) {
+            Ok(m) if m.is_file() && m.len() == per_file => {}
+            Ok(m) if !m.is_file() => {
+                return Err(format!(
+                    "\"{}\" is {}, not a data file; remove it or choose another --dir",
+                    p.display(),
+                    crate::datafile::file_kind(&m.file_type())
+                ));
+            }
+            Ok(m) => {
+                return Err(format!(
+                    "\"{}\" exists with {} bytes, not {per_file}; remove it or choose another --dir",
+                    p.display(),
+                    m.len()
+                ));
+            }
+            Err(_) => missing.push(i),
+        }
+    }
+    Ok(missing)
 }
 
 fn write_file(p: &Path, len: u64, seed: u32, stop: &AtomicBool) -> Result<(), String> {
@@ -275,11 +318,9 @@ pub fn run(o: &ScanOptions) -> Result<ScanReport, String> {
         mb_per_sec: (blocks * u64::from(o.settings.block_size)) as f64 / 1e6 / seconds,
         advice_blocks: aio.advice_totals(),
         advice_budget_peak,
+        interrupted: o.stop.load(Ordering::Relaxed),
     };
     aio.shutdown();
-    if o.stop.load(Ordering::Relaxed) {
-        return Err(INTERRUPTED.to_string());
-    }
     Ok(report)
 }
 
@@ -330,6 +371,6 @@ pub fn line(r: &ScanReport) -> String {
         r.advice_blocks.refused_by_budget,
         r.advice_blocks.useful,
         r.advice_blocks.wasted,
-        if r.cold { "" } else { "  (NOT cold)" }
-    )
+        if r.cold { "" } else { "  (NOT cold)" },
+    ) + if r.interrupted { "  (interrupted)" } else { "" }
 }

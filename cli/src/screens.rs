@@ -1,6 +1,7 @@
 //! The `dbaio aios` and `dbaio stat` commands: clients of an embedder's introspection socket.
 //! Tables, JSON, Prometheus text, and the live `--watch` screen (ratatui). See `docs/aios.md`.
 
+use crate::interrupt::Interrupt;
 use dbaio::introspect::request;
 use dbaio::{AdviceBudgetRow, AdviceRow, AioRow, IssuerStatsRow, WaitRow, WorkerPoolRow};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyModifiers};
@@ -156,6 +157,15 @@ fn advice_values(a: &AdviceRow) -> [u64; 5] {
 fn explain(socket: &Path, e: &std::io::Error) -> String {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let p = socket.display();
+    if matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    ) {
+        return format!(
+            "no answer from \"{p}\" within {} s: the embedder took the connection but did not reply\nHINT:  Is it stopped (kill -STOP), or too busy to serve its socket?",
+            dbaio::introspect::CLIENT_TIMEOUT.as_secs()
+        );
+    }
     let meta = match std::fs::metadata(socket) {
         Err(_) => {
             return format!(
@@ -829,11 +839,17 @@ fn draw_screen(
     Ok(())
 }
 
-/// Waits `every` for keys: true if q, Esc or Ctrl-C was pressed (at once then).
-fn quit_pressed_within(every: Duration) -> Result<bool, String> {
+/// Waits `every` for keys: true if q, Esc or Ctrl-C was pressed, or a signal arrived (at
+/// once then: the keys are polled a tenth of a second at a time).
+fn quit_pressed_within(every: Duration, stop: &Interrupt) -> Result<bool, String> {
     let deadline = Instant::now() + every;
     while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-        if event::poll(left).map_err(|e| format!("terminal: {e}"))? {
+        if stop.raised() {
+            return Ok(true);
+        }
+        if event::poll(left.min(Duration::from_millis(100)))
+            .map_err(|e| format!("terminal: {e}"))?
+        {
             if let Event::Key(k) = event::read().map_err(|e| format!("terminal: {e}"))? {
                 let ctrl_c =
                     k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL);
@@ -857,8 +873,8 @@ pub fn watch_plain(socket: &Path, every: Duration, count: Option<u64>) -> Result
             .iter()
             .filter(|w| !w.wait_event.is_empty())
             .count();
-        println!(
-            "== pid {} io_method {} up {:.1} s: {} I/Os in flight, {} issuers ({} waiting) ==",
+        let mut text = format!(
+            "== pid {} io_method {} up {:.1} s: {} I/Os in flight, {} issuers ({} waiting) ==\n",
             all.pid,
             all.io_method,
             all.uptime_s,
@@ -868,10 +884,12 @@ pub fn watch_plain(socket: &Path, every: Duration, count: Option<u64>) -> Result
         );
         for line in [budget_line(&all.advice_budget), pool_line(&all.worker_pool)] {
             if !line.is_empty() {
-                println!("{line}");
+                text += &line;
+                text.push('\n');
             }
         }
-        print!("{}", aios_table(&mut all.aios));
+        text += &aios_table(&mut all.aios);
+        crate::output::out(&text)?;
         n += 1;
         if count.is_some_and(|c| n >= c) {
             return Ok(());
@@ -880,12 +898,29 @@ pub fn watch_plain(socket: &Path, every: Duration, count: Option<u64>) -> Result
     }
 }
 
-/// `aios --watch` on a terminal: the live screen.
+/// `aios --watch` on a terminal: the live screen. The terminal is restored on every way out:
+/// q, Esc, Ctrl-C, `--count`, an error, a panic (ratatui's hook), SIGINT, SIGTERM or SIGHUP
+/// (the loop sees the signal within a tenth of a second), and a second signal (which ends
+/// the process at once, after restoring it).
 pub fn watch(socket: &Path, every: Duration, count: Option<u64>) -> Result<(), String> {
+    let stop = Interrupt::catch().map_err(|e| format!("could not catch signals: {e}"))?;
+    let _forced = crate::interrupt::on_forced_exit(restore_terminal_now);
     let mut terminal = ratatui::init();
-    let result = watch_loop(&mut terminal, socket, every, count);
+    let result = watch_loop(&mut terminal, socket, every, count, &stop);
     ratatui::restore();
+    if stop.raised() {
+        return Err(crate::interrupt::message());
+    }
     result
+}
+
+/// Leaves the alternate screen, shows the cursor and ends raw mode, without locks a stuck
+/// thread could hold (for a second signal's forced exit).
+fn restore_terminal_now() {
+    let _ = ratatui::crossterm::terminal::disable_raw_mode();
+    let seq = b"\x1b[?25h\x1b[?1049l";
+    // SAFETY: writes `seq`'s bytes, which live across the call, to standard output.
+    unsafe { libc::write(1, seq.as_ptr().cast(), seq.len()) };
 }
 
 /// The live, top-like screen, refreshed every `every`. Quits on q, Esc or Ctrl-C, or after
@@ -895,6 +930,7 @@ fn watch_loop(
     socket: &Path,
     every: Duration,
     count: Option<u64>,
+    stop: &Interrupt,
 ) -> Result<(), String> {
     let mut last: Option<Rate> = None;
     let mut frames = 0u64;
@@ -907,7 +943,7 @@ fn watch_loop(
         if count.is_some_and(|c| frames >= c) {
             return Ok(());
         }
-        if quit_pressed_within(every)? {
+        if stop.raised() || quit_pressed_within(every, stop)? {
             return Ok(());
         }
     }

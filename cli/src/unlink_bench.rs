@@ -10,7 +10,7 @@
 //! written file frees its extents (and discards them, with `-o discard`) in the `unlink` call:
 //! tens to hundreds of milliseconds the foreground stalls for, unless someone else waits.
 
-use crate::datafile::{free_space, human};
+use crate::datafile::{check_room, free_space, human};
 use crate::interrupt::{INTERRUPTED, Interrupt};
 use dbaio::{Aio, HandleFlags, IoMethodKind, OpenOptions, Settings};
 use hdrhistogram::Histogram;
@@ -20,7 +20,7 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -128,11 +128,15 @@ pub struct UnlinkReport {
 /// The width of one timeline bucket.
 const BUCKET: Duration = Duration::from_millis(100);
 
-/// Writes one chunk file of `size` bytes with 1 MiB writes and syncs it.
-fn write_chunk(path: &Path, size: u64, block: &[u8]) -> std::io::Result<()> {
+/// Writes one chunk file of `size` bytes with 1 MiB writes and syncs it; stops (an
+/// `Interrupted` error) when `stop` is set.
+fn write_chunk(path: &Path, size: u64, block: &[u8], stop: &AtomicBool) -> std::io::Result<()> {
     let f = std::fs::File::create(path)?;
     let mut off = 0;
     while off < size {
+        if stop.load(Ordering::Relaxed) {
+            return Err(std::io::ErrorKind::Interrupted.into());
+        }
         let n = block.len().min((size - off) as usize);
         f.write_all_at(&block[..n], off)?;
         off += n as u64;
@@ -146,6 +150,7 @@ fn gc_thread(
     opts: UnlinkBenchOptions,
     requests: mpsc::Receiver<u32>,
     done: mpsc::Sender<Result<Vec<PathBuf>, String>>,
+    stop: Arc<AtomicBool>,
 ) {
     let block: Vec<u8> = (0..1 << 20).map(|i| (i % 251) as u8 | 1).collect();
     for generation in requests {
@@ -153,7 +158,7 @@ fn gc_thread(
         let mut result = Ok(());
         for c in 0..opts.chunks {
             let p = dir.join(format!("chunk-{generation}-{c}"));
-            if let Err(e) = write_chunk(&p, opts.chunk_size, &block) {
+            if let Err(e) = write_chunk(&p, opts.chunk_size, &block, &stop) {
                 result = Err(format!(
                     "could not write chunk file \"{}\": {e}",
                     p.display()
@@ -190,22 +195,48 @@ fn c_path(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).expect("a path made here has no NUL byte")
 }
 
+/// The most a run has on disk at once: two generations of chunks and the live file.
+fn need(opts: &UnlinkBenchOptions) -> u64 {
+    opts.chunk_size * u64::from(opts.chunks) * 2 + opts.live_size
+}
+
+/// Where the runs write, in words (for stderr before the first run): the directory, how much,
+/// that it is removed, and a warning when it is a tmpfs (whose unlinks free memory, not disk
+/// extents: not what the benchmark is for).
+pub fn where_it_writes(opts: &UnlinkBenchOptions, defaulted: bool) -> String {
+    let mut s = format!(
+        "dbaio unlink-bench: writing up to {} of chunk files in a new directory under \"{}\"{}, removed after each run",
+        human(need(opts)),
+        opts.dir.display(),
+        if defaulted {
+            " (the system's temporary directory; --dir chooses another)"
+        } else {
+            ""
+        }
+    );
+    let tmpfs = nix::sys::statfs::statfs(&opts.dir)
+        .is_ok_and(|st| st.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC);
+    if tmpfs {
+        s += "\nWARNING:  it is a tmpfs: unlinks there free memory, not disk extents; name a directory on the file system to test with --dir";
+    }
+    s
+}
+
 /// Runs one mode.
 pub fn run(
     opts: &UnlinkBenchOptions,
     mode: Mode,
     stop: &Interrupt,
 ) -> Result<UnlinkReport, String> {
-    let need = opts.chunk_size * u64::from(opts.chunks) * 2 + opts.live_size;
-    let free = free_space(&opts.dir.join("x"))?;
-    if free < need + (1 << 30) {
-        return Err(format!(
-            "not enough free space in \"{}\": a run needs {} (two generations of chunks and the live file) plus 1 GiB, and {} is free",
-            opts.dir.display(),
-            human(need),
-            human(free)
-        ));
-    }
+    check_room(
+        &opts.dir.join("x"),
+        need(opts),
+        &format!(
+            "a run's files ({}: two generations of chunks and the live file)",
+            human(need(opts))
+        ),
+        "Use fewer or smaller chunks (--chunks, --chunk-size), or another --dir.",
+    )?;
     let dir = tempfile::Builder::new()
         .prefix("dbaio-unlink-bench")
         .tempdir_in(&opts.dir)
@@ -215,6 +246,7 @@ pub fn run(
                 opts.dir.display()
             )
         })?;
+    let _cleanup = crate::interrupt::remove_on_forced_exit(dir.path());
     let report = run_in(opts, mode, dir.path(), stop);
     let left = bytes_in(dir.path());
     drop(dir); // removes whatever is left
@@ -240,14 +272,14 @@ struct GcThread {
 }
 
 impl GcThread {
-    /// Starts the GC thread, writing chunks into `dir`.
-    fn start(dir: &Path, opts: &UnlinkBenchOptions) -> Result<GcThread, String> {
+    /// Starts the GC thread, writing chunks into `dir` until `stop` is set.
+    fn start(dir: &Path, opts: &UnlinkBenchOptions, stop: &Interrupt) -> Result<GcThread, String> {
         let (requests, req_rx) = mpsc::channel();
         let (done_tx, done) = mpsc::channel();
-        let (dir, opts) = (dir.to_path_buf(), opts.clone());
+        let (dir, opts, stop) = (dir.to_path_buf(), opts.clone(), stop.flag());
         let thread = std::thread::Builder::new()
             .name("gc".into())
-            .spawn(move || gc_thread(dir, opts, req_rx, done_tx))
+            .spawn(move || gc_thread(dir, opts, req_rx, done_tx, stop))
             .map_err(|e| format!("could not start the GC thread: {e}"))?;
         Ok(GcThread {
             requests,
@@ -474,7 +506,7 @@ fn run_in(
     let live = aio
         .open(&live_path, &OpenOptions::read_write().direct(false))
         .map_err(|e| e.to_string())?;
-    let gc = GcThread::start(dir, opts)?;
+    let gc = GcThread::start(dir, opts, stop)?;
     let mut fg = ForegroundLoop::new(opts, mode, &me, &live, &gc)?;
     let start = Instant::now();
     fg.run(start, stop)?;

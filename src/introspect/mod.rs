@@ -14,7 +14,9 @@ pub(crate) mod socket;
 pub(crate) mod stats;
 pub(crate) mod view;
 
-pub use socket::{COMMANDS, MAX_REQUEST, REQUEST_TIMEOUT, request};
+pub use socket::{
+    CLIENT_TIMEOUT, COMMANDS, MAX_CLIENTS, MAX_REQUEST, REQUEST_TIMEOUT, WRITE_TIMEOUT, request,
+};
 
 use crate::handle::shared::Shared;
 use stats::{IssuerStatsRow, StatsTable};

@@ -2,7 +2,9 @@
 //! serves the aios view, the waits and the stats as JSON to peers with this process's uid
 //! (checked with `SO_PEERCRED`). One request per connection: a line of at most
 //! [`MAX_REQUEST`] bytes, read within [`REQUEST_TIMEOUT`]; anything else is answered with an
-//! error and never disturbs the embedder. See `docs/aios.md`, "Socket".
+//! error and never disturbs the embedder. Clients are served at once by one thread polling
+//! them all without blocking (at most [`MAX_CLIENTS`], the oldest idle one let go for a new
+//! one), so a slow or idle client delays no other. See `docs/aios.md`, "Socket".
 
 use super::Source;
 use crate::handle::error::AioError;
@@ -15,12 +17,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The longest request accepted, in bytes.
 pub const MAX_REQUEST: usize = 4096;
 /// How long a peer may take to send its request.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a peer may take to read its reply.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Clients served at once; at the cap, a new client lets the oldest idle one go.
+pub const MAX_CLIENTS: usize = 64;
+/// How long [`request`] waits for a reply.
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often the server looks at its stop flag.
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The commands the socket answers.
 pub const COMMANDS: &[&str] = &["aios", "waits", "stats", "all", "reset_stats"];
@@ -101,31 +111,255 @@ impl Drop for Introspection {
     }
 }
 
-fn serve(listener: &UnixListener, src: &Source, stop: &AtomicBool) {
-    while !stop.load(Ordering::Acquire) {
-        match listener.accept() {
-            Ok((stream, _)) => {
-                let r =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handle(stream, src)));
-                if r.is_err() {
-                    tracing::error!(
-                        "introspection request handler panicked; the request was dropped"
-                    );
+/// One client: its request as it arrives, then its reply as it goes out.
+struct Client {
+    stream: UnixStream,
+    /// The request's bytes so far.
+    request: Vec<u8>,
+    /// The reply and how much of it is written, once the request is in (or refused).
+    reply: Option<(Vec<u8>, usize)>,
+    /// When the request must be in (then: when the reply must be out).
+    deadline: Instant,
+    /// When it was accepted (the oldest idle client is the one let go at the cap).
+    accepted: Instant,
+}
+
+/// What reading a client's request came to.
+enum Reading {
+    /// Not all there yet.
+    More,
+    /// The request (or why it is refused), to answer.
+    Done(Result<String, String>),
+}
+
+impl Client {
+    fn new(stream: UnixStream) -> Client {
+        let now = Instant::now();
+        Client {
+            stream,
+            request: Vec::with_capacity(256),
+            reply: None,
+            deadline: now + REQUEST_TIMEOUT,
+            accepted: now,
+        }
+    }
+
+    /// Reads what the client sent, without blocking: the request once a line (or the end of
+    /// its writes) is in, an error once it is too large or the reading failed.
+    fn read(&mut self) -> Reading {
+        let mut chunk = [0u8; 512];
+        loop {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Reading::Done(parse_request(&self.request)),
+                Ok(n) => {
+                    self.request.extend_from_slice(&chunk[..n]);
+                    if self.request.len() > MAX_REQUEST {
+                        return Reading::Done(Err(format!(
+                            "request too large (limit {MAX_REQUEST} bytes)"
+                        )));
+                    }
+                    if chunk[..n].contains(&b'\n') {
+                        return Reading::Done(parse_request(&self.request));
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Reading::More,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Reading::Done(Err(format!("could not read the request: {e}"))),
+            }
+        }
+    }
+
+    /// Sets the reply to `request` (the peer's uid checked first), due within the write
+    /// timeout.
+    fn answer(&mut self, request: Result<String, String>, src: &Source) {
+        let reply = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            reply_to(&self.stream, request, src)
+        }))
+        .unwrap_or_else(|_| {
+            tracing::error!("introspection request handler panicked; the request was dropped");
+            error_json("the request could not be answered")
+        });
+        self.reply = Some((reply, 0));
+        self.deadline = Instant::now() + WRITE_TIMEOUT;
+    }
+
+    /// Moves the client on, without blocking: reads its request, answers it, writes the
+    /// reply; false once it is done with (reply written, or its time is up).
+    fn progress(&mut self, src: &Source, now: Instant) -> bool {
+        if self.reply.is_none() {
+            match self.read() {
+                Reading::Done(request) => self.answer(request, src),
+                Reading::More if now >= self.deadline => self.answer(
+                    Err(format!(
+                        "request timed out after {} ms",
+                        REQUEST_TIMEOUT.as_millis()
+                    )),
+                    src,
+                ),
+                Reading::More => return true,
+            }
+        }
+        let Some((reply, written)) = &mut self.reply else {
+            return true;
+        };
+        while *written < reply.len() {
+            match send(&self.stream, &reply[*written..]) {
+                Ok(n) => *written += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    return now < self.deadline;
+                }
+                Err(_) => return false,
+            }
+        }
+        false
+    }
+
+    /// The events to wait for: the request's bytes, or room for the reply.
+    fn events(&self) -> libc::c_short {
+        if self.reply.is_some() {
+            libc::POLLOUT
+        } else {
+            libc::POLLIN
+        }
+    }
+}
+
+/// Writes what it can of `bytes` to `stream` without blocking, and without a SIGPIPE if the
+/// peer is gone (the embedder may not ignore that signal).
+fn send(stream: &UnixStream, bytes: &[u8]) -> std::io::Result<usize> {
+    // SAFETY: sends at most `bytes.len()` bytes from `bytes`, which lives across the call.
+    let n = unsafe {
+        libc::send(
+            stream.as_raw_fd(),
+            bytes.as_ptr().cast(),
+            bytes.len(),
+            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// The reply to `request` from the peer on `stream`: refused unless its uid is ours. The
+/// request is read first, even from a peer about to be refused: closing a unix socket with
+/// unread bytes resets the connection, and the peer would lose the reason.
+fn reply_to(stream: &UnixStream, request: Result<String, String>, src: &Source) -> Vec<u8> {
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    match peer_uid(stream) {
+        Ok(uid) if uid == me => {}
+        Ok(uid) => {
+            return error_json(&format!(
+                "permission denied: peer uid {uid} is not the owner (uid {me})"
+            ));
+        }
+        Err(e) => return error_json(&format!("could not identify the peer: {e}")),
+    }
+    match request {
+        Err(msg) => error_json(&msg),
+        Ok(cmd) => answer(&cmd, src),
+    }
+}
+
+/// The clients being served, and when the listener may next accept (after a failure such as
+/// too many open files, it waits a little instead of spinning).
+struct Clients {
+    all: Vec<Client>,
+    accept_after: Instant,
+}
+
+impl Clients {
+    /// Accepts every connection waiting, letting the oldest idle client go when
+    /// [`MAX_CLIENTS`] are served at once (a new client, which sends its request at once, is
+    /// never the one turned away for idle ones).
+    fn accept(&mut self, listener: &UnixListener) {
+        loop {
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    if stream.set_nonblocking(true).is_err() {
+                        continue;
+                    }
+                    if self.all.len() >= MAX_CLIENTS && !self.let_oldest_idle_go() {
+                        let _ = send(&stream, &error_json(&too_many()));
+                        continue;
+                    }
+                    self.all.push(Client::new(stream));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    tracing::warn!("introspection socket accept failed: {e}");
+                    self.accept_after = Instant::now() + Duration::from_millis(100);
+                    return;
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                let mut pfd = libc::pollfd {
-                    fd: listener.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd for the duration of the call.
-                unsafe { libc::poll(&mut pfd, 1, 100) };
-            }
-            Err(e) => {
-                tracing::warn!("introspection socket accept failed: {e}");
-                std::thread::sleep(Duration::from_millis(100));
-            }
+        }
+    }
+
+    /// Closes the client that has waited longest without sending its request, telling it
+    /// why; false if every client is being answered.
+    fn let_oldest_idle_go(&mut self) -> bool {
+        let oldest = (0..self.all.len())
+            .filter(|&i| self.all[i].reply.is_none())
+            .min_by_key(|&i| self.all[i].accepted);
+        let Some(i) = oldest else {
+            return false;
+        };
+        let c = self.all.swap_remove(i);
+        let _ = send(&c.stream, &error_json(&too_many()));
+        true
+    }
+}
+
+/// The words for a client let go at the cap.
+fn too_many() -> String {
+    format!("too many clients at once (limit {MAX_CLIENTS}); this idle one was closed")
+}
+
+/// Serves clients until `stop`: all at once, each without blocking (one poll over the
+/// listener and every client), so that one slow or idle client delays no other; a client has
+/// [`REQUEST_TIMEOUT`] to send its request and [`WRITE_TIMEOUT`] to take its reply.
+fn serve(listener: &UnixListener, src: &Source, stop: &AtomicBool) {
+    let mut clients = Clients {
+        all: Vec::new(),
+        accept_after: Instant::now(),
+    };
+    let mut fds: Vec<libc::pollfd> = Vec::new();
+    while !stop.load(Ordering::Acquire) {
+        let now = Instant::now();
+        let listening = now >= clients.accept_after;
+        fds.clear();
+        fds.push(libc::pollfd {
+            fd: listener.as_raw_fd(),
+            events: if listening { libc::POLLIN } else { 0 },
+            revents: 0,
+        });
+        fds.extend(clients.all.iter().map(|c| libc::pollfd {
+            fd: c.stream.as_raw_fd(),
+            events: c.events(),
+            revents: 0,
+        }));
+        let soonest = clients.all.iter().map(|c| c.deadline).min();
+        let wait = soonest
+            .map_or(POLL_INTERVAL, |d| d.saturating_duration_since(now))
+            .min(POLL_INTERVAL);
+        // SAFETY: `fds` holds `fds.len()` valid pollfds for the duration of the call.
+        unsafe {
+            libc::poll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                wait.as_millis() as i32,
+            )
+        };
+        let now = Instant::now();
+        // Every client is moved on (each step is non-blocking), not just those poll named:
+        // deadlines pass without events.
+        clients.all.retain_mut(|c| c.progress(src, now));
+        if listening && fds[0].revents != 0 {
+            clients.accept(listener);
         }
     }
 }
@@ -154,38 +388,6 @@ fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
     Ok(cred.uid)
 }
 
-fn read_request(stream: &mut UnixStream) -> Result<String, String> {
-    let mut buf = Vec::with_capacity(256);
-    let mut chunk = [0u8; 512];
-    loop {
-        match stream.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => {
-                buf.extend_from_slice(&chunk[..n]);
-                if buf.len() > MAX_REQUEST {
-                    return Err(format!("request too large (limit {MAX_REQUEST} bytes)"));
-                }
-                if buf.contains(&b'\n') {
-                    break;
-                }
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Err(format!(
-                    "request timed out after {} ms",
-                    REQUEST_TIMEOUT.as_millis()
-                ));
-            }
-            Err(e) => return Err(format!("could not read the request: {e}")),
-        }
-    }
-    parse_request(&buf)
-}
-
 /// The command in a request's first line: a bare command, or `{"cmd": "…"}`. Untrusted
 /// bytes: every rejection is an error in words, never a panic.
 fn parse_request(buf: &[u8]) -> Result<String, String> {
@@ -203,35 +405,6 @@ fn parse_request(buf: &[u8]) -> Result<String, String> {
         line.to_string()
     };
     Ok(cmd)
-}
-
-fn handle(mut stream: UnixStream, src: &Source) {
-    let _ = stream.set_nonblocking(false);
-    let _ = stream.set_read_timeout(Some(REQUEST_TIMEOUT));
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
-    // The request is read first, even from a peer about to be refused: closing a unix socket
-    // with unread bytes resets the connection, and the peer would lose the reason.
-    let request = read_request(&mut stream);
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    match peer_uid(&stream) {
-        Ok(uid) if uid == me => {}
-        Ok(uid) => {
-            let _ = stream.write_all(&error_json(&format!(
-                "permission denied: peer uid {uid} is not the owner (uid {me})"
-            )));
-            return;
-        }
-        Err(e) => {
-            let _ = stream.write_all(&error_json(&format!("could not identify the peer: {e}")));
-            return;
-        }
-    }
-    let reply = match request {
-        Err(msg) => error_json(&msg),
-        Ok(cmd) => answer(&cmd, src),
-    };
-    let _ = stream.write_all(&reply);
 }
 
 fn answer(cmd: &str, src: &Source) -> Vec<u8> {
@@ -277,7 +450,7 @@ fn answer(cmd: &str, src: &Source) -> Vec<u8> {
 /// Sends `cmd` to the socket at `path` and returns the JSON reply (a client for the CLI).
 pub fn request(path: &Path, cmd: &str) -> std::io::Result<serde_json::Value> {
     let mut s = UnixStream::connect(path)?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.set_read_timeout(Some(CLIENT_TIMEOUT))?;
     let sent = s
         .write_all(cmd.as_bytes())
         .and_then(|()| s.write_all(b"\n"));

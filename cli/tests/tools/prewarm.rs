@@ -35,6 +35,7 @@ fn scenario(m: IoMethodKind) {
         direct: true,
         verify_checksums: true,
         segment_blocks: 100,
+        keep_max_issuers: false,
     };
     let r = run(&opts).unwrap();
     assert_eq!((r.files, r.blocks, r.bytes), (3, 237, 237 * 8192), "{r:?}");

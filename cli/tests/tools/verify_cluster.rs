@@ -80,6 +80,7 @@ fn scenario(m: IoMethodKind) {
         },
         depth: 8,
         direct: true,
+        given: Vec::new(),
     };
     let r = run(&root, &opts).unwrap();
     assert_eq!(

@@ -1,0 +1,1242 @@
+//! The `dbaio` command under hostile use (issue 34), each case run on the real binary: bytes
+//! that are not UTF-8, a full or closed standard output, buffers beyond the memory, FIFOs
+//! where files belong, pipes closed early, layouts rejected or killed half-way, full and
+//! read-only file systems, signals (one and two, SIGINT, SIGTERM), the live screen's terminal
+//! (through a pty), settings the command would override, flags of another mode, a plot path
+//! that cannot be written, a socket that does not answer and clients that hold the socket.
+//! Every case asserts the exit status, the words on stderr and what is left on disk; none
+//! asserts a time. docs/reliability.md, "The command under hostile use".
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn dbaio() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_dbaio"));
+    c.env("DBAIO_LOG", "warn");
+    c
+}
+
+fn dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("dbaio-hostile")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap()
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Asserts `o` exited with `code`, by itself (no signal, no panic), and returns its stderr.
+fn exited(o: &Output, code: i32, what: &str) -> String {
+    let (out, err) = text(o);
+    assert!(!err.contains("panicked"), "{what} panicked:\n{err}");
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "{what}: {:?} (signal {:?})\nstdout: {out}\nstderr: {err}",
+        o.status,
+        o.status.signal()
+    );
+    err
+}
+
+/// Every path under `d`.
+fn walk(d: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(d) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            }
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Runs `c` to its end, or kills it after `limit` and fails: a command that hangs.
+fn output_within(c: &mut Command, limit: Duration, what: &str) -> Output {
+    let mut child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!(
+                "{what}: still running after {limit:?} (it hangs); stderr: {}",
+                text(&o).1
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Sets resource limit `res` to `bytes` in the child before it runs the command.
+fn limit(c: &mut Command, res: libc::__rlimit_resource_t, bytes: u64, sigxfsz: libc::sighandler_t) {
+    // SAFETY: between fork and exec only async-signal-safe calls (setrlimit, signal).
+    unsafe {
+        c.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: bytes,
+            };
+            libc::setrlimit(res, &lim);
+            let core = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::setrlimit(libc::RLIMIT_CORE, &core);
+            libc::signal(libc::SIGXFSZ, sigxfsz);
+            Ok(())
+        });
+    }
+}
+
+fn mkfifo(p: &Path) {
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(format!(
+        "{}/../tests/fixtures/pg18/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+}
+
+/// A stopped cluster: the PostgreSQL 18 fixture's control file and one relation of two real
+/// pages.
+fn cluster(root: &Path) {
+    std::fs::create_dir_all(root.join("global")).unwrap();
+    std::fs::create_dir_all(root.join("base/5")).unwrap();
+    std::fs::write(root.join("global/pg_control"), fixture("pg_control")).unwrap();
+    let mut rel = fixture("16403-block0.page");
+    rel.extend(fixture("16403-block1.page"));
+    std::fs::write(root.join("base/5/16403"), rel).unwrap();
+}
+
+/// A subsystem serving its view on a socket in `d`, for the socket clients.
+fn embedder(d: &Path) -> (dbaio::Aio, PathBuf) {
+    let sock = d.join("aio.sock");
+    let aio = dbaio::Aio::start(dbaio::Settings {
+        io_method: dbaio::IoMethodKind::Sync,
+        max_issuers: 4,
+        introspection_socket: Some(sock.clone()),
+        ..dbaio::Settings::default()
+    })
+    .unwrap();
+    (aio, sock)
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. Panics: arguments that are not UTF-8, a standard output that cannot be written.
+// ---------------------------------------------------------------------------------------
+
+/// A file name is bytes: `--filename $'\xff'` is a file like any other (it panicked in
+/// `std::env::args`), shown with a replacement character in the JSON; a flag whose value must
+/// be text is a usage error, status 2.
+#[test]
+fn arguments_that_are_not_utf8_are_taken_or_refused_not_panicked_on() {
+    let d = dir();
+    let name = d.path().join(std::ffi::OsStr::from_bytes(b"data-\xff"));
+    let o = dbaio()
+        .args([
+            "bench",
+            "--size",
+            "1m",
+            "--io-method",
+            "sync",
+            "--runtime",
+            "0.1",
+        ])
+        .args(["--json", "--filename"])
+        .arg(&name)
+        .output()
+        .unwrap();
+    exited(&o, 0, "--filename $'\\xff'");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        v["filename"].as_str().unwrap().ends_with("data-\u{fffd}"),
+        "{v}"
+    );
+    assert_eq!(std::fs::metadata(&name).unwrap().len(), 1 << 20);
+    for json in [false, true] {
+        let mut c = dbaio();
+        c.args(["bench", "-c"])
+            .arg(std::ffi::OsStr::from_bytes(b"io_method=\xff"));
+        if json {
+            c.arg("--json");
+        }
+        let o = c.output().unwrap();
+        let err = exited(&o, 2, "-c $'\\xff'");
+        assert!(err.contains("invalid UTF-8"), "{err}");
+        if json {
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert!(v["error"].as_str().unwrap().contains("UTF-8"), "{v}");
+        }
+    }
+}
+
+/// `dbaio stat > /dev/full` panicked on the failed print: now it is an I/O error, status 1,
+/// in words; the same for a bench's table and for --help.
+#[test]
+fn a_full_standard_output_is_an_error_not_a_panic() {
+    let d = dir();
+    let (_aio, sock) = embedder(d.path());
+    let f = d.path().join("f");
+    std::fs::write(&f, vec![7u8; 1 << 20]).unwrap();
+    let cases: [Vec<&std::ffi::OsStr>; 3] = [
+        vec!["stat".as_ref(), "--socket".as_ref(), sock.as_os_str()],
+        vec![
+            "bench".as_ref(),
+            "--filename".as_ref(),
+            f.as_os_str(),
+            "--io-method".as_ref(),
+            "sync".as_ref(),
+            "--runtime".as_ref(),
+            "0.1".as_ref(),
+        ],
+        vec!["--help".as_ref()],
+    ];
+    for args in cases {
+        let o = dbaio()
+            .args(&args)
+            .stdout(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open("/dev/full")
+                    .unwrap(),
+            )
+            .output()
+            .unwrap();
+        let err = exited(&o, 1, &format!("{args:?} > /dev/full"));
+        assert!(
+            err.contains("dbaio: could not write to standard output: No space left on device"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. Memory: buffers beyond what the process may have are refused before anything is made.
+// ---------------------------------------------------------------------------------------
+
+/// `--bs 64m --iodepth 1024` asks for 64 GiB of buffers and aborted on allocation (or was
+/// killed by the OOM killer). Under a 4 GiB address-space limit (so the test means the same
+/// on every machine, and the unfixed command aborts instead of exhausting this one) it is
+/// refused before the data file is made, saying what fits; a run that fits still runs.
+#[test]
+fn buffers_beyond_the_memory_are_refused_saying_what_fits() {
+    let d = dir();
+    let f = d.path().join("f");
+    let mut c = dbaio();
+    c.args(["bench", "--size", "64m", "--bs", "64m", "--iodepth", "1024"])
+        .args(["--io-method", "worker", "--runtime", "0.2", "--filename"])
+        .arg(&f);
+    limit(&mut c, libc::RLIMIT_AS, 4 << 30, libc::SIG_DFL);
+    let o = c.output().unwrap();
+    let err = exited(&o, 1, "--bs 64m --iodepth 1024");
+    assert!(
+        err.contains(
+            "dbaio: not enough memory for 64 GiB of I/O buffers (--bs 64 MiB x --iodepth 1024)"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("(RLIMIT_AS)") && err.contains("HINT:  At --bs 64 MiB at most --iodepth "),
+        "{err}"
+    );
+    assert!(!f.exists(), "refused before the data file was made");
+    let mut c = dbaio();
+    c.args(["bench", "--size", "4m", "--bs", "1m", "--iodepth", "4"])
+        .args(["--io-method", "sync", "--runtime", "0.1", "--filename"])
+        .arg(&f);
+    limit(&mut c, libc::RLIMIT_AS, 4 << 30, libc::SIG_DFL);
+    exited(&c.output().unwrap(), 0, "--bs 1m --iodepth 4");
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. Hangs: a FIFO where a file belongs is refused before it is opened.
+// ---------------------------------------------------------------------------------------
+
+/// `prewarm FIFO`, a relation whose second segment is a FIFO, `verify` of a data directory
+/// whose `global/pg_control` is a FIFO, and `bench --filename FIFO` blocked for ever in
+/// open(2) or read(2): each is now refused, naming what the path is.
+#[test]
+fn a_fifo_is_refused_not_waited_on() {
+    let d = dir();
+    let fifo = d.path().join("fifo");
+    mkfifo(&fifo);
+    let rel = d.path().join("16403");
+    std::fs::write(&rel, vec![0u8; 8192]).unwrap();
+    mkfifo(&d.path().join("16403.1"));
+    let pg = d.path().join("pgdata");
+    cluster(&pg);
+    std::fs::remove_file(pg.join("global/pg_control")).unwrap();
+    mkfifo(&pg.join("global/pg_control"));
+    let cases: [(Vec<&std::ffi::OsStr>, &Path); 4] = [
+        (vec!["prewarm".as_ref(), fifo.as_os_str()], &fifo),
+        (
+            vec!["prewarm".as_ref(), rel.as_os_str()],
+            &d.path().join("16403.1"),
+        ),
+        (
+            vec!["verify".as_ref(), "-D".as_ref(), pg.as_os_str()],
+            &pg.join("global/pg_control"),
+        ),
+        (
+            vec![
+                "bench".as_ref(),
+                "--io-method".as_ref(),
+                "sync".as_ref(),
+                "--filename".as_ref(),
+                fifo.as_os_str(),
+            ],
+            &fifo,
+        ),
+    ];
+    for (args, named) in cases {
+        let o = output_within(
+            dbaio().args(&args),
+            Duration::from_secs(60),
+            &format!("{args:?}"),
+        );
+        let err = exited(&o, 1, &format!("{args:?}"));
+        assert!(
+            err.contains(&format!("\"{}\" is a FIFO (named pipe)", named.display())),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. Leftovers: every file dbaio makes goes, or is whole, or is said to be incomplete.
+// ---------------------------------------------------------------------------------------
+
+/// `dbaio bench --json | head -1`: the reader goes after the first line. The command died of
+/// SIGPIPE and left its temporary data file; now the failed write ends it, status 141
+/// (128 + SIGPIPE, as the shell reports a process SIGPIPE killed), quietly, the file removed.
+#[test]
+fn a_reader_that_goes_away_leaves_no_temporary_file() {
+    let tmp = dir();
+    let mut child = dbaio()
+        .args(["bench", "--json", "--size", "8m", "--runtime", "0.3"])
+        .env("TMPDIR", tmp.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("{\"io_method\""), "{first}");
+    // The reader is gone (head -1 exited): the next JSON line cannot be written.
+    let o = child.wait_with_output().unwrap();
+    let err = exited(&o, 141, "a closed pipe");
+    assert!(!err.contains("dbaio: "), "quiet: {err}");
+    assert!(
+        walk(tmp.path()).is_empty(),
+        "left behind: {:?}",
+        walk(tmp.path())
+    );
+}
+
+/// A file laid out and then refused (a block size O_DIRECT cannot take, a size below one
+/// block) stayed behind, and the rerun then refused to write over "the existing file". It is
+/// refused before anything is written now, and the rerun runs.
+#[test]
+fn a_file_refused_after_its_layout_is_not_left_behind() {
+    let d = dir();
+    let f = d.path().join("w");
+    let base = [
+        "bench",
+        "--io-method",
+        "sync",
+        "--runtime",
+        "0.1",
+        "--rw",
+        "write",
+    ];
+    for bad in [
+        &["--size", "4m", "--bs", "1000", "--direct"][..],
+        &["--size", "3000", "--bs", "4096"][..],
+    ] {
+        let o = dbaio()
+            .args(base)
+            .args(bad)
+            .arg("--filename")
+            .arg(&f)
+            .output()
+            .unwrap();
+        let err = exited(&o, 1, &format!("{bad:?}"));
+        assert!(
+            err.contains("O_DIRECT") || err.contains("less than one block"),
+            "{err}"
+        );
+        assert!(
+            walk(d.path()).is_empty(),
+            "{bad:?} left {:?}",
+            walk(d.path())
+        );
+    }
+    let o = dbaio()
+        .args(base)
+        .args(["--size", "4m", "--bs", "4096", "--filename"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    exited(&o, 0, "the rerun");
+}
+
+/// A layout killed half-way (SIGXFSZ at a 1 MiB file size limit stands in for SIGKILL or a
+/// power cut) left a short file under the file's name, which the next run read as if whole
+/// and exited 0. The layout is written under `NAME.dbaio-incomplete` now and renamed when
+/// whole: the name never holds half a file, and the next run removes the unfinished layout,
+/// says so and lays the file out again.
+#[test]
+fn a_half_laid_out_file_is_detected_and_redone() {
+    let d = dir();
+    let f = d.path().join("data");
+    let args = [
+        "bench",
+        "--size",
+        "8m",
+        "--io-method",
+        "sync",
+        "--runtime",
+        "0.1",
+    ];
+    let mut c = dbaio();
+    c.args(args).arg("--filename").arg(&f);
+    limit(&mut c, libc::RLIMIT_FSIZE, 1 << 20, libc::SIG_DFL);
+    let o = c.output().unwrap();
+    assert_eq!(
+        o.status.signal(),
+        Some(libc::SIGXFSZ),
+        "killed mid-layout: {:?}",
+        text(&o)
+    );
+    assert!(!f.exists(), "the name holds no half file");
+    let o = dbaio()
+        .args(args)
+        .arg("--filename")
+        .arg(&f)
+        .output()
+        .unwrap();
+    let err = exited(&o, 0, "the rerun");
+    assert!(
+        err.contains("data.dbaio-incomplete\", an unfinished layout of"),
+        "{err}"
+    );
+    assert_eq!(std::fs::metadata(&f).unwrap().len(), 8 << 20);
+    assert_eq!(walk(d.path()), vec![f], "nothing else is left");
+}
+
+/// Two signals in a row: the first asks the run to stop, the second ends the process at once
+/// — which left the temporary file. The second now removes it before the process ends.
+#[test]
+fn a_second_signal_still_removes_the_temporary_file() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let tmp = dir();
+        let mut child = dbaio()
+            .args([
+                "bench",
+                "--size",
+                "256m",
+                "--runtime",
+                "30",
+                "--io-method",
+                "sync",
+            ])
+            .env("TMPDIR", tmp.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let t0 = Instant::now();
+        while walk(tmp.path()).iter().all(|p| !p.is_file()) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "no data file appeared"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for _ in 0..2 {
+            // SAFETY: kill with a valid pid and signal number.
+            unsafe { libc::kill(child.id() as i32, sig) };
+        }
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(128 + sig), "signal {sig}: {status:?}");
+        assert!(
+            walk(tmp.path()).is_empty(),
+            "signal {sig} left {:?}",
+            walk(tmp.path())
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. Disk space: checked before every layout, with the headroom said; EROFS told apart.
+// ---------------------------------------------------------------------------------------
+
+/// `--workload scan --size 100t` did not check the free space and filled the file system.
+/// It is refused before a byte is written, saying the 64 MiB kept free. (The 1 MiB file size
+/// limit keeps an unfixed command from filling this machine's disk.)
+#[test]
+fn the_scan_workload_checks_the_free_space_first() {
+    let d = dir();
+    let data = d.path().join("scan");
+    let mut c = dbaio();
+    c.args([
+        "bench",
+        "--workload",
+        "scan",
+        "--size",
+        "100t",
+        "--io-method",
+        "sync",
+        "--dir",
+    ])
+    .arg(&data);
+    limit(&mut c, libc::RLIMIT_FSIZE, 1 << 20, libc::SIG_IGN);
+    let err = exited(&c.output().unwrap(), 1, "--size 100t");
+    assert!(
+        err.contains("dbaio: not enough free space for the scan data (16 of 16 files of "),
+        "{err}"
+    );
+    assert!(
+        err.contains("plus 64 MiB kept free for the file system"),
+        "{err}"
+    );
+    assert!(walk(d.path()).is_empty(), "left {:?}", walk(d.path()));
+}
+
+/// A read-only file system was reported as "not enough free space". Mounted read-only in a
+/// mount namespace of the command's own (root, or a user namespace; skipped, and said, where
+/// neither is allowed), it is named as such, for bench and the scan workload.
+#[test]
+fn a_read_only_file_system_is_told_apart_from_a_full_one() {
+    let d = dir();
+    let ro = d.path().join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    let target = std::ffi::CString::new(ro.as_os_str().as_bytes()).unwrap();
+    // SAFETY: geteuid and getegid have no preconditions.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let cases = [
+        vec![
+            "bench".to_string(),
+            "--io-method".into(),
+            "sync".into(),
+            "--size".into(),
+            "1m".into(),
+            "--filename".into(),
+            ro.join("f").display().to_string(),
+        ],
+        vec![
+            "bench".into(),
+            "--workload".into(),
+            "scan".into(),
+            "--size".into(),
+            "16m".into(),
+            "--dir".into(),
+            ro.join("scan").display().to_string(),
+        ],
+    ];
+    for args in cases {
+        let mut c = dbaio();
+        c.args(&args);
+        let target = target.clone();
+        // SAFETY: between fork and exec only system calls (unshare, open, write, mount).
+        unsafe { c.pre_exec(move || read_only_mount(&target, uid, gid)) };
+        let o = match c.output() {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!(
+                    "SKIPPED a_read_only_file_system_is_told_apart_from_a_full_one: no mount namespace here ({e})"
+                );
+                return;
+            }
+        };
+        let err = exited(&o, 1, &format!("{args:?}"));
+        assert!(
+            err.contains("is on a read-only file system"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("free space"), "{args:?}: {err}");
+    }
+}
+
+/// In the child: a mount namespace of its own (in a user namespace unless root) with a
+/// read-only tmpfs on `target`; nothing propagates back.
+fn read_only_mount(target: &std::ffi::CStr, uid: u32, gid: u32) -> std::io::Result<()> {
+    let check = |r: libc::c_int| {
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    // SAFETY: system calls with valid, NUL-terminated arguments.
+    unsafe {
+        if uid == 0 {
+            check(libc::unshare(libc::CLONE_NEWNS))?;
+        } else {
+            check(libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS))?;
+            let write = |path: &std::ffi::CStr, text: &[u8]| {
+                let fd = libc::open(path.as_ptr(), libc::O_WRONLY);
+                let ok = fd >= 0 && libc::write(fd, text.as_ptr().cast(), text.len()) >= 0;
+                libc::close(fd);
+                ok
+            };
+            let mut buf = [0u8; 32];
+            let map = |id: u32, buf: &mut [u8; 32]| {
+                // "0 <id> 1" without allocating.
+                let mut digits = [0u8; 10];
+                let (mut n, mut v) = (0, id);
+                loop {
+                    digits[n] = b'0' + (v % 10) as u8;
+                    n += 1;
+                    v /= 10;
+                    if v == 0 {
+                        break;
+                    }
+                }
+                buf[..2].copy_from_slice(b"0 ");
+                for i in 0..n {
+                    buf[2 + i] = digits[n - 1 - i];
+                }
+                buf[2 + n..4 + n].copy_from_slice(b" 1");
+                4 + n
+            };
+            let len = map(uid, &mut buf);
+            let _ = write(c"/proc/self/setgroups", b"deny");
+            if !write(c"/proc/self/uid_map", &buf[..len]) {
+                return Err(std::io::Error::last_os_error());
+            }
+            let len = map(gid, &mut buf);
+            let _ = write(c"/proc/self/gid_map", &buf[..len]);
+        }
+        check(libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ))?;
+        check(libc::mount(
+            c"none".as_ptr(),
+            target.as_ptr(),
+            c"tmpfs".as_ptr(),
+            libc::MS_RDONLY,
+            c"size=16m".as_ptr().cast(),
+        ))?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. The terminal: the live screen restores it however it ends (through a pty).
+// ---------------------------------------------------------------------------------------
+
+/// The live screen in a pty (nix's openpty, 80x24), until it has drawn; then `sig`. Returns
+/// the exit status, everything it wrote, and whether the pty is back in canonical mode with
+/// echo.
+fn live_screen_until(sig: i32, sock: &Path) -> (std::process::ExitStatus, Vec<u8>, bool) {
+    use std::os::fd::AsRawFd;
+    let size = nix::pty::Winsize {
+        ws_row: 24,
+        ws_col: 80,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let pty = nix::pty::openpty(Some(&size), None).unwrap();
+    let slave = std::fs::File::from(pty.slave);
+    let mut c = dbaio();
+    c.args(["aios", "--watch", "0.1", "--socket"])
+        .arg(sock)
+        .stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave.try_clone().unwrap());
+    // SAFETY: between fork and exec only system calls: a session of its own, with the pty as
+    // its controlling terminal (crossterm may open /dev/tty).
+    unsafe {
+        c.pre_exec(|| {
+            libc::setsid();
+            libc::ioctl(0, libc::TIOCSCTTY, 0);
+            Ok(())
+        });
+    }
+    let mut child: Child = c.spawn().unwrap();
+    drop(slave);
+    let master = std::fs::File::from(pty.master);
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    let mut reader = master.try_clone().unwrap();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let t0 = Instant::now();
+    // Drawn: the alternate screen entered and the issuers table on it.
+    while !(contains(&seen, b"\x1b[?1049h") && contains(&seen, b"oldest")) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the screen never drew: {:?}",
+            String::from_utf8_lossy(&seen)
+        );
+        if let Ok(b) = rx.recv_timeout(Duration::from_millis(100)) {
+            seen.extend(b);
+        }
+    }
+    // SAFETY: kill with a valid pid and signal number.
+    unsafe { libc::kill(child.id() as i32, sig) };
+    let status = child.wait().unwrap();
+    while let Ok(b) = rx.recv_timeout(Duration::from_millis(500)) {
+        seen.extend(b);
+    }
+    let t = nix::sys::termios::tcgetattr(&master).unwrap();
+    use nix::sys::termios::LocalFlags;
+    let cooked = t
+        .local_flags
+        .contains(LocalFlags::ICANON | LocalFlags::ECHO);
+    let _ = master.as_raw_fd();
+    (status, seen, cooked)
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// `aios --watch` killed by SIGINT or SIGTERM left the terminal in the alternate screen and
+/// raw mode. It leaves both now, and exits 128 + the signal's number.
+#[test]
+fn the_live_screen_restores_the_terminal_on_a_signal() {
+    let d = dir();
+    let (_aio, sock) = embedder(d.path());
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let (status, seen, cooked) = live_screen_until(sig, &sock);
+        let last_enter = seen.windows(8).rposition(|w| w == b"\x1b[?1049h").unwrap();
+        assert!(
+            contains(&seen[last_enter..], b"\x1b[?1049l"),
+            "signal {sig}: the alternate screen was not left: {:?}",
+            String::from_utf8_lossy(&seen[last_enter..])
+        );
+        assert!(cooked, "signal {sig}: the terminal was left in raw mode");
+        assert_eq!(status.code(), Some(128 + sig), "signal {sig}: {status:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 7. Wrong answers said calmly: settings the command overrides, flags of another mode.
+// ---------------------------------------------------------------------------------------
+
+/// `verify -c block_size=4096` on an 8 kB cluster read each page as two and reported false
+/// corruption. The block size comes from pg_control: a `-c` that disagrees is refused, and a
+/// cluster of another block size is not compatible (pg_checksums' words).
+#[test]
+fn verify_takes_the_block_size_from_pg_control() {
+    let d = dir();
+    let pg = d.path().join("pgdata");
+    cluster(&pg);
+    let o = dbaio()
+        .args(["verify", "-c", "block_size=4096", "-D"])
+        .arg(&pg)
+        .output()
+        .unwrap();
+    let err = exited(&o, 1, "-c block_size=4096");
+    assert!(
+        err.contains("-c block_size=4096 does not match the cluster's block size, 8192"),
+        "{err}"
+    );
+    assert!(!err.contains("checksum verification failed"), "{err}");
+    let o = dbaio().args(["verify", "-D"]).arg(&pg).output().unwrap();
+    let (out, _) = text(&o);
+    exited(&o, 0, "the clean cluster");
+    assert!(out.contains("Bad checksums:  0"), "{out}");
+    // A 16 kB cluster: its control file says so (CRC kept valid).
+    let mut control = fixture("pg_control");
+    let at = control
+        .windows(8)
+        .position(|w| w == 1234567.0f64.to_le_bytes())
+        .unwrap()
+        + 8;
+    control[at..at + 4].copy_from_slice(&16384u32.to_le_bytes());
+    let crc = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+    let crc_off = (64..1020)
+        .step_by(4)
+        .find(|&o| {
+            crc.checksum(&fixture("pg_control")[..o]).to_le_bytes()
+                == fixture("pg_control")[o..o + 4]
+        })
+        .unwrap();
+    let sum = crc.checksum(&control[..crc_off]);
+    control[crc_off..crc_off + 4].copy_from_slice(&sum.to_le_bytes());
+    std::fs::write(pg.join("global/pg_control"), &control).unwrap();
+    let o = dbaio().args(["verify", "-D"]).arg(&pg).output().unwrap();
+    let err = exited(&o, 1, "a 16 kB cluster");
+    assert!(
+        err.contains("initialized with block size 16384, but dbaio verify handles block size 8192"),
+        "{err}"
+    );
+}
+
+/// `-c io_max_concurrency` was silently replaced by the depth: it is kept now, and refused
+/// when it leaves too few handles for `--iodepth`; `-c max_issuers` is kept (the run needs
+/// one issuer slot).
+#[test]
+fn bench_keeps_dash_c_io_max_concurrency_and_max_issuers_or_says_why_not() {
+    let d = dir();
+    let f = d.path().join("f");
+    std::fs::write(&f, vec![7u8; 1 << 20]).unwrap();
+    let run = |extra: &[&str]| {
+        dbaio()
+            .args([
+                "bench",
+                "--io-method",
+                "worker",
+                "--iodepth",
+                "32",
+                "--runtime",
+                "0.1",
+            ])
+            .args(extra)
+            .arg("--filename")
+            .arg(&f)
+            .output()
+            .unwrap()
+    };
+    let err = exited(
+        &run(&["-c", "io_max_concurrency=8"]),
+        1,
+        "io_max_concurrency=8",
+    );
+    assert!(
+        err.contains("-c io_max_concurrency=8 leaves 8 handles for --iodepth 32"),
+        "{err}"
+    );
+    exited(
+        &run(&["-c", "io_max_concurrency=40", "-c", "max_issuers=1"]),
+        0,
+        "kept",
+    );
+    let err = exited(
+        &dbaio()
+            .args([
+                "bench",
+                "--workload",
+                "scan",
+                "--clients",
+                "4",
+                "-c",
+                "max_issuers=2",
+            ])
+            .args(["--size", "16m", "--dir"])
+            .arg(d.path().join("scan"))
+            .output()
+            .unwrap(),
+        1,
+        "scan max_issuers=2",
+    );
+    assert!(
+        err.contains("-c max_issuers=2 is too few for --clients 4"),
+        "{err}"
+    );
+}
+
+/// Flags the chosen mode does not use were ignored, silently; a mode named twice was run
+/// twice. Each is refused, naming where the flag belongs.
+#[test]
+fn flags_of_another_mode_and_repeated_modes_are_refused() {
+    let d = dir();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["bench", "--clients", "4"],
+            "--clients does not apply to --workload io\nHINT:  It is for --workload scan.",
+        ),
+        (
+            &["bench", "--workload", "scan", "--runtime", "1"],
+            "--runtime does not apply to --workload scan",
+        ),
+        (
+            &["bench", "--workload", "scan", "--filename", "x"],
+            "--filename does not apply to --workload scan",
+        ),
+        (
+            &["bench", "--workload", "pool-hit", "-c", "io_method=sync"],
+            "-c does not apply to --workload pool-hit",
+        ),
+        (
+            &["bench", "--workload", "stream-hit", "--touch-page"],
+            "--touch-page does not apply to --workload stream-hit",
+        ),
+        (
+            &["aios", "--socket", "/nonexistent", "--count", "2"],
+            "--count applies only with --watch",
+        ),
+        (
+            &["unlink-bench", "--mode", "sync,dont-wait,sync"],
+            "--mode names \"sync\" twice",
+        ),
+    ];
+    for (args, words) in cases {
+        let o = dbaio().args(*args).current_dir(d.path()).output().unwrap();
+        let err = exited(&o, 1, &args.join(" "));
+        assert!(err.contains(words), "{}: {err}", args.join(" "));
+    }
+    assert!(
+        walk(d.path()).is_empty(),
+        "nothing was made: {:?}",
+        walk(d.path())
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 8. Signals and exit status; a partial block.
+// ---------------------------------------------------------------------------------------
+
+/// Waits until the bench serving `sock` has completed I/Os (its view says so).
+fn wait_for_ios(sock: &Path, child: &mut Child) {
+    let t0 = Instant::now();
+    loop {
+        assert!(child.try_wait().unwrap().is_none(), "the bench ended early");
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the bench never did I/O"
+        );
+        if let Ok(v) = dbaio::introspect::request(sock, "stats") {
+            let ios: u64 = v["stats"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|r| r["ops"].as_array().into_iter().flatten())
+                .filter_map(|o| o["count"].as_u64())
+                .sum();
+            if ios > 0 {
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A signal during a bench: the runs measured so far are printed (the JSON line of the
+/// interrupted one, with its I/Os), the data file is removed, and the exit status is 128 +
+/// the signal's number — SIGTERM exited 130 like SIGINT.
+#[test]
+fn a_signal_during_a_bench_prints_what_was_measured() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let d = dir();
+        let sock = d.path().join("b.sock");
+        let mut child = dbaio()
+            .args([
+                "bench",
+                "--json",
+                "--size",
+                "8m",
+                "--io-method",
+                "sync",
+                "--runtime",
+                "60",
+            ])
+            .arg("--socket")
+            .arg(&sock)
+            .env("TMPDIR", d.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for_ios(&sock, &mut child);
+        // SAFETY: kill with a valid pid and signal number.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let o = child.wait_with_output().unwrap();
+        let err = exited(&o, 128 + sig, &format!("signal {sig}"));
+        let name = if sig == libc::SIGINT {
+            "SIGINT"
+        } else {
+            "SIGTERM"
+        };
+        assert!(err.contains(&format!("interrupted by {name}")), "{err}");
+        // One line per run, then the error (with --json, errors are JSON too).
+        let lines: Vec<serde_json::Value> = text(&o)
+            .0
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0]["ios"].as_u64().unwrap() > 0, "{lines:?}");
+        assert_eq!(lines[1]["error"], format!("interrupted by {name}"));
+        assert!(walk(d.path()).is_empty(), "left {:?}", walk(d.path()));
+    }
+}
+
+/// `unlink-bench` stopped by SIGINT printed nothing of the rounds it had run: the table of
+/// those now, and status 130.
+#[test]
+fn an_interrupted_unlink_bench_prints_the_rounds_it_ran() {
+    let d = dir();
+    let mut child = dbaio()
+        .args([
+            "unlink-bench",
+            "--chunks",
+            "1",
+            "--chunk-size",
+            "64k",
+            "--gc-cycles",
+            "1",
+        ])
+        .args(["--rounds", "100", "--mode", "sync", "--dir"])
+        .arg(d.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    // The first round's line ends with its figures ("max … us").
+    while !said.contains(" us, ") {
+        let mut chunk = [0u8; 256];
+        let n = err.read(&mut chunk).unwrap();
+        assert!(n > 0, "no round finished: {said}");
+        said += &String::from_utf8_lossy(&chunk[..n]);
+    }
+    // SAFETY: kill with a valid pid and signal number.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    assert!(
+        out.lines().any(|l| l.starts_with("sync ")),
+        "the table: {out}"
+    );
+    assert!(walk(d.path()).is_empty(), "left {:?}", walk(d.path()));
+}
+
+/// `prewarm` of a file that ends in a partial block said nothing of the bytes it did not
+/// read: a warning now (and in the JSON), the exit status still 0.
+#[test]
+fn prewarm_warns_of_a_trailing_partial_block() {
+    let d = dir();
+    let rel = d.path().join("16403");
+    std::fs::write(&rel, vec![0u8; 10_000]).unwrap();
+    let o = dbaio()
+        .args(["prewarm", "--buffered", "--json"])
+        .arg(&rel)
+        .output()
+        .unwrap();
+    let err = exited(&o, 0, "a partial block");
+    assert!(
+        err.contains("WARNING:  ") && err.contains("ends in a partial block: its last 1808 bytes"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["warnings"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["blocks"], 1, "{v}");
+}
+
+// ---------------------------------------------------------------------------------------
+// 9. Words: a timeout, a plot path, where unlink-bench writes, the README.
+// ---------------------------------------------------------------------------------------
+
+/// A socket that takes the connection and never answers was reported as `Resource
+/// temporarily unavailable (os error 11)`: a timeout in words now.
+#[test]
+fn a_silent_socket_is_a_timeout_in_words() {
+    let d = dir();
+    let sock = d.path().join("mute.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let o = dbaio()
+        .args(["stat", "--socket"])
+        .arg(&sock)
+        .output()
+        .unwrap();
+    let err = exited(&o, 1, "a silent socket");
+    assert!(
+        err.contains("no answer from") && err.contains("within 5 s"),
+        "{err}"
+    );
+    assert!(!err.contains("os error 11"), "{err}");
+}
+
+/// A plot path that cannot be written failed only after the whole run: it is checked first
+/// (nothing runs, nothing is printed, nothing is left), for bench and unlink-bench.
+#[test]
+fn an_unwritable_plot_path_is_refused_before_the_run() {
+    let d = dir();
+    let f = d.path().join("f");
+    std::fs::write(&f, vec![7u8; 1 << 20]).unwrap();
+    let plot = d.path().join("missing/lat.svg");
+    let cases: [Vec<&std::ffi::OsStr>; 2] = [
+        vec![
+            "bench".as_ref(),
+            "--io-method".as_ref(),
+            "sync".as_ref(),
+            "--runtime".as_ref(),
+            "0.2".as_ref(),
+            "--filename".as_ref(),
+            f.as_os_str(),
+        ],
+        vec![
+            "unlink-bench".as_ref(),
+            "--chunks".as_ref(),
+            "1".as_ref(),
+            "--chunk-size".as_ref(),
+            "64k".as_ref(),
+            "--gc-cycles".as_ref(),
+            "1".as_ref(),
+            "--rounds".as_ref(),
+            "1".as_ref(),
+            "--dir".as_ref(),
+            d.path().as_os_str(),
+        ],
+    ];
+    for args in cases {
+        let o = dbaio()
+            .args(&args)
+            .arg("--plot")
+            .arg(&plot)
+            .output()
+            .unwrap();
+        let err = exited(&o, 1, &format!("{args:?}"));
+        assert!(
+            err.contains("to draw the plot: No such file or directory"),
+            "{args:?}: {err}"
+        );
+        assert!(o.stdout.is_empty(), "{args:?} ran: {}", text(&o).0);
+        assert_eq!(walk(d.path()), vec![f.clone()], "{args:?}");
+    }
+}
+
+/// `unlink-bench` wrote its 2 GiB of chunks into the current directory by default: it writes
+/// under the temporary directory now ($TMPDIR), says where, and removes what it wrote.
+#[test]
+fn unlink_bench_writes_under_the_temporary_directory_by_default() {
+    let (cwd, tmp) = (dir(), dir());
+    let o = dbaio()
+        .args([
+            "unlink-bench",
+            "--chunks",
+            "1",
+            "--chunk-size",
+            "64k",
+            "--gc-cycles",
+            "1",
+        ])
+        .args(["--rounds", "1", "--mode", "sync"])
+        .current_dir(cwd.path())
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    let err = exited(&o, 0, "unlink-bench");
+    assert!(
+        err.contains(&format!(
+            "in a new directory under \"{}\" (the system's temporary directory",
+            tmp.path().display()
+        )),
+        "{err}"
+    );
+    assert!(walk(cwd.path()).is_empty() && walk(tmp.path()).is_empty());
+}
+
+/// The README says where `cargo build` puts the command, and how to get a data directory to
+/// try prewarm and verify on.
+#[test]
+fn the_readme_says_where_the_binary_is_and_how_to_get_a_data_directory() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    assert!(
+        readme.contains("`cargo build --release` leaves the command at `target/release/dbaio`")
+    );
+    assert!(readme.contains("initdb -D ~/pgdata --data-checksums"));
+    assert!(readme.contains("dbaio verify --pgdata ~/pgdata"));
+}
+
+// ---------------------------------------------------------------------------------------
+// 10. The socket serves clients at once.
+// ---------------------------------------------------------------------------------------
+
+/// The socket served one client at a time: 300 idle connections, or one client sending its
+/// request a byte at a time, held `stat` up until they timed out (or its own 5 s ran out).
+/// With them all connected, and the slow one still sending, `stat` is answered.
+#[test]
+fn idle_and_slow_socket_clients_do_not_hold_up_others() {
+    let d = dir();
+    let (_aio, sock) = embedder(d.path());
+    // Connected from a thread: a server that takes one client at a time lets its backlog
+    // fill, and then connect(2) waits.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let to = sock.clone();
+    std::thread::spawn(move || {
+        let idle: Vec<_> = (0..300)
+            .map(|_| std::os::unix::net::UnixStream::connect(&to).unwrap())
+            .collect();
+        let _ = tx.send(idle);
+    });
+    let idle = rx.recv_timeout(Duration::from_secs(60)).expect(
+        "300 connections were not taken within a minute: the server takes them one at a time",
+    );
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let slow = {
+        let (sock, done) = (sock.clone(), done.clone());
+        std::thread::spawn(move || {
+            let t0 = Instant::now();
+            while !done.load(std::sync::atomic::Ordering::Relaxed)
+                && t0.elapsed() < Duration::from_secs(60)
+            {
+                // A fresh slow client whenever the server lets the last one go.
+                let Ok(mut s) = std::os::unix::net::UnixStream::connect(&sock) else {
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                };
+                while !done.load(std::sync::atomic::Ordering::Relaxed) && s.write_all(b"a").is_ok()
+                {
+                    std::thread::sleep(Duration::from_millis(50));
+                    if t0.elapsed() > Duration::from_secs(60) {
+                        break;
+                    }
+                }
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let o = dbaio()
+        .args(["stat", "--json", "--socket"])
+        .arg(&sock)
+        .output()
+        .unwrap();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    slow.join().unwrap();
+    exited(&o, 0, "stat beside 300 idle clients and a slow one");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["io_method"], "sync", "{v}");
+    drop(idle);
+}

@@ -602,3 +602,42 @@ fn an_armed_crash_happens_right_after_the_chosen_io() {
     }
     assert_eq!(disk.crash().digest(), image.digest(), "a disk crashes once");
 }
+
+#[test]
+fn the_view_shows_ios_in_flight_on_sim_and_the_stats_count_them_under_its_executor() {
+    let d = dir();
+    let path = d.path().join("viewed");
+    let aio = start(None, 11, |_| {});
+    let me = aio.register_issuer("viewed").unwrap();
+    let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
+    // Submitted and not executed: nobody has waited, so simulated time has not moved.
+    let ios: Vec<_> = (0..5u64)
+        .map(|i| {
+            me.acquire()
+                .unwrap()
+                .write(&f, i * 4096, IoBuf::from_slice(&[3u8; 4096]))
+        })
+        .collect();
+    let rows = aio.aios();
+    assert_eq!(rows.len(), 5, "{rows:?}");
+    for r in &rows {
+        assert_eq!(r.state, "SUBMITTED", "{r:?}");
+        assert_eq!(r.operation.as_deref(), Some("writev"), "{r:?}");
+        assert_eq!(r.issuer, "viewed", "{r:?}");
+        assert_eq!(r.executor, "sim", "{r:?}");
+    }
+    for io in ios {
+        me.wait(io).check().unwrap();
+    }
+    assert!(aio.aios().is_empty());
+    let stats = aio.stats();
+    let row = stats.iter().find(|r| r.issuer == "viewed").unwrap();
+    let writes = row.ops.iter().find(|o| o.op == "writev").unwrap();
+    assert_eq!(
+        (writes.count, writes.bytes, writes.errors),
+        (5, 5 * 4096, 0)
+    );
+    assert_eq!(row.executors.len(), 1, "{:?}", row.executors);
+    assert_eq!(row.executors[0].executor, "sim");
+    assert_eq!(row.executors[0].ios, 5);
+}

@@ -499,7 +499,9 @@ pub fn run(
         opts.iodepth.max(1) as usize
     };
     let mut pipeline = Pipeline::new(opts, &issuer, &file, depth);
-    let queue_ms_before = device_queue_ms(&opts.filename);
+    // On sim the I/Os never reach the file's device: no device queue to report.
+    let on_device = aio.io_method() != IoMethodKind::Sim;
+    let queue_ms_before = device_queue_ms(&opts.filename).filter(|_| on_device);
     let mut progress = Progress::new(opts, method);
     let cpu_before = process_cpu_seconds(&aio);
     let start = progress.begin();

@@ -218,7 +218,8 @@ struct BenchArgs {
     /// Write over an existing file, or a block device (write workloads refuse otherwise).
     #[arg(long)]
     allow_overwrite: bool,
-    /// io_method (sync, worker, io_uring); default: every method.
+    /// io_method (sync, worker, io_uring, or sim: the file is copied into a simulated disk in
+    /// memory and written only there); default: every real method.
     #[arg(long)]
     io_method: Option<String>,
     /// Worker threads for the worker method (the io_workers setting; 0: sized by load).

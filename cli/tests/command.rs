@@ -824,3 +824,39 @@ fn the_tools_take_their_method_from_dash_c() {
     let (_, err) = text(&o);
     assert!(!err.contains("conflicting"), "{err}");
 }
+
+#[test]
+fn bench_runs_on_sim_and_its_writes_stay_in_the_simulated_disk() {
+    let d = dir();
+    let f = d.path().join("existing");
+    let data = file_with(&f, 1 << 20);
+    let p = f.to_str().unwrap();
+    for rw in ["randread", "randwrite"] {
+        let o = run(&[
+            "bench",
+            "--filename",
+            p,
+            "--rw",
+            rw,
+            "--io-method",
+            "sim",
+            "--runtime",
+            "0.2",
+            "--allow-overwrite",
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", text(&o).1);
+        let rows = json_lines(&o);
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        let r = &rows[0];
+        assert_eq!(r["io_method"], "sim", "{r}");
+        assert!(r["ios"].as_u64().unwrap() > 0, "{r}");
+        assert_eq!(r["errors"], 0, "{r}");
+        assert!(r["avg_device_queue"].is_null(), "no device under sim: {r}");
+        assert_eq!(
+            std::fs::read(&f).unwrap(),
+            data,
+            "{rw}: the real file is untouched"
+        );
+    }
+}

@@ -82,6 +82,7 @@ impl Issuer {
             in_flight: 0,
             h: (0..n).map(|_| LocalHandle::new()).collect(),
             awaited: Vec::with_capacity(n as usize),
+            batch_clock: 0,
         };
         Ok(Issuer {
             aio: Arc::clone(aio),

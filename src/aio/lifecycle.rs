@@ -97,6 +97,8 @@ pub(super) struct Local {
     /// Scratch for `wait_for_completions`: the I/Os it waits for (sized at registration, so
     /// waiting allocates nothing).
     pub(super) awaited: Vec<(u32, u64)>,
+    /// The staging time of the batch being staged (see `Issuer::staging_clock`).
+    pub(super) batch_clock: u64,
 }
 
 impl Local {
@@ -414,6 +416,19 @@ impl Issuer {
         }
     }
 
+    /// The staging time of an I/O staged now: in a batch, the I/Os staged for one submission
+    /// share the first one's clock reading (they reach the method together); else, or for
+    /// one run `here`, its own.
+    fn staging_clock(&self, l: &mut Local, here: bool) -> u64 {
+        if !l.in_batch || here {
+            return self.aio.shared.io_clock_ns();
+        }
+        if l.staged.is_empty() || l.batch_clock == 0 {
+            l.batch_clock = self.aio.shared.io_clock_ns();
+        }
+        l.batch_clock
+    }
+
     /// Hands defined handle `li` on: the direct path for an I/O its issuer runs at once
     /// without callbacks; otherwise the stage callbacks and STAGED, and then failed at once
     /// (a foreign file), run here (SYNCHRONOUS, or an op the method runs inline), or put in
@@ -436,7 +451,8 @@ impl Issuer {
         }
         s.set_state(HandleState::HandedOut, HandleState::Defined);
         self.run_stage_callbacks(idx);
-        s.staged_ns.store(shared.io_clock_ns(), Ordering::Relaxed);
+        s.staged_ns
+            .store(self.staging_clock(l, here), Ordering::Relaxed);
         s.set_state(HandleState::Defined, HandleState::Staged);
         if !is_foreign && !here {
             l.staged.push(li);

@@ -20,6 +20,7 @@ use super::wait_event::WaitEvent;
 use crossbeam_utils::CachePadded;
 use dbaio_sys::Request;
 use parking_lot::Mutex;
+use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
@@ -313,16 +314,21 @@ impl Shared {
     }
 
     /// The clock of the I/O paths (staging, completion, waits, and the view's ages): `now_ns`
-    /// with `track_io_timing` on; with it off, the same clock at jiffy resolution
-    /// (`CLOCK_MONOTONIC_COARSE`, 6 ns a read here against 26), and no latency is recorded.
+    /// with `track_io_timing` on — or, inside [`Shared::one_clock`], the one reading taken
+    /// for that whole step; with it off, the same clock at jiffy resolution
+    /// (`CLOCK_MONOTONIC_COARSE`, 4 ns a read here against 19), and no latency is recorded.
     #[inline]
     pub(crate) fn io_clock_ns(&self) -> u64 {
-        let clock = if self.settings.track_io_timing {
-            libc::CLOCK_MONOTONIC
-        } else {
-            libc::CLOCK_MONOTONIC_COARSE
-        };
-        clock_ns(clock).saturating_sub(self.epoch_ns)
+        io_clock(self.settings.track_io_timing).saturating_sub(self.epoch_ns)
+    }
+
+    /// Runs `f` — one step that completes or stages many I/Os at once, such as a drain of a
+    /// ring's completions — with one clock reading for all of their times instead of one
+    /// each (`track_io_timing`'s cost per I/O; docs/design.md, "Timing"). The events of one
+    /// step are microseconds apart, so their latencies lose nothing a histogram shows. A
+    /// step inside another keeps the outer reading. Nothing in `f` may sleep.
+    pub(crate) fn one_clock<R>(&self, f: impl FnOnce() -> R) -> R {
+        one_clock(self.settings.track_io_timing, f)
     }
 
     /// The plain request for handle `i` (SUBMITTED), for the worker engine and sync execution.
@@ -691,6 +697,42 @@ fn not_submitted(found: HandleState) -> ! {
     );
 }
 
+thread_local! {
+    /// The clock reading of the step this thread is in ([`Shared::one_clock`]); 0 outside one.
+    static STEP_CLOCK: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The I/O clock, not yet relative to a subsystem's epoch: the step's reading if this thread
+/// is in one, else a fresh fine reading (`track` on) or a coarse one.
+#[inline]
+fn io_clock(track: bool) -> u64 {
+    if !track {
+        return clock_ns(libc::CLOCK_MONOTONIC_COARSE);
+    }
+    match STEP_CLOCK.with(Cell::get) {
+        0 => monotonic_ns(),
+        held => held,
+    }
+}
+
+/// Runs `f` as one step of this thread with one fine clock reading (see
+/// [`Shared::one_clock`]); a step inside another keeps the outer reading.
+fn one_clock<R>(track: bool, f: impl FnOnce() -> R) -> R {
+    if !track || STEP_CLOCK.with(Cell::get) != 0 {
+        return f();
+    }
+    /// Ends the step, even if `f` unwinds.
+    struct EndStep;
+    impl Drop for EndStep {
+        fn drop(&mut self) {
+            STEP_CLOCK.with(|c| c.set(0));
+        }
+    }
+    STEP_CLOCK.with(|c| c.set(monotonic_ns()));
+    let _end = EndStep;
+    f()
+}
+
 /// The monotonic clock (the one `Instant` reads), in nanoseconds.
 #[inline]
 fn monotonic_ns() -> u64 {
@@ -708,4 +750,48 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
     // SAFETY: `ts` is a valid out-pointer and `clock` one of the monotonic clocks.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{io_clock, one_clock};
+
+    /// Sleeps long enough that two fine clock readings around it must differ.
+    fn pause() {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+
+    #[test]
+    fn a_step_times_its_events_by_one_reading_and_ends_even_if_it_unwinds() {
+        let step = one_clock(true, || {
+            let first = io_clock(true);
+            pause();
+            assert_eq!(io_clock(true), first, "one reading for the step");
+            let inner = one_clock(true, || {
+                pause();
+                io_clock(true)
+            });
+            assert_eq!(
+                inner, first,
+                "a step inside another keeps the outer reading"
+            );
+            first
+        });
+        pause();
+        assert!(
+            io_clock(true) > step,
+            "the step ended: fresh readings again"
+        );
+        let unwound = std::panic::catch_unwind(|| one_clock(true, || panic!("in a step")));
+        assert!(unwound.is_err());
+        let a = io_clock(true);
+        pause();
+        assert!(io_clock(true) > a, "a step that unwound ended too");
+        // With timing off nothing is held: the coarse clock is read each time.
+        one_clock(false, || {
+            let a = io_clock(false);
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            assert!(io_clock(false) > a);
+        });
+    }
 }

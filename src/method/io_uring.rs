@@ -332,13 +332,16 @@ impl Uring {
     /// to `retries`.
     fn drain(&self, issuer: u32, cq: &mut Completion<'_>, retries: &mut Retries) -> usize {
         let slot = &self.rings[issuer as usize];
-        cq.drain(|user_data, res| {
-            let i = user_data as u32;
-            slot.in_flight.fetch_sub(1, Ordering::Relaxed);
-            self.in_ring[i as usize].store(false, Ordering::Release);
-            if self.shared.complete_catching(i, res, Executor::Ring) == Completed::Retry {
-                retries.push(i);
-            }
+        // The completions reaped together are timed by one clock reading.
+        self.shared.one_clock(|| {
+            cq.drain(|user_data, res| {
+                let i = user_data as u32;
+                slot.in_flight.fetch_sub(1, Ordering::Relaxed);
+                self.in_ring[i as usize].store(false, Ordering::Release);
+                if self.shared.complete_catching(i, res, Executor::Ring) == Completed::Retry {
+                    retries.push(i);
+                }
+            })
         })
     }
 

@@ -158,6 +158,10 @@ struct Want<'a> {
     /// The issuer's own entries, published and not yet handed to the kernel: the reaping
     /// enter submits them (only the issuer pushes, so only it may).
     submit: &'a [u32],
+    /// How many completions a kernel wait may ask for, read holding the completion side
+    /// after a drain: at most the waiter's I/Os still in the ring (each posts one there,
+    /// which only the holder reaps), so the wait cannot outlast them.
+    at_least: &'a dyn Fn() -> u32,
 }
 
 impl Uring {
@@ -418,7 +422,7 @@ impl Uring {
     /// the safety net.
     fn wait_in_kernel(&self, issuer: u32, ring: &Ring, cq: &mut Completion<'_>, want: &Want<'_>) {
         let submit = !want.submit.is_empty();
-        match cq.submit_and_wait_one(submit, SAFETY_NET) {
+        match cq.submit_and_wait(submit, (want.at_least)(), SAFETY_NET) {
             Ok(w) => {
                 if w.taken > 0 {
                     self.tell_followers(issuer);
@@ -499,6 +503,7 @@ impl Uring {
             Want {
                 waiting: &waiting,
                 submit: &[],
+                at_least: &|| 1,
             },
         );
         Drive::Progressed
@@ -542,12 +547,25 @@ impl Uring {
         let all_in_ring = || awaited.iter().all(|a| complete(a) || self.in_ring(a.0));
         if all_in_ring() {
             let waiting = || !satisfied() && all_in_ring();
+            // What is still missing, of what will complete in this ring.
+            let at_least = || {
+                let (mut done, mut in_ring) = (0, 0);
+                for a in awaited {
+                    if complete(a) {
+                        done += 1;
+                    } else if self.in_ring(a.0) {
+                        in_ring += 1;
+                    }
+                }
+                need.saturating_sub(done).min(in_ring)
+            };
             self.reap_or_follow(
                 issuer,
                 ring,
                 Want {
                     waiting: &waiting,
                     submit: published.as_slice(),
+                    at_least: &at_least,
                 },
             );
             return Drive::Progressed;

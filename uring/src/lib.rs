@@ -489,6 +489,20 @@ impl Completion<'_> {
     /// than were published it does not wait, and the caller submits the rest. May return
     /// early on a signal; the caller re-checks what it waits for either way.
     pub fn submit_and_wait_one(&mut self, submit: bool, limit: Duration) -> io::Result<Waited> {
+        self.submit_and_wait(submit, 1, limit)
+    }
+
+    /// [`Completion::submit_and_wait_one`] for `want` completions (at least 1): the caller
+    /// must know that many will come to this ring while it holds the completion side (its
+    /// own entries in the kernel, which no one else can reap meanwhile), or the wait lasts
+    /// until `limit`.
+    pub fn submit_and_wait(
+        &mut self,
+        submit: bool,
+        want: u32,
+        limit: Duration,
+    ) -> io::Result<Waited> {
+        let want = want.max(1);
         let submitter = self.ring.ring.submitter();
         if submit {
             if let e @ 1.. = self.ring.injected.load(Ordering::Relaxed) {
@@ -499,7 +513,7 @@ impl Completion<'_> {
             let ts = types::Timespec::from(limit);
             let args = types::SubmitArgs::new().timespec(&ts);
             if submit {
-                submitter.submit_with_args(1, &args)
+                submitter.submit_with_args(want as usize, &args)
             } else {
                 // SAFETY: to_submit = 0 only waits for completions; with EXT_ARG the argument
                 // is an `io_uring_getevents_arg` (SubmitArgs is a transparent wrapper of one)
@@ -507,18 +521,18 @@ impl Completion<'_> {
                 unsafe {
                     submitter.enter::<types::SubmitArgs<'_, '_>>(
                         0,
-                        1,
+                        want,
                         ENTER_GETEVENTS | ENTER_EXT_ARG,
                         Some(&args),
                     )
                 }
             }
         } else if submit {
-            submitter.submit_and_wait(1)
+            submitter.submit_and_wait(want as usize)
         } else {
             // SAFETY: `enter` with to_submit = 0 and no argument only waits for completions;
             // it touches no user memory.
-            unsafe { submitter.enter::<libc::sigset_t>(0, 1, ENTER_GETEVENTS, None) }
+            unsafe { submitter.enter::<libc::sigset_t>(0, want, ENTER_GETEVENTS, None) }
         };
         let waited = |taken, timed_out| Waited { taken, timed_out };
         match r {

@@ -19,9 +19,11 @@
 //! - One thread at a time reaps a ring: whoever takes the completion lock. Nobody ever
 //!   blocks on that lock. The holder drains, and if nothing was ready and the kernel holds
 //!   entries ([`Ring::in_kernel`] > 0, so a completion will come), sleeps in the kernel for
-//!   *one* completion, bounded by the safety net; then it drains again and lets go. Every
-//!   kernel wait is for one completion, so no other thread can leave it waiting for
-//!   completions that went elsewhere.
+//!   one completion — or, the issuer waiting for several of its own, for as many as it still
+//!   needs of those in the ring — bounded by the safety net; then it drains again and lets
+//!   go. A kernel wait never asks for more completions than will come to the ring while the
+//!   holder keeps the lock (each I/O in the ring posts one there, and only the holder reaps),
+//!   so no other thread can leave it waiting for completions that went elsewhere.
 //! - A waiter that finds the lock taken *follows*: it sleeps on the issuer's bell, which
 //!   every completion of the issuer's I/Os rings and which the holder rings when it lets the
 //!   ring go (with followers counted, after a fence: Dekker's pattern, model-checked in

@@ -9,7 +9,8 @@
 //! The ring also counts the entries the kernel has taken and whose completions have not been
 //! reaped yet ([`Ring::in_kernel`]): a thread that holds the completion lock and sees that
 //! count above zero knows a completion will arrive, so sleeping in the kernel for one cannot
-//! hang. Every kernel wait here is for one completion and bounded by a timeout; the caller
+//! hang. Every kernel wait here is for as many completions as the caller knows will come
+//! (one, unless it counts its own entries in the kernel) and bounded by a timeout; the caller
 //! re-checks what it waits for after each (see `src/method/io_uring.rs` for the protocol).
 
 use dbaio_sys::{Op, Request};

@@ -641,3 +641,32 @@ fn the_view_shows_ios_in_flight_on_sim_and_the_stats_count_them_under_its_execut
     assert_eq!(row.executors[0].executor, "sim");
     assert_eq!(row.executors[0].ios, 5);
 }
+
+#[test]
+fn a_file_unlinked_while_open_is_still_read_written_and_synced_through_its_descriptor() {
+    let d = dir();
+    let path = d.path().join("scratch");
+    let disk = SimDisk::new(12);
+    let aio = start(Some(disk.clone()), 12, |_| {});
+    let me = aio.register_issuer("scratch").unwrap();
+    let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
+    me.write_all_from(&f, 0, &[1u8; 4096]).unwrap();
+    me.unlink(&path).unwrap();
+    assert_eq!(disk.contents(&path), None, "out of the namespace at once");
+    // As on a real file system: the open descriptor still reaches the file.
+    me.write_all_from(&f, 4096, &[2u8; 4096]).unwrap();
+    me.fsync(&f).unwrap();
+    let back = me.read_exact_at(&f, 0, IoBuf::new(8192)).unwrap();
+    assert_eq!(&back[..4096], &[1u8; 4096][..]);
+    assert_eq!(&back[4096..], &[2u8; 4096][..]);
+    // A new file at the same path is another file; the old descriptor keeps the old one.
+    let g = aio.open(&path, &OpenOptions::read_write()).unwrap();
+    me.write_all_from(&g, 0, &[3u8; 512]).unwrap();
+    let old = me.read_exact_at(&f, 0, IoBuf::new(4096)).unwrap();
+    assert_eq!(&old[..], &[1u8; 4096][..]);
+    assert_eq!(disk.contents(&path), Some(vec![3u8; 512]));
+    // Once closed, the unlinked file is gone: a crash never brings it back either.
+    drop(f);
+    let after = disk.crash();
+    assert_ne!(after.contents(&path), Some(vec![1u8; 4096]));
+}

@@ -39,6 +39,15 @@ pub(super) struct SimFile {
     /// A descriptor standing for the file: each open reopens it (a fresh open file
     /// description), so byte-range locks behave as on a real file.
     pub stand_in: OwnedFd,
+    /// The file's identity apart from its path (an inode number): a descriptor opened on
+    /// it keeps reaching it after an unlink or a new file at the same path.
+    pub ino: u64,
+}
+
+/// The next inode number (identities only: never part of a digest).
+fn next_ino() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 impl SimFile {
@@ -54,6 +63,7 @@ impl SimFile {
             latent: BTreeSet::new(),
             entry_durable,
             stand_in: stand_in()?,
+            ino: next_ino(),
         })
     }
 
@@ -103,6 +113,10 @@ pub(super) struct DiskState {
     pub files: BTreeMap<PathBuf, SimFile>,
     /// Files removed since their directory was last synced: at a crash each may come back.
     pub removed: BTreeMap<PathBuf, SimFile>,
+    /// Files unlinked (or whose path a new file took) while a descriptor is open on them:
+    /// still read, written and synced through it, as an unlinked inode is; gone at a crash
+    /// and when the last such descriptor closes.
+    pub orphans: BTreeMap<u64, SimFile>,
     /// Paths the disk removed: never copied in from the real file system again.
     pub tombstones: BTreeSet<PathBuf>,
     /// Directories known to the disk (made for files in them, or opened).
@@ -149,6 +163,7 @@ impl SimDisk {
                 state: parking_lot::Mutex::new(DiskState {
                     files: BTreeMap::new(),
                     removed: BTreeMap::new(),
+                    orphans: BTreeMap::new(),
                     tombstones: BTreeSet::new(),
                     dirs: BTreeSet::new(),
                     rng: Rng::new(seed ^ 0x00c0_ffee),
@@ -285,6 +300,18 @@ impl SimDisk {
 }
 
 impl DiskState {
+    /// The file with identity `ino` that was opened at `path`: there still, or unlinked
+    /// and not yet forgotten (a crash may bring it back), or an orphan.
+    pub(super) fn file_mut(&mut self, path: &Path, ino: u64) -> Option<&mut SimFile> {
+        if self.files.get(path).is_some_and(|f| f.ino == ino) {
+            return self.files.get_mut(path);
+        }
+        if self.removed.get(path).is_some_and(|f| f.ino == ino) {
+            return self.removed.get_mut(path);
+        }
+        self.orphans.get_mut(&ino)
+    }
+
     /// Adds `file` at `path`, and its directories.
     pub(super) fn insert_file(&mut self, path: &Path, file: SimFile) {
         let mut dir = path.parent();

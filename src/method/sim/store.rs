@@ -10,7 +10,7 @@ use crate::handle::settings::Settings;
 use crate::handle::storage::{OpenMode, Storage};
 use dbaio_sys::{Op, Request};
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -46,6 +46,8 @@ impl Faults {
 enum Opened {
     File {
         path: PathBuf,
+        /// The file's identity ([`SimFile::ino`]).
+        ino: u64,
         write: bool,
         direct: bool,
     },
@@ -96,14 +98,16 @@ impl Storage for SimStore {
         if self.crashed() {
             return Err(err(libc::EIO));
         }
+        let open_inos = self.open_inos();
         let mut st = self.disk.inner.state.lock();
         let opened = if st.files.contains_key(path) || import(&mut st, path)? {
+            let f = st.files.get_mut(path).expect("present");
             if mode.truncate {
-                let f = st.files.get_mut(path).expect("present");
                 f.change(Change::Resize { len: 0 });
             }
             Opened::File {
                 path: path.to_path_buf(),
+                ino: f.ino,
                 write: mode.write,
                 direct: mode.direct,
             }
@@ -113,9 +117,10 @@ impl Storage for SimStore {
                 path: path.to_path_buf(),
             }
         } else if mode.create {
-            create(&mut st, path)?;
+            create(&mut st, path, &open_inos)?;
             Opened::File {
                 path: path.to_path_buf(),
+                ino: st.files[path].ino,
                 write: true,
                 direct: mode.direct,
             }
@@ -123,7 +128,9 @@ impl Storage for SimStore {
             return Err(err(libc::ENOENT));
         };
         let fd = match &opened {
-            Opened::File { path, .. } => reopen(&st.files[path].stand_in)?,
+            Opened::File { path, ino, .. } => {
+                reopen(&st.file_mut(path, *ino).expect("just opened").stand_in)?
+            }
             Opened::Dir { .. } => stand_in()?,
         };
         self.open.lock().insert(fd.as_raw_fd(), opened);
@@ -159,11 +166,10 @@ impl Storage for SimStore {
 
     fn len(&self, fd: RawFd) -> std::io::Result<u64> {
         let opened = self.open.lock().get(&fd).cloned();
-        let st = self.disk.inner.state.lock();
+        let mut st = self.disk.inner.state.lock();
         match opened {
-            Some(Opened::File { path, .. }) => st
-                .files
-                .get(&path)
+            Some(Opened::File { path, ino, .. }) => st
+                .file_mut(&path, ino)
                 .map(|f| f.visible.len() as u64)
                 .ok_or_else(|| err(libc::ENOENT)),
             Some(Opened::Dir { .. }) => Ok(0),
@@ -172,7 +178,13 @@ impl Storage for SimStore {
     }
 
     fn closing(&self, fd: RawFd) {
-        self.open.lock().remove(&fd);
+        let closed = self.open.lock().remove(&fd);
+        if let Some(Opened::File { ino, .. }) = closed {
+            // The last descriptor on an orphan closes: the file is gone.
+            if !self.open_inos().contains(&ino) {
+                self.disk.inner.state.lock().orphans.remove(&ino);
+            }
+        }
     }
 }
 
@@ -192,12 +204,13 @@ impl SimStore {
         let Some(opened) = self.open.lock().get(&req.fd).cloned() else {
             return -libc::EBADF;
         };
-        let (path, write, direct) = match opened {
+        let (path, ino, write, direct) = match opened {
             Opened::File {
                 path,
+                ino,
                 write,
                 direct,
-            } => (path, write, direct),
+            } => (path, ino, write, direct),
             Opened::Dir { path } => return self.dir_op(req.op, &path),
         };
         // As O_DIRECT on a real file: a transfer not aligned is refused — except a read at or
@@ -206,17 +219,17 @@ impl SimStore {
             && req.op.transfers_data()
             // SAFETY: as for this function.
             && !unsafe { aligned(req) }
-            && !(req.op == Op::Readv && self.len_of(&path) <= req.offset)
+            && !(req.op == Op::Readv && self.len_of(&path, ino) <= req.offset)
         {
             return -libc::EINVAL;
         }
         match req.op {
             // SAFETY: as for this function.
-            Op::Readv => unsafe { self.read(&path, req) },
+            Op::Readv => unsafe { self.read(&path, ino, req) },
             Op::Writev if !write => -libc::EBADF,
             // SAFETY: as for this function.
-            Op::Writev => unsafe { self.write(&path, req) },
-            Op::Fsync | Op::Fdatasync => self.with_file(&path, |f| {
+            Op::Writev => unsafe { self.write(&path, ino, req) },
+            Op::Fsync | Op::Fdatasync => self.with_file(&path, ino, |f| {
                 f.sync();
                 0
             }),
@@ -224,7 +237,7 @@ impl SimStore {
             Op::Fallocate if self.chance(self.faults.no_space) => -libc::ENOSPC,
             Op::Fallocate => {
                 let end = req.offset.saturating_add(req.len);
-                self.with_file(&path, |f| {
+                self.with_file(&path, ino, |f| {
                     if (f.visible.len() as u64) < end {
                         f.change(Change::Resize { len: end });
                     }
@@ -232,7 +245,7 @@ impl SimStore {
                 })
             }
             Op::Ftruncate if !write => -libc::EINVAL,
-            Op::Ftruncate => self.with_file(&path, |f| {
+            Op::Ftruncate => self.with_file(&path, ino, |f| {
                 f.change(Change::Resize { len: req.len });
                 0
             }),
@@ -241,15 +254,27 @@ impl SimStore {
     }
 
     /// The length of the file at `path` (0 if it went away).
-    fn len_of(&self, path: &Path) -> u64 {
-        let st = self.disk.inner.state.lock();
-        st.files.get(path).map_or(0, |f| f.visible.len() as u64)
+    fn len_of(&self, path: &Path, ino: u64) -> u64 {
+        let mut st = self.disk.inner.state.lock();
+        st.file_mut(path, ino).map_or(0, |f| f.visible.len() as u64)
     }
 
-    /// Runs `f` on the file at `path` (ENOENT if it went away).
-    fn with_file(&self, path: &Path, f: impl FnOnce(&mut SimFile) -> i32) -> i32 {
+    /// The identities of the files this subsystem has a descriptor open on.
+    fn open_inos(&self) -> BTreeSet<u64> {
+        self.open
+            .lock()
+            .values()
+            .filter_map(|o| match o {
+                Opened::File { ino, .. } => Some(*ino),
+                Opened::Dir { .. } => None,
+            })
+            .collect()
+    }
+
+    /// Runs `f` on the file opened as `ino` at `path` (ENOENT if the disk forgot it).
+    fn with_file(&self, path: &Path, ino: u64, f: impl FnOnce(&mut SimFile) -> i32) -> i32 {
         let mut st = self.disk.inner.state.lock();
-        match st.files.get_mut(path) {
+        match st.file_mut(path, ino) {
             Some(file) => f(file),
             None => -libc::ENOENT,
         }
@@ -260,13 +285,23 @@ impl SimStore {
     fn dir_op(&self, op: Op, dir: &Path) -> i32 {
         match op {
             Op::Fsync | Op::Fdatasync => {
+                let open_inos = self.open_inos();
                 let mut st = self.disk.inner.state.lock();
                 for (p, f) in st.files.iter_mut() {
                     if p.parent() == Some(dir) {
                         f.entry_durable = true;
                     }
                 }
-                st.removed.retain(|p, _| p.parent() != Some(dir));
+                let gone: Vec<PathBuf> = st
+                    .removed
+                    .keys()
+                    .filter(|p| p.parent() == Some(dir))
+                    .cloned()
+                    .collect();
+                for p in gone {
+                    let f = st.removed.remove(&p).expect("listed");
+                    forget(&mut st, f, &open_inos);
+                }
                 0
             }
             Op::FadviseWillneed => 0,
@@ -291,6 +326,7 @@ impl SimStore {
                 -libc::EACCES
             };
         }
+        let open_inos = self.open_inos();
         let mut st = self.disk.inner.state.lock();
         if st.dirs.contains(path) || (!st.files.contains_key(path) && path.is_dir()) {
             return -libc::EISDIR;
@@ -301,7 +337,11 @@ impl SimStore {
         let f = st.files.remove(path).expect("present");
         st.tombstones.insert(path.to_path_buf());
         if f.entry_durable {
-            st.removed.insert(path.to_path_buf(), f);
+            if let Some(old) = st.removed.insert(path.to_path_buf(), f) {
+                forget(&mut st, old, &open_inos);
+            }
+        } else {
+            forget(&mut st, f, &open_inos);
         }
         0
     }
@@ -311,7 +351,7 @@ impl SimStore {
     /// # Safety
     ///
     /// The request's iovecs are valid and writable for the call.
-    unsafe fn read(&self, path: &Path, req: &Request) -> i32 {
+    unsafe fn read(&self, path: &Path, ino: u64, req: &Request) -> i32 {
         if self.chance(self.faults.read_error) {
             return -libc::EIO;
         }
@@ -321,7 +361,7 @@ impl SimStore {
             self.chance(self.faults.bit_rot),
         );
         let mut st = self.disk.inner.state.lock();
-        let Some(f) = st.files.get_mut(path) else {
+        let Some(f) = st.file_mut(path, ino) else {
             return -libc::ENOENT;
         };
         // SAFETY: as for this function.
@@ -363,7 +403,7 @@ impl SimStore {
     /// # Safety
     ///
     /// The request's iovecs are valid for the call.
-    unsafe fn write(&self, path: &Path, req: &Request) -> i32 {
+    unsafe fn write(&self, path: &Path, ino: u64, req: &Request) -> i32 {
         if self.chance(self.faults.write_error) {
             return -libc::EIO;
         }
@@ -387,7 +427,7 @@ impl SimStore {
             };
         }
         let mut st = self.disk.inner.state.lock();
-        let Some(f) = st.files.get_mut(path) else {
+        let Some(f) = st.file_mut(path, ino) else {
             return -libc::ENOENT;
         };
         if !data.is_empty() {
@@ -414,14 +454,24 @@ fn import(st: &mut DiskState, path: &Path) -> std::io::Result<bool> {
     Ok(true)
 }
 
+/// A file that left the namespace for good: kept as an orphan while `open_inos` (the
+/// subsystem's open descriptors) has one on it, else dropped.
+fn forget(st: &mut DiskState, f: SimFile, open_inos: &BTreeSet<u64>) {
+    if open_inos.contains(&f.ino) {
+        st.orphans.insert(f.ino, f);
+    }
+}
+
 /// A new empty file at `path`, its entry not yet durable.
-fn create(st: &mut DiskState, path: &Path) -> std::io::Result<()> {
+fn create(st: &mut DiskState, path: &Path, open_inos: &BTreeSet<u64>) -> std::io::Result<()> {
     let parent = path.parent().unwrap_or(Path::new("/"));
     if !st.dirs.contains(parent) && !parent.is_dir() {
         return Err(err(libc::ENOENT));
     }
     st.tombstones.remove(path);
-    st.removed.remove(path);
+    if let Some(old) = st.removed.remove(path) {
+        forget(st, old, open_inos);
+    }
     st.insert_file(path, SimFile::new(Vec::new(), false)?);
     Ok(())
 }

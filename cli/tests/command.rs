@@ -6,32 +6,19 @@
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn dbaio() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_dbaio"));
-    c.env("DBAIO_LOG", "warn");
-    c
-}
+mod common;
+use common::{dbaio, file_with, text, walk};
 
 fn dir() -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix("dbaio-cmd")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap()
+    common::scratch("dbaio-cmd")
 }
 
 fn run(args: &[&str]) -> Output {
     dbaio().args(args).output().unwrap()
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
 }
 
 /// A refusal: a non-zero exit that is not a panic (101), words on stderr, no backtrace.
@@ -49,12 +36,6 @@ fn refused(o: &Output, what: &str) -> String {
         "{what}: {err}"
     );
     err
-}
-
-fn file_with(path: &Path, len: usize) -> Vec<u8> {
-    let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
-    std::fs::write(path, &data).unwrap();
-    data
 }
 
 #[test]
@@ -243,20 +224,6 @@ fn interrupted(tmp: &Path, sig: i32) -> Output {
         stdout: Vec::new(),
         stderr: err.into_bytes(),
     }
-}
-
-fn walk(d: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(d) {
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                out.extend(walk(&p));
-            }
-            out.push(p);
-        }
-    }
-    out
 }
 
 #[test]

@@ -14,24 +14,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn dbaio() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_dbaio"));
-    c.env("DBAIO_LOG", "warn");
-    c
-}
+mod common;
+use common::{dbaio, text, walk};
 
 fn dir() -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix("dbaio-hostile")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap()
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+    common::scratch("dbaio-hostile")
 }
 
 /// Asserts `o` exited with `code`, by itself (no signal, no panic), and returns its stderr.
@@ -46,21 +33,6 @@ fn exited(o: &Output, code: i32, what: &str) -> String {
         o.status.signal()
     );
     err
-}
-
-/// Every path under `d`.
-fn walk(d: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(d) {
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                out.extend(walk(&p));
-            }
-            out.push(p);
-        }
-    }
-    out
 }
 
 /// Runs `c` to its end, or kills it after `limit` and fails: a command that hangs.

@@ -1,0 +1,52 @@
+//! Helpers shared by the tests that run the real `dbaio` binary (`command.rs`, `hostile.rs`):
+//! the command with quiet logging, a scratch directory under the target directory, a run's
+//! output as text, every path under a directory, and a file of known bytes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The `dbaio` binary under test, logging only warnings.
+pub fn dbaio() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_dbaio"));
+    c.env("DBAIO_LOG", "warn");
+    c
+}
+
+/// A scratch directory named `prefix…` under the target directory.
+pub fn scratch(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap()
+}
+
+/// A run's stdout and stderr, as text.
+pub fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Every path under `d`.
+pub fn walk(d: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(d) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            }
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Writes `len` known bytes to `path` and returns them.
+#[allow(dead_code)] // not every test file lays out a file
+pub fn file_with(path: &Path, len: usize) -> Vec<u8> {
+    let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(path, &data).unwrap();
+    data
+}

@@ -6,7 +6,8 @@
 //! older one whose handle may have been reused since; and it carries tickets to threads other than
 //! the one that made them.
 
-use dbaio::{Ticket, WaitRef};
+use crate::harness::Rng;
+use dbaio::{File, InFlight, IoBuf, Issuer, Ticket, WaitRef};
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
@@ -54,5 +55,28 @@ impl Board {
 
     pub fn take_ticket(&self) -> Option<Ticket> {
         self.tickets.lock().unwrap().pop_front()
+    }
+}
+
+impl Board {
+    /// Starts `1..=max` 4 KiB reads at random pages of `f`'s first `len` bytes, publishing
+    /// each one's wait reference here at once (so others may wait on it before its issuer
+    /// does); returns them with their offsets.
+    pub fn start_reads<'a>(
+        &self,
+        rng: &mut Rng,
+        me: &'a Issuer,
+        f: &File,
+        len: u64,
+        max: u64,
+    ) -> Vec<(u64, InFlight<'a>)> {
+        (0..1 + rng.below(max))
+            .map(|_| {
+                let off = rng.below(len / 4096) * 4096;
+                let io = me.acquire().unwrap().read(f, off, IoBuf::new(4096));
+                self.publish(io.wait_ref());
+                (off, io)
+            })
+            .collect()
     }
 }

@@ -6,7 +6,7 @@
 use crate::board::Board;
 use crate::every_column;
 use crate::harness::{Attack, Column, Ctx, check_pages};
-use dbaio::{FaultAction, FaultRule, IoBuf, OpenOptions};
+use dbaio::{FaultAction, FaultRule, OpenOptions};
 use std::sync::Arc;
 
 const FILE_LEN: u64 = 4 << 20;
@@ -20,13 +20,7 @@ fn driver(mut ctx: Ctx, path: std::path::PathBuf, board: Arc<Board>) {
     while ctx.running() {
         ctx.at("staging");
         me.begin_batch().unwrap();
-        let mut ios = Vec::new();
-        for _ in 0..1 + ctx.rng.below(8) {
-            let off = ctx.rng.below(FILE_LEN / 4096) * 4096;
-            let io = me.acquire().unwrap().read(&f, off, IoBuf::new(4096));
-            board.publish(io.wait_ref());
-            ios.push((off, io));
-        }
+        let ios = board.start_reads(&mut ctx.rng, &me, &f, FILE_LEN, 8);
         me.end_batch();
         ctx.at("wait_for_completions");
         let n = 1 + ctx.rng.below(ios.len() as u64) as u32;

@@ -7,7 +7,7 @@
 use crate::board::Board;
 use crate::every_column;
 use crate::harness::{Attack, Column, Ctx, check_pages};
-use dbaio::{IoBuf, OpenOptions};
+use dbaio::OpenOptions;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -36,13 +36,7 @@ fn driver(mut ctx: Ctx, path: std::path::PathBuf, board: Arc<Board>, tid: Arc<At
     while ctx.running() {
         ctx.at("staging");
         me.begin_batch().unwrap();
-        let mut ios = Vec::new();
-        for _ in 0..1 + ctx.rng.below(8) {
-            let off = ctx.rng.below(FILE_LEN / 4096) * 4096;
-            let io = me.acquire().unwrap().read(&f, off, IoBuf::new(4096));
-            board.publish(io.wait_ref());
-            ios.push((off, io));
-        }
+        let ios = board.start_reads(&mut ctx.rng, &me, &f, FILE_LEN, 8);
         ctx.at("wait_for_completions");
         let n = 1 + ctx.rng.below(ios.len() as u64) as u32;
         ctx.timed(|| me.wait_for_completions(n));

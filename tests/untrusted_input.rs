@@ -75,6 +75,7 @@ fn kind(name: &str) -> Kind {
         "block_size" => int(Unit::Bytes, 512, 32768),
         "buffer_pool_size" => int(Unit::Blocks, 0, 1 << 30),
         "io_worker_queue_size" => int(Unit::None, 16, 65536),
+        "io_uring_spin" => int(Unit::Micros, 0, 10_000),
         "max_issuers" => int(Unit::None, 1, 4096),
         "max_files" => int(Unit::None, 1, 1 << 20),
         "io_advice_budget" => int(Unit::Blocks, -1, 1 << 20),

@@ -73,6 +73,13 @@ const PUNT_MIN_CPUS: usize = 2;
 const SUBMIT_TRIES: u32 = 1000;
 /// Handles are pushed and submitted in groups of at most this many.
 const PUSH_GROUP: usize = 32;
+/// Fewer entries than this in the kernel: a wait sleeps without polling.
+const SPIN_MIN_IN_KERNEL: i64 = 4;
+/// A poll before sleeping that ended empty-handed makes this many waits sleep at once.
+const SPIN_MISS_COST: i32 = 8;
+/// The most polls that paid a ring remembers: this many more polls may end empty-handed
+/// before its waits stop polling.
+const SPIN_CREDIT_MAX: i32 = 8;
 
 struct RingSlot {
     ring: OnceLock<Ring>,
@@ -83,6 +90,8 @@ struct RingSlot {
     /// The watcher reaps this ring whenever completions arrive (futures, detached I/Os):
     /// a reaper letting go then looks once more for completions that came meanwhile.
     watched: AtomicBool,
+    /// Whether waits poll before sleeping (see [`Uring::spin_first`]): polls while >= 0.
+    spin_credit: AtomicI32,
 }
 
 /// The rings and their protocol; shared with the watcher thread (see [`UringMethod`]).
@@ -98,6 +107,8 @@ struct Uring {
     shared: Arc<Shared>,
     /// Large buffered reads may be punted to io-wq (enough CPUs; see [`INLINE_BUFFERED_MAX`]).
     punt_large_reads: bool,
+    /// `io_uring_spin`, in nanoseconds.
+    spin_ns: u64,
 }
 
 /// I/Os to execute again once the completion lock is released.
@@ -177,6 +188,7 @@ impl Uring {
                     in_flight: AtomicU32::new(0),
                     retired: AtomicI32::new(0),
                     watched: AtomicBool::new(false),
+                    spin_credit: AtomicI32::new(0),
                 })
                 .collect(),
             in_ring: (0..shared.handle_count())
@@ -193,6 +205,7 @@ impl Uring {
             shared: Arc::clone(shared),
             punt_large_reads: std::thread::available_parallelism()
                 .is_ok_and(|n| n.get() >= PUNT_MIN_CPUS),
+            spin_ns: u64::from(settings.io_uring_spin) * 1000,
         })
     }
 
@@ -423,7 +436,16 @@ impl Uring {
     /// completion (submitting the issuer's published entries in the same call), bounded by
     /// the safety net.
     fn wait_in_kernel(&self, issuer: u32, ring: &Ring, cq: &mut Completion<'_>, want: &Want<'_>) {
-        let submit = !want.submit.is_empty();
+        let mut submit = !want.submit.is_empty();
+        if self.spin_first(issuer, ring) {
+            if submit {
+                self.submit_published(issuer, ring, want.submit);
+                submit = false;
+            }
+            if self.spin(issuer, cq, (want.at_least)()) {
+                return;
+            }
+        }
         match cq.submit_and_wait(submit, (want.at_least)(), SAFETY_NET) {
             Ok(w) => {
                 if w.taken > 0 {
@@ -447,6 +469,49 @@ impl Uring {
             }
             Err(e) => tracing::warn!("waiting on io_uring failed: {e}; waiting again"),
         }
+    }
+
+    /// Whether a wait on `issuer`'s ring polls before it sleeps (`io_uring_spin`): only
+    /// with at least [`SPIN_MIN_IN_KERNEL`] entries in the kernel (completions then come
+    /// often, and a poll is short — at depth 1 it would last as long as the I/O), and while
+    /// polls pay; after one ends empty-handed the ring sleeps at once for the next
+    /// [`SPIN_MISS_COST`] waits, then polls again to see whether they pay now.
+    fn spin_first(&self, issuer: u32, ring: &Ring) -> bool {
+        if self.spin_ns == 0 || ring.in_kernel() < SPIN_MIN_IN_KERNEL {
+            return false;
+        }
+        let credit = &self.rings[issuer as usize].spin_credit;
+        if credit.load(Ordering::Relaxed) >= 0 {
+            return true;
+        }
+        credit.fetch_add(1, Ordering::Relaxed);
+        false
+    }
+
+    /// Polls the held completion side for up to `io_uring_spin` until `need` completions
+    /// are ready (running the ring's pending task work as it goes); true if any came, so
+    /// the caller drains instead of sleeping. Scores the poll for [`Uring::spin_first`].
+    fn spin(&self, issuer: u32, cq: &mut Completion<'_>, need: u32) -> bool {
+        let need = need.max(1) as usize;
+        let start = std::time::Instant::now();
+        let budget = std::time::Duration::from_nanos(self.spin_ns);
+        loop {
+            cq.flush();
+            if cq.ready() >= need || start.elapsed() >= budget {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        let got = cq.ready() > 0;
+        let credit = &self.rings[issuer as usize].spin_credit;
+        let now = credit.load(Ordering::Relaxed);
+        let next = if got {
+            (now + 1).min(SPIN_CREDIT_MAX)
+        } else {
+            now.min(SPIN_CREDIT_MAX) - SPIN_MISS_COST
+        };
+        credit.store(next, Ordering::Relaxed);
+        got
     }
 
     /// Hands the issuer's published entries to the kernel (before anything sleeps).

@@ -477,6 +477,12 @@ impl Completion<'_> {
         unsafe { self.ring.ring.submission_shared() }.taskrun()
     }
 
+    /// Completions ready to drain now.
+    pub fn ready(&mut self) -> usize {
+        // SAFETY: as in `drain`: the lock makes this the only CompletionQueue.
+        unsafe { self.ring.ring.completion_shared() }.len()
+    }
+
     /// True when no completion is ready.
     pub fn is_empty(&mut self) -> bool {
         // SAFETY: as in `drain`: the lock makes this the only CompletionQueue.

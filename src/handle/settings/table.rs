@@ -547,6 +547,15 @@ pub const PARAMETERS: &[Parameter] = &[
         "register every open file with each ring"
     ),
     int_param!(
+        "io_uring_spin",
+        0,
+        10_000,
+        Micros,
+        "50us",
+        io_uring_spin as u32,
+        "`io_method = io_uring`: how long a thread about to sleep for completions first polls its ring for them, spending CPU to save a sleep and a wake-up; a ring whose polls keep ending empty polls only now and then; 0: never"
+    ),
+    int_param!(
         "io_worker_queue_size",
         16,
         65536,

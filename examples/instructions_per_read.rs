@@ -90,7 +90,7 @@ fn target(args: impl Iterator<Item = String>, dir: &std::path::Path) -> Target {
     let (path, blocks) = match &direct {
         Some(f) => (
             f.clone(),
-            std::fs::metadata(f).unwrap().len() / BLOCK as u64,
+            device_or_file_len(f) / BLOCK as u64,
         ),
         None => {
             let path = dir.join("hot");
@@ -212,4 +212,12 @@ fn cpu_seconds() -> f64 {
     let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
     let u = getrusage(UsageWho::RUSAGE_SELF).expect("getrusage of this process");
     t(u.user_time()) + t(u.system_time())
+}
+
+/// The length of a regular file or a block device (whose metadata says 0).
+fn device_or_file_len(path: &std::path::Path) -> u64 {
+    use std::io::{Seek, SeekFrom};
+    std::fs::File::open(path)
+        .and_then(|mut f| f.seek(SeekFrom::End(0)))
+        .unwrap_or(0)
 }

@@ -14,10 +14,10 @@ pub use skips::io_uring_column;
 
 /// Expands to one `#[test]` per method, each calling `scenario(method)`.
 ///
-/// `for_every_method!(scenario)` makes the tests `sync`, `worker`, `worker_process` and
-/// `io_uring` in the calling module (a file with one scenario). `for_every_method!(a, b, c)`
-/// makes a module per scenario, named after it, with those four tests in each (a file with
-/// several scenarios: `read_stream::a::io_uring`).
+/// `for_every_method!(scenario)` makes the tests `sync`, `worker`, `worker_process`,
+/// `io_uring` and `sim` in the calling module (a file with one scenario).
+/// `for_every_method!(a, b, c)` makes a module per scenario, named after it, with those five
+/// tests in each (a file with several scenarios: `read_stream::a::io_uring`).
 #[macro_export]
 macro_rules! for_every_method {
     ($scenario:ident) => {

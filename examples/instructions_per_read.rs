@@ -88,10 +88,7 @@ fn target(args: impl Iterator<Item = String>, dir: &std::path::Path) -> Target {
         }
     }
     let (path, blocks) = match &direct {
-        Some(f) => (
-            f.clone(),
-            device_or_file_len(f) / BLOCK as u64,
-        ),
+        Some(f) => (f.clone(), device_or_file_len(f) / BLOCK as u64),
         None => {
             let path = dir.join("hot");
             std::fs::write(&path, vec![1u8; FILE_BLOCKS as usize * BLOCK]).unwrap();

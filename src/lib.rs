@@ -35,6 +35,7 @@
 //! | `handle/shared.rs` | the shared table; issuer slots; running, completing, waiting |
 //! | `handle/bell.rs` | the issuer's bell: where a wait for several I/Os sleeps |
 //! | `handle/files.rs` | the file table (descriptors, paths, references) |
+//! | `handle/fixed_memory.rs` | memory offered for registration with the kernel; what came of it |
 //! | `handle/notice.rs` | notices: how a finished I/O reaches a ticket, a future or `on_error` |
 //! | `handle/describe.rs` | an I/O's failure in words (op, file, offset, errno) |
 //! | `handle/callback.rs` | callback kinds and what they see |
@@ -113,6 +114,7 @@ pub use handle::callback::{
 };
 pub use handle::error::{AioError, IoError};
 pub use handle::fault::{FaultAction, FaultRule};
+pub use handle::fixed_memory::RegisteredBuffers;
 pub use handle::op::{HandleFlags, Op};
 pub use handle::result::{IoResult, Status};
 pub use handle::settings::{

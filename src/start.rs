@@ -110,6 +110,7 @@ impl AioBuilder {
                     stats: Arc::clone(&stats),
                     method: method.kind().name(),
                     pool: method.pool(),
+                    registered_buffers: method.registered_buffers(),
                 },
             )?),
             None => None,

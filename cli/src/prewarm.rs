@@ -61,6 +61,9 @@ pub struct PrewarmReport {
     /// What was read but is worth knowing (a segment that ends in a partial block, whose
     /// bytes past the last whole block are not read).
     pub warnings: Vec<String>,
+    /// io_uring: the buffer pool's memory registered with the ring (fixed reads), or why not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registered_buffers: Option<dbaio::RegisteredBuffers>,
 }
 
 /// Total bytes of the relations' segments (to size the pool).
@@ -232,6 +235,7 @@ pub fn run(opts: &PrewarmOptions) -> Result<PrewarmReport, String> {
     }
     r.seconds = t0.elapsed().as_secs_f64();
     r.workers = aio.worker_pool().map(|p| p.workers.len() as u32);
+    r.registered_buffers = aio.registered_buffers();
     r.bytes = r.blocks * block;
     r.bytes_per_sec = r.bytes as f64 / r.seconds.max(1e-9);
     // Done: shutting down first spares each file's close its buffer scan.

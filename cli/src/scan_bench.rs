@@ -112,6 +112,9 @@ pub struct ScanReport {
     pub advice_budget_peak: u32,
     /// A signal stopped the run: the figures cover the time until then.
     pub interrupted: bool,
+    /// io_uring: the buffer pool's memory registered with the rings (fixed reads), or why not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registered_buffers: Option<dbaio::RegisteredBuffers>,
 }
 
 fn file_path(dir: &Path, i: u32) -> PathBuf {
@@ -319,6 +322,7 @@ pub fn run(o: &ScanOptions) -> Result<ScanReport, String> {
         advice_blocks: aio.advice_totals(),
         advice_budget_peak,
         interrupted: o.stop.load(Ordering::Relaxed),
+        registered_buffers: aio.registered_buffers(),
     };
     aio.shutdown();
     Ok(report)

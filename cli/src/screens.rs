@@ -38,6 +38,9 @@ pub struct All {
     /// a bug in dbaio).
     #[serde(default)]
     pub backstop_wakes: u64,
+    /// io_uring's registered buffers (with `io_uring_registered_buffers` on).
+    #[serde(default)]
+    pub registered_buffers: Option<dbaio::RegisteredBuffers>,
 }
 
 /// The worker pool in one line (`workers 3 (1 .. 16, 1 busy, 0 queued; grown 2, retired 0,
@@ -538,8 +541,27 @@ pub fn stats_table(all: &All) -> String {
         let _ = writeln!(o, "{line}");
         o.push_str(&worker_lines(&all.worker_pool));
     }
+    write_registered_buffers_line(&mut o, all);
     write_backstop_line(&mut o, all);
     o
+}
+
+/// io_uring's registered buffers: how much memory each ring registered and how many I/Os
+/// used it, or the kernel's refusal.
+fn write_registered_buffers_line(o: &mut String, all: &All) {
+    let Some(r) = &all.registered_buffers else {
+        return;
+    };
+    let _ = match &r.refused {
+        Some(why) => writeln!(o, "registered buffers: none ({why})"),
+        None => writeln!(
+            o,
+            "registered buffers: {} MiB with each of {} rings, {} fixed I/Os",
+            r.bytes >> 20,
+            r.rings,
+            r.fixed_ios
+        ),
+    };
 }
 
 /// The stats table's header and one row per issuer and op, the issuer's executors on its

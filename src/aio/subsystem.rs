@@ -93,6 +93,12 @@ impl Aio {
         self.inner.method.kind()
     }
 
+    /// What `io_uring_registered_buffers` achieved so far: None unless the method is
+    /// io_uring with the setting on.
+    pub fn registered_buffers(&self) -> Option<crate::RegisteredBuffers> {
+        self.inner.method.registered_buffers().map(|read| read())
+    }
+
     /// The simulated disk its files live on (`io_method = sim`; None on the other methods):
     /// to look at what a file holds, or to [`crash`](crate::SimDisk::crash) it.
     pub fn sim_disk(&self) -> Option<crate::SimDisk> {

@@ -9,6 +9,7 @@ use super::hit_pin::{self, NO_BUFFER};
 use super::ring::BufferRing;
 use super::verification::{PageVerification, PageVerifier};
 use crate::handle::atomics::STD_FENCE;
+use crate::handle::fixed_memory::FixedMemory;
 use crate::handle::settings::Settings;
 use crate::handle::shared::Attachment;
 use crate::handle::shmem::{Prefault, SharedRegion};
@@ -117,6 +118,8 @@ pub(crate) struct BufferPool {
     prefault: OnceLock<Prefault>,
     /// Set at start when `buffer_pool_prefault` is on; the first victim starts the thread.
     prefault_pending: AtomicBool,
+    /// `buffer_pool_prefault` is on (set at start, never cleared).
+    prefault_wanted: AtomicBool,
     pages: SharedRegion,
     page_size: usize,
     descs: Box<[Desc]>,
@@ -181,6 +184,7 @@ impl BufferPool {
         Ok(BufferPool {
             prefault: OnceLock::new(),
             prefault_pending: AtomicBool::new(false),
+            prefault_wanted: AtomicBool::new(false),
             pages,
             page_size,
             descs: (0..buffers)
@@ -221,6 +225,7 @@ impl BufferPool {
     /// engine registers its issuers and opens its files before it reads (docs/benchmarks.md,
     /// "Prewarm, second look").
     pub(crate) fn prefault_on_first_use(&self) {
+        self.prefault_wanted.store(true, Ordering::Relaxed);
         self.prefault_pending.store(true, Ordering::Relaxed);
     }
 
@@ -730,5 +735,22 @@ impl Attachment for BufferPool {
         if !shutting_down {
             self.drop_file_buffers(slot);
         }
+    }
+
+    /// The pages, mapped for the pool's life and never given back page by page — unless
+    /// they are a block of the shared arena (worker processes), whose frees punch holes.
+    /// With `buffer_pool_prefault`, only once the prefault thread is done: pinning pages
+    /// that are not there yet would fault them all in at once, in the registering thread.
+    fn fixed_memory(&self) -> FixedMemory {
+        let pages = &self.pages;
+        if pages.len() == 0 || pages.is_arena_block() {
+            return FixedMemory::None;
+        }
+        let faulting = self.prefault_wanted.load(Ordering::Relaxed)
+            && !self.prefault.get().is_some_and(|p| p.is_done());
+        if faulting {
+            return FixedMemory::Later;
+        }
+        FixedMemory::Ready(pages.base().cast_const(), pages.len())
     }
 }

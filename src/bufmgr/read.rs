@@ -318,12 +318,24 @@ impl Issuer {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
         }; MAX_IO_COMBINE_LIMIT as usize];
+        // Buffers next to each other in the pool make one piece of memory: fewer iovecs, and
+        // a read into one piece can be a fixed one (`io_uring_registered_buffers`).
+        let mut pieces = 0;
         for (k, &b) in bufs.iter().enumerate() {
             data[k] = u64::from(b);
-            iov[k] = libc::iovec {
-                iov_base: pool.page_ptr(b).cast(),
+            let p = pool.page_ptr(b);
+            if pieces > 0 {
+                let last = &mut iov[pieces - 1];
+                if last.iov_base.cast::<u8>().wrapping_add(last.iov_len) == p {
+                    last.iov_len += pool.page_size();
+                    continue;
+                }
+            }
+            iov[pieces] = libc::iovec {
+                iov_base: p.cast(),
                 iov_len: pool.page_size(),
             };
+            pieces += 1;
         }
         let mode = pool.verification(self.slot()).to_byte();
         let defined = h
@@ -339,11 +351,13 @@ impl Issuer {
         // its IO_IN_PROGRESS bit is ours, so no one else reads into or uses the pages until
         // the completion callback clears it; the pool's region outlives the I/O. The stage
         // callback publishes the I/O's wait reference on every buffer.
-        Ok(
-            unsafe {
-                h.readv_raw_held(file, u64::from(first) * pool.page_size() as u64, &iov[..n])
-            },
-        )
+        Ok(unsafe {
+            h.readv_raw_held(
+                file,
+                u64::from(first) * pool.page_size() as u64,
+                &iov[..pieces],
+            )
+        })
     }
 }
 

@@ -20,6 +20,7 @@ pub(crate) mod describe;
 pub(crate) mod error;
 pub(crate) mod fault;
 pub(crate) mod files;
+pub(crate) mod fixed_memory;
 pub(crate) mod notice;
 pub(crate) mod op;
 pub(crate) mod result;

@@ -11,6 +11,7 @@ use super::callback::{CallbackRegistry, IoContext};
 use super::error::AioError;
 use super::fault::{FaultInjector, FaultSite};
 use super::files::FileTable;
+use super::fixed_memory::FixedMemory;
 use super::result::{ERROR_DATA_PANICKED, ERROR_DATA_WORKER_LOST, IoResult, Status};
 use super::settings::Settings;
 use super::shmem::SharedRegion;
@@ -91,6 +92,12 @@ pub(crate) trait Attachment: Send + Sync + 'static {
     /// File slot `slot` lost its last reference; its descriptor is closed and the slot is
     /// about to be reused. `shutting_down`: no file can be opened any more.
     fn file_closed(&self, _slot: u32, _shutting_down: bool) {}
+    /// Memory that I/Os of the attachment read into and write from, mapped to the same
+    /// pages for the subsystem's whole life (never unmapped, advised away or punched): a
+    /// method may register it with the kernel (io_uring's fixed buffers).
+    fn fixed_memory(&self) -> FixedMemory {
+        FixedMemory::None
+    }
 }
 
 /// The attachment, with what typed access needs (its concrete type and address).

@@ -162,6 +162,11 @@ impl SharedRegion {
         self.ptr.as_ptr()
     }
 
+    /// A block of the shared arena, whose pages the arena may punch out when it is freed.
+    pub(crate) fn is_arena_block(&self) -> bool {
+        self.arena
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.len
     }
@@ -192,6 +197,8 @@ impl Drop for SharedRegion {
 /// thread's `io_uring_enter` or `preadv`. Stops early, and is joined, when dropped.
 pub(crate) struct Prefault {
     stop: Arc<AtomicBool>,
+    /// Set when the thread has finished (every page faulted in, or it gave up early).
+    done: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -206,6 +213,8 @@ impl Prefault {
         // page again in their own page tables anyway.
         let arena = region.arena.then(dbaio_sys::arena::installed).flatten();
         let flag = Arc::clone(&stop);
+        let done = Arc::new(AtomicBool::new(false));
+        let finished = Arc::clone(&done);
         let thread = std::thread::Builder::new()
             .name("dbaio-prefault".into())
             .spawn(move || {
@@ -234,9 +243,18 @@ impl Prefault {
                     }
                     off += n;
                 }
+                finished.store(true, Ordering::Release);
             })
             .ok();
-        Prefault { stop, thread }
+        if thread.is_none() {
+            done.store(true, Ordering::Release);
+        }
+        Prefault { stop, done, thread }
+    }
+
+    /// The thread has finished: the region's pages are present, unless it gave up early.
+    pub(crate) fn is_done(&self) -> bool {
+        self.done.load(Ordering::Acquire)
     }
 }
 

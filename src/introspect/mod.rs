@@ -31,6 +31,8 @@ pub(crate) struct Source {
     pub stats: Arc<StatsTable>,
     pub method: &'static str,
     pub pool: Option<dbaio_workers::PoolObserver>,
+    /// io_uring with `io_uring_registered_buffers` on: what the registration achieved.
+    pub registered_buffers: Option<crate::handle::fixed_memory::RegisteredBuffersReader>,
 }
 
 impl Source {

@@ -55,6 +55,9 @@ struct All {
     /// Missed wake-ups the safety nets caught, every issuer, since start (0 unless there is
     /// a bug).
     backstop_wakes: u64,
+    /// io_uring's registered buffers (absent unless `io_uring_registered_buffers` is on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    registered_buffers: Option<crate::handle::fixed_memory::RegisteredBuffers>,
 }
 
 fn error_json(msg: &str) -> Vec<u8> {
@@ -415,6 +418,7 @@ fn answer(cmd: &str, src: &Source) -> Vec<u8> {
             "stats": src.stat_rows(),
             "advice_budget": src.advice_budget(),
             "worker_pool": src.worker_pool(),
+            "registered_buffers": src.registered_buffers.as_ref().map(|read| read()),
         })),
         "reset_stats" => {
             src.stats.reset(src.shared.now_ns());
@@ -433,6 +437,7 @@ fn answer(cmd: &str, src: &Source) -> Vec<u8> {
                 .shared
                 .backstop_wakes
                 .load(std::sync::atomic::Ordering::Relaxed),
+            registered_buffers: src.registered_buffers.as_ref().map(|read| read()),
         }),
         other => {
             let shown: String = other.chars().take(40).collect();

@@ -44,6 +44,7 @@ use crate::handle::atomics::STD_FENCE;
 use crate::handle::bell::{SAFETY_NET, Slept};
 use crate::handle::error::AioError;
 use crate::handle::files::NO_FILE;
+use crate::handle::fixed_memory::{FixedMemory, RegisteredBuffers, RegisteredBuffersReader};
 use crate::handle::op::{HandleFlags, Op};
 use crate::handle::result::{ERROR_DATA_SUBMIT_FAILED, IoResult, Status};
 use crate::handle::settings::{IoMethodKind, Settings};
@@ -53,7 +54,7 @@ use dbaio_sys::Request;
 use dbaio_uring::{Completion, Fd, Ring, Submission, Support};
 use parking_lot::Mutex;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Buffered I/Os beyond this many in flight may be punted to io-wq (`IOSQE_ASYNC`), as
@@ -92,6 +93,9 @@ struct RingSlot {
     watched: AtomicBool,
     /// Whether waits poll before sleeping (see [`Uring::spin_first`]): polls while >= 0.
     spin_credit: AtomicI32,
+    /// The attachment's memory is to be registered with this ring once it is ready
+    /// (`io_uring_registered_buffers`; its issuer tries again when it next submits).
+    buffers_pending: AtomicBool,
 }
 
 /// The rings and their protocol; shared with the watcher thread (see [`UringMethod`]).
@@ -109,6 +113,19 @@ struct Uring {
     punt_large_reads: bool,
     /// `io_uring_spin`, in nanoseconds.
     spin_ns: u64,
+    /// `io_uring_registered_buffers`, and what came of it.
+    buffers: FixedBuffers,
+}
+
+/// `io_uring_registered_buffers`: the attachment's memory (the buffer pool) registered with
+/// each ring as it is made, or the kernel's refusal, said once.
+struct FixedBuffers {
+    wanted: bool,
+    /// Rings that registered it, and how many bytes each.
+    rings: AtomicU32,
+    bytes: AtomicUsize,
+    /// The first refusal, in words (later rings do not try again).
+    refused: OnceLock<String>,
 }
 
 /// I/Os to execute again once the completion lock is released.
@@ -189,6 +206,7 @@ impl Uring {
                     retired: AtomicI32::new(0),
                     watched: AtomicBool::new(false),
                     spin_credit: AtomicI32::new(0),
+                    buffers_pending: AtomicBool::new(false),
                 })
                 .collect(),
             in_ring: (0..shared.handle_count())
@@ -206,6 +224,12 @@ impl Uring {
             punt_large_reads: std::thread::available_parallelism()
                 .is_ok_and(|n| n.get() >= PUNT_MIN_CPUS),
             spin_ns: u64::from(settings.io_uring_spin) * 1000,
+            buffers: FixedBuffers {
+                wanted: settings.io_uring_registered_buffers,
+                rings: AtomicU32::new(0),
+                bytes: AtomicUsize::new(0),
+                refused: OnceLock::new(),
+            },
         })
     }
 
@@ -220,6 +244,77 @@ impl Uring {
     /// Handle `i`'s I/O is in its ring (see the module documentation).
     fn in_ring(&self, i: u32) -> bool {
         self.in_ring[i as usize].load(Ordering::Acquire)
+    }
+
+    /// Registers the attachment's memory (the buffer pool's pages) with `issuer`'s ring if
+    /// that is still to be done and the memory is ready (its pages faulted in); called when
+    /// the ring is made and, while it is pending, at each of the issuer's submissions. Not
+    /// done with `io_uring_registered_buffers` off or after a refusal, which is logged once:
+    /// the ring goes on without (its I/Os into the pool are then ordinary ones).
+    fn register_buffers(&self, shared: &Shared, issuer: u32) {
+        let slot = &self.rings[issuer as usize];
+        let Some(ring) = slot.ring.get() else {
+            return;
+        };
+        let b = &self.buffers;
+        if b.refused.get().is_some() {
+            slot.buffers_pending.store(false, Ordering::Relaxed);
+            return;
+        }
+        let memory = shared
+            .attachment_hooks()
+            .map_or(FixedMemory::None, |a| a.fixed_memory());
+        let (base, len) = match memory {
+            FixedMemory::Later => return,
+            FixedMemory::None => {
+                slot.buffers_pending.store(false, Ordering::Relaxed);
+                return;
+            }
+            FixedMemory::Ready(base, len) => (base, len),
+        };
+        slot.buffers_pending.store(false, Ordering::Relaxed);
+        // SAFETY: `fixed_memory` promises the region keeps its pages for the subsystem's whole
+        // life, and the ring lives in this method, which the subsystem owns.
+        match unsafe { ring.register_buffers(&[(base, len)]) } {
+            Ok(()) => {
+                b.rings.fetch_add(1, Ordering::Relaxed);
+                b.bytes.store(len, Ordering::Relaxed);
+            }
+            Err(e) => {
+                let size = if len >= 1 << 20 {
+                    format!("{} MiB", len >> 20)
+                } else {
+                    format!("{} KiB", len >> 10)
+                };
+                let words = format!(
+                    "the kernel refused to register the buffer pool's {size} with an io_uring ring ({e}){}; its reads and writes go on unregistered; io_uring_registered_buffers = off stops trying",
+                    if e.raw_os_error() == Some(libc::ENOMEM) {
+                        ": RLIMIT_MEMLOCK (ulimit -l) is below the pool's size, or memory is short"
+                    } else {
+                        ""
+                    }
+                );
+                if b.refused.set(words.clone()).is_ok() {
+                    tracing::warn!("{words}");
+                }
+            }
+        }
+    }
+
+    /// What `io_uring_registered_buffers` achieved so far.
+    fn registered_buffers(&self) -> RegisteredBuffers {
+        let b = &self.buffers;
+        RegisteredBuffers {
+            rings: b.rings.load(Ordering::Relaxed),
+            bytes: b.bytes.load(Ordering::Relaxed),
+            fixed_ios: self
+                .rings
+                .iter()
+                .filter_map(|r| r.ring.get())
+                .map(|r| r.fixed_entries())
+                .sum(),
+            refused: b.refused.get().cloned(),
+        }
     }
 
     // ---- submitting ------------------------------------------------------------------
@@ -691,10 +786,19 @@ impl IoMethod for Uring {
             }
         }
         let _ = slot.ring.set(ring);
+        slot.buffers_pending
+            .store(self.buffers.wanted, Ordering::Relaxed);
+        self.register_buffers(shared, issuer);
         Ok(())
     }
 
-    fn submit(&self, _shared: &Shared, issuer: u32, handles: &[u32]) {
+    fn submit(&self, shared: &Shared, issuer: u32, handles: &[u32]) {
+        if self.rings[issuer as usize]
+            .buffers_pending
+            .load(Ordering::Relaxed)
+        {
+            self.register_buffers(shared, issuer);
+        }
         match self.ring(issuer).filter(|_| !self.retired(issuer)) {
             Some(ring) => self.push_and_flush(issuer, ring, handles),
             None => self.run_inline(handles),
@@ -814,6 +918,15 @@ impl IoMethod for UringMethod {
     fn kind(&self) -> IoMethodKind {
         self.uring.kind()
     }
+
+    fn registered_buffers(&self) -> Option<RegisteredBuffersReader> {
+        let uring = Arc::clone(&self.uring);
+        self.uring
+            .buffers
+            .wanted
+            .then(|| Arc::new(move || uring.registered_buffers()) as RegisteredBuffersReader)
+    }
+
     fn needs_synchronous_execution(&self, shared: &Shared, i: u32) -> bool {
         self.uring.needs_synchronous_execution(shared, i)
     }

@@ -13,6 +13,7 @@ mod watcher;
 mod worker;
 
 use crate::handle::error::AioError;
+use crate::handle::fixed_memory::RegisteredBuffersReader;
 use crate::handle::settings::{IoMethodKind, IoUringFallback, Settings};
 use crate::handle::shared::{Drive, Shared};
 use std::os::fd::RawFd;
@@ -95,6 +96,12 @@ pub(crate) trait IoMethod: Send + Sync {
 
     /// Optional. The worker pool, for the view (the worker method only).
     fn pool(&self) -> Option<dbaio_workers::PoolObserver> {
+        None
+    }
+
+    /// Optional. A reader of what `io_uring_registered_buffers` achieved, for `Aio` and the
+    /// introspection socket (the io_uring method with the setting on only).
+    fn registered_buffers(&self) -> Option<RegisteredBuffersReader> {
         None
     }
 

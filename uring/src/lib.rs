@@ -18,7 +18,8 @@ use io_uring::{IoUring, Probe, opcode, squeue, types};
 use parking_lot::{Mutex, MutexGuard};
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, Ordering};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// `IORING_ENTER_GETEVENTS`: wait for completions.
@@ -125,7 +126,21 @@ pub struct Ring {
     injected: AtomicI32,
     /// Set once `enter` refused a timeout (a kernel before 5.11).
     no_timeouts: AtomicU32,
+    /// The registered buffers, in index order (see [`Ring::register_buffers`]).
+    fixed_buffers: OnceLock<Box<[FixedBuffer]>>,
+    /// Entries submitted as fixed transfers (written under the submission lock).
+    fixed_entries: AtomicU64,
 }
+
+/// One registered buffer: `len` bytes at address `base`.
+#[derive(Clone, Copy, Debug)]
+struct FixedBuffer {
+    base: usize,
+    len: usize,
+}
+
+/// The most bytes one registered buffer may span (the kernel's limit).
+const MAX_FIXED_BUFFER: usize = 1 << 30;
 
 /// The submission side, locked. Pushed entries go to the kernel on [`Submission::submit`].
 pub struct Submission<'a> {
@@ -206,7 +221,79 @@ impl Ring {
             in_kernel: AtomicI64::new(0),
             injected: AtomicI32::new(0),
             no_timeouts: AtomicU32::new(0),
+            fixed_buffers: OnceLock::new(),
+            fixed_entries: AtomicU64::new(0),
         })
+    }
+
+    /// Registers the memory regions `regions` (address, length) with the ring as fixed
+    /// buffers (split into pieces of at most 1 GiB), once per ring: from then on a read or
+    /// write of one contiguous piece of memory inside one of them is submitted as
+    /// `READ_FIXED`/`WRITE_FIXED`, and the kernel does not look up and pin its pages for
+    /// each I/O. Fails as the kernel refuses it (`ENOMEM` past `RLIMIT_MEMLOCK`, `EFAULT`,
+    /// …); the ring then goes on without registered buffers.
+    ///
+    /// # Safety
+    ///
+    /// Each region must be mapped, and its addresses must keep the pages they have now,
+    /// for as long as the ring lives: the kernel holds on to the pages it registers, so a
+    /// region unmapped or remapped (`munmap`, `MADV_DONTNEED`, a hole punched in its file)
+    /// would have fixed I/Os land in pages that are no longer the region's.
+    pub unsafe fn register_buffers(&self, regions: &[(*const u8, usize)]) -> io::Result<()> {
+        let mut pieces = Vec::new();
+        for &(base, len) in regions {
+            let mut done = 0;
+            while done < len {
+                let n = (len - done).min(MAX_FIXED_BUFFER);
+                pieces.push(FixedBuffer {
+                    base: base as usize + done,
+                    len: n,
+                });
+                done += n;
+            }
+        }
+        if pieces.is_empty() || pieces.len() > usize::from(u16::MAX) {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let iovecs: Vec<libc::iovec> = pieces
+            .iter()
+            .map(|p| libc::iovec {
+                iov_base: p.base as *mut libc::c_void,
+                iov_len: p.len,
+            })
+            .collect();
+        if self.fixed_buffers.get().is_some() {
+            return Err(io::Error::from_raw_os_error(libc::EBUSY));
+        }
+        // SAFETY: the regions stay mapped to the same pages while the ring lives (this
+        // function's contract); the kernel only reads the iovec array during the call.
+        unsafe { self.ring.submitter().register_buffers(&iovecs) }?;
+        let _ = self.fixed_buffers.set(pieces.into_boxed_slice());
+        Ok(())
+    }
+
+    /// Bytes registered as fixed buffers (0: none).
+    pub fn fixed_buffer_bytes(&self) -> usize {
+        self.fixed_buffers
+            .get()
+            .map_or(0, |b| b.iter().map(|p| p.len).sum())
+    }
+
+    /// Entries submitted as fixed transfers so far.
+    pub fn fixed_entries(&self) -> u64 {
+        self.fixed_entries.load(Ordering::Relaxed)
+    }
+
+    /// The registered buffer that holds all of `len` bytes at `addr`, if any; counts it as
+    /// one more fixed entry (called holding the submission lock, so a load and a store).
+    fn fixed_buffer_of(&self, addr: usize, len: usize) -> Option<u16> {
+        let pieces = self.fixed_buffers.get()?;
+        let k = pieces
+            .iter()
+            .position(|p| addr >= p.base && addr + len <= p.base + p.len)?;
+        let n = self.fixed_entries.load(Ordering::Relaxed);
+        self.fixed_entries.store(n + 1, Ordering::Relaxed);
+        Some(k as u16)
     }
 
     /// Entries the kernel has taken whose completions are not reaped yet. Read under the
@@ -297,21 +384,23 @@ macro_rules! on_fd {
     };
 }
 
-/// The entry for `req` on `fd` (the request's descriptor as the ring should see it).
-fn build(req: &Request, fd: Fd) -> squeue::Entry {
+/// The entry for `req` on `fd` (the request's descriptor as the ring should see it); a
+/// transfer of one piece of memory inside a registered buffer of `ring` is a fixed one.
+fn build(ring: &Ring, req: &Request, fd: Fd) -> squeue::Entry {
     let (offset, len) = (req.offset, req.len);
     let (iov, iovcnt) = (req.iov, req.iovcnt);
+    let fixed = |v: &libc::iovec| ring.fixed_buffer_of(v.iov_base as usize, v.iov_len);
     match req.op {
         Op::Readv if iovcnt == 1 => {
             // SAFETY: the iovec is valid per `Submission::push`'s contract.
             let v = unsafe { *iov };
-            on_fd!(fd, |t| opcode::Read::new(
-                t,
-                v.iov_base.cast(),
-                v.iov_len as u32
-            )
-            .offset(offset)
-            .build())
+            let (p, n) = (v.iov_base.cast::<u8>(), v.iov_len as u32);
+            match fixed(&v) {
+                Some(k) => on_fd!(fd, |t| opcode::ReadFixed::new(t, p, n, k)
+                    .offset(offset)
+                    .build()),
+                None => on_fd!(fd, |t| opcode::Read::new(t, p, n).offset(offset).build()),
+            }
         }
         Op::Readv => on_fd!(fd, |t| opcode::Readv::new(t, iov, iovcnt)
             .offset(offset)
@@ -319,13 +408,13 @@ fn build(req: &Request, fd: Fd) -> squeue::Entry {
         Op::Writev if iovcnt == 1 => {
             // SAFETY: the iovec is valid per `Submission::push`'s contract.
             let v = unsafe { *iov };
-            on_fd!(fd, |t| opcode::Write::new(
-                t,
-                v.iov_base.cast(),
-                v.iov_len as u32
-            )
-            .offset(offset)
-            .build())
+            let (p, n) = (v.iov_base.cast_const().cast::<u8>(), v.iov_len as u32);
+            match fixed(&v) {
+                Some(k) => on_fd!(fd, |t| opcode::WriteFixed::new(t, p, n, k)
+                    .offset(offset)
+                    .build()),
+                None => on_fd!(fd, |t| opcode::Write::new(t, p, n).offset(offset).build()),
+            }
         }
         Op::Writev => on_fd!(fd, |t| opcode::Writev::new(t, iov, iovcnt)
             .offset(offset)
@@ -368,7 +457,7 @@ impl Submission<'_> {
         user_data: u64,
         punt_async: bool,
     ) -> Result<(), QueueFull> {
-        let mut e = build(req, fd).user_data(user_data);
+        let mut e = build(self.ring, req, fd).user_data(user_data);
         if punt_async {
             e = e.flags(squeue::Flags::ASYNC);
         }

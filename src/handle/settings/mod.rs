@@ -206,6 +206,9 @@ pub struct Settings {
     pub io_uring_fallback: IoUringFallback,
     /// `io_uring_registered_files`: register files with each ring (default on).
     pub io_uring_registered_files: bool,
+    /// `io_uring_registered_buffers`: register the buffer pool's memory with each ring, so
+    /// its reads and writes are fixed ones (default on).
+    pub io_uring_registered_buffers: bool,
     /// `io_uring_spin`: microseconds a thread about to sleep for io_uring completions polls
     /// the ring first (0..10000, default 50; adaptive, see docs/design.md "Methods").
     pub io_uring_spin: u32,
@@ -329,6 +332,7 @@ impl Settings {
             transparent_huge_pages: false,
             io_uring_fallback: IoUringFallback::Error,
             io_uring_registered_files: false,
+            io_uring_registered_buffers: false,
             io_uring_spin: 0,
             io_worker_queue_size: 16,
             io_worker_try_cached: false,

@@ -546,6 +546,12 @@ pub const PARAMETERS: &[Parameter] = &[
         io_uring_registered_files,
         "register every open file with each ring"
     ),
+    bool_param!(
+        "io_uring_registered_buffers",
+        "on",
+        io_uring_registered_buffers,
+        "register the buffer pool's memory with each ring, so that the kernel does not look up and pin its pages for every read into it (`READ_FIXED`); where the kernel refuses (`RLIMIT_MEMLOCK`), a warning says so once and the pool's I/Os go on unregistered"
+    ),
     int_param!(
         "io_uring_spin",
         0,

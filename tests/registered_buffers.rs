@@ -1,0 +1,248 @@
+//! `io_uring_registered_buffers`: the buffer pool's memory is registered with every issuer's
+//! ring, reads into the pool are fixed ones and bring the right bytes, and a kernel that
+//! refuses the registration (`RLIMIT_MEMLOCK` without `CAP_IPC_LOCK`) costs a warning, not a
+//! read. Guards against fixed reads landing in the wrong memory (a buffer index or address
+//! off by one block), against a refusal that fails the subsystem or its reads, and against a
+//! setting that does nothing.
+
+#[path = "common/skips.rs"]
+mod skips;
+
+use dbaio::{
+    Aio, IoBuf, IoMethodKind, Issuer, OpenOptions, ReadStream, ReadStreamOptions, Settings,
+};
+use std::path::Path;
+
+const BLOCKS: u32 = 256;
+
+/// The byte at `offset` of the test relation (differs from block to block and within one).
+fn byte_at(offset: u64) -> u8 {
+    ((offset / 8192) as u8).wrapping_mul(31) ^ (offset % 251) as u8
+}
+
+fn settings(registered: bool) -> Settings {
+    Settings {
+        io_method: IoMethodKind::IoUring,
+        // 64 blocks of 8 kB: a stream of 256 blocks cycles through the pool four times, so
+        // reads land everywhere in the registered memory, its last block included.
+        buffer_pool_size: 64,
+        io_uring_registered_buffers: registered,
+        // Without the prefault thread the pool's memory is ready at once, so each ring
+        // registers it when it is made (with it, once the thread is done: the last test).
+        buffer_pool_prefault: false,
+        max_issuers: 4,
+        ..Settings::default()
+    }
+}
+
+fn relation(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("16500");
+    let data: Vec<u8> = (0..u64::from(BLOCKS) * 8192).map(byte_at).collect();
+    std::fs::write(&path, data).unwrap();
+    path
+}
+
+/// Streams every block of the relation at `path` on issuer `me` and checks each byte.
+fn read_all_and_check(aio: &Aio, me: &Issuer, path: &Path) {
+    let f = aio.open(path, &OpenOptions::read()).unwrap();
+    let rel = dbaio::Relation::from_file(f).unwrap();
+    let opts = ReadStreamOptions {
+        full: true,
+        ..ReadStreamOptions::default()
+    };
+    for (k, r) in ReadStream::new(me, &rel, 0..BLOCKS, opts).enumerate() {
+        let buf = r.unwrap_or_else(|e| panic!("block {k}: {e}"));
+        assert_eq!(buf.block(), k as u32);
+        let base = u64::from(buf.block()) * 8192;
+        for (i, &b) in buf.page().iter().enumerate() {
+            assert_eq!(b, byte_at(base + i as u64), "block {k}, byte {i}");
+        }
+    }
+}
+
+fn dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("dbaio-test")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap()
+}
+
+#[test]
+fn pool_reads_are_fixed_ones_into_the_right_buffers_on_every_ring() {
+    if !skips::io_uring_column("registered_buffers") {
+        return;
+    }
+    let d = dir();
+    let path = relation(d.path());
+    let aio = Aio::start(settings(true)).unwrap();
+    let first = aio.register_issuer("first").unwrap();
+    read_all_and_check(&aio, &first, &path);
+    // A second issuer on another thread while the first lives: its own ring registers the
+    // pool too.
+    std::thread::scope(|s| {
+        s.spawn(|| read_all_and_check(&aio, &aio.register_issuer("second").unwrap(), &path));
+    });
+    let r = aio
+        .registered_buffers()
+        .expect("io_uring with the setting on");
+    assert_eq!(r.refused, None, "{r:?}");
+    assert_eq!(r.rings, 2, "{r:?}");
+    // The pool's pages, rounded up to a huge page.
+    assert!(r.bytes >= 64 * 8192 && r.bytes % 4096 == 0, "{r:?}");
+    assert!(r.fixed_ios > 0, "no read went in as a fixed one: {r:?}");
+    // Memory outside the pool (an IoBuf) is not registered: its reads stay ordinary.
+    let before = r.fixed_ios;
+    let me = aio.register_issuer("iobuf").unwrap();
+    let f = aio.open(&path, &OpenOptions::read()).unwrap();
+    let got = me.read_exact_at(&f, 8192, IoBuf::new(8192)).unwrap();
+    assert_eq!(got[0], byte_at(8192));
+    assert_eq!(aio.registered_buffers().unwrap().fixed_ios, before);
+}
+
+#[test]
+fn with_the_setting_off_nothing_is_registered_and_reads_are_the_same() {
+    if !skips::io_uring_column("registered_buffers off") {
+        return;
+    }
+    let d = dir();
+    let path = relation(d.path());
+    let aio = Aio::start(settings(false)).unwrap();
+    read_all_and_check(&aio, &aio.register_issuer("unregistered").unwrap(), &path);
+    assert_eq!(aio.registered_buffers(), None);
+}
+
+/// The child half of the refusal test: without `CAP_IPC_LOCK` and with a 64 KiB
+/// `RLIMIT_MEMLOCK`, the kernel refuses to pin the pool (512 KiB in a 2 MiB mapping).
+const CHILD: &str = "DBAIO_TEST_MEMLOCK_CHILD";
+
+#[test]
+fn a_refused_registration_is_said_once_and_reads_go_on() {
+    if let Some(path) = std::env::var_os(CHILD) {
+        return refused_child(Path::new(&path));
+    }
+    if !skips::io_uring_column("registered_buffers refused") {
+        return;
+    }
+    let d = dir();
+    let path = relation(d.path());
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_refused_registration_is_said_once_and_reads_go_on",
+            "--nocapture",
+        ])
+        .env(CHILD, &path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed: {stderr}");
+    assert!(
+        stderr.contains("child ran"),
+        "the child did not run the scenario: {stderr}"
+    );
+}
+
+fn refused_child(path: &Path) {
+    drop_ipc_lock_and_limit_memlock(64 << 10);
+    let sock = path.with_file_name("aio.sock");
+    let aio = Aio::start(Settings {
+        introspection_socket: Some(sock.clone()),
+        ..settings(true)
+    })
+    .unwrap();
+    let first = aio.register_issuer("refused-1").unwrap();
+    read_all_and_check(&aio, &first, path);
+    std::thread::scope(|s| {
+        s.spawn(|| read_all_and_check(&aio, &aio.register_issuer("refused-2").unwrap(), path));
+    });
+    let r = aio.registered_buffers().unwrap();
+    assert_eq!(r.rings, 0, "{r:?}");
+    assert_eq!(r.fixed_ios, 0, "{r:?}");
+    let why = r.refused.expect("the refusal is kept");
+    assert!(
+        why.starts_with("the kernel refused to register the buffer pool's ")
+            && why.contains(" with an io_uring ring (Cannot allocate memory (os error 12)): ")
+            && why.contains("RLIMIT_MEMLOCK")
+            && why.ends_with("io_uring_registered_buffers = off stops trying"),
+        "{why}"
+    );
+    // The view says it too, in the same words.
+    let all = dbaio::introspect::request(&sock, "all").unwrap();
+    assert_eq!(all["registered_buffers"]["refused"], why.as_str(), "{all}");
+    assert_eq!(all["registered_buffers"]["rings"], 0, "{all}");
+    eprintln!("child ran: {why}");
+}
+
+/// Drops `CAP_IPC_LOCK` from every thread's sets (capabilities are per thread, so before any
+/// other thread starts: the test harness runs this test alone in the child) and lowers
+/// `RLIMIT_MEMLOCK` to `bytes`.
+fn drop_ipc_lock_and_limit_memlock(bytes: u64) {
+    const CAP_IPC_LOCK: u32 = 14;
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let mut h = Header {
+        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+        pid: 0,
+    };
+    let mut d = [Data::default(); 2];
+    // SAFETY: capget writes two Data structs for version 3, which `d` holds.
+    let r = unsafe { libc::syscall(libc::SYS_capget, &mut h, d.as_mut_ptr()) };
+    assert_eq!(r, 0, "capget: {}", std::io::Error::last_os_error());
+    d[0].effective &= !(1 << CAP_IPC_LOCK);
+    d[0].permitted &= !(1 << CAP_IPC_LOCK);
+    // SAFETY: capset reads the header and two Data structs.
+    let r = unsafe { libc::syscall(libc::SYS_capset, &mut h, d.as_ptr()) };
+    assert_eq!(r, 0, "capset: {}", std::io::Error::last_os_error());
+    let lim = libc::rlimit {
+        rlim_cur: bytes,
+        rlim_max: bytes,
+    };
+    // SAFETY: setrlimit reads the struct.
+    let r = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) };
+    assert_eq!(r, 0, "setrlimit: {}", std::io::Error::last_os_error());
+}
+
+#[test]
+fn with_the_prefault_thread_a_ring_registers_the_pool_once_its_pages_are_in() {
+    if !skips::io_uring_column("registered_buffers after prefault") {
+        return;
+    }
+    let d = dir();
+    let path = relation(d.path());
+    let aio = Aio::start(Settings {
+        buffer_pool_prefault: true,
+        ..settings(true)
+    })
+    .unwrap();
+    let me = aio.register_issuer("prefaulted").unwrap();
+    // The ring was made before the first buffer was handed out, so before the prefault
+    // thread started: nothing registered yet (registering would have faulted the pool in on
+    // this thread).
+    assert_eq!(aio.registered_buffers().unwrap().rings, 0);
+    // Each pass hands out buffers (starting the thread) and submits (where a pending ring
+    // registers once the thread is done). A watchdog instead of a hang.
+    let start = std::time::Instant::now();
+    while aio.registered_buffers().unwrap().rings == 0 {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "the pool was never registered: {:?}",
+            aio.registered_buffers()
+        );
+        read_all_and_check(&aio, &me, &path);
+    }
+    let before = aio.registered_buffers().unwrap().fixed_ios;
+    read_all_and_check(&aio, &me, &path);
+    let r = aio.registered_buffers().unwrap();
+    assert!(r.fixed_ios > before, "{r:?}");
+    assert_eq!(r.refused, None);
+}

@@ -63,6 +63,7 @@ impl Issuer {
         info.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
         *info.name.lock() = name.to_string();
         info.backstop_wakes.store(0, Ordering::Relaxed);
+        info.long_waits.store(0, Ordering::Relaxed);
         aio.stats.issuer_registered(slot, shared.now_ns());
         if let Some(a) = shared.attachment_hooks() {
             a.issuer_registered(slot);

@@ -243,6 +243,16 @@ impl Aio {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Waits that lasted the whole 100 ms safety net, all issuers, since start, whatever
+    /// ended them: I/Os slower than that, or the missed wake-ups of
+    /// [`Aio::backstop_wakes`]. Per issuer in [`Aio::stats`] (`long_waits`).
+    pub fn long_waits(&self) -> u64 {
+        self.inner
+            .shared
+            .long_waits
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Zeroes every issuer's statistics.
     pub fn reset_stats(&self) {
         self.inner.stats.reset(self.inner.shared.now_ns())

@@ -62,6 +62,12 @@ impl<F: FutexWord, A: Word32> Bell<F, A> {
         self.word.load(SeqCst)
     }
 
+    /// Whether any thread follows the bell now (a hint: one may start following at once).
+    #[inline]
+    pub(crate) fn followed(&self) -> bool {
+        self.followers.load(SeqCst) != 0
+    }
+
     /// Rings: counts one event and wakes whoever it concerns.
     #[inline]
     pub(crate) fn ring(&self, fence: Fence) {

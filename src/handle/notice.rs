@@ -25,6 +25,7 @@
 //! order; never on an issuer's or a worker's thread (a callback may then start I/O, or block,
 //! without stalling anyone). [`Aio::shutdown`](crate::Aio) runs the ones still queued.
 
+use super::bell::Slept;
 use super::error::IoError;
 use super::op::Op;
 use super::result::{IoResult, Status};
@@ -221,8 +222,16 @@ impl Shared {
         // It may have read the word before we stored it: deliver here, once its shared
         // callbacks are done.
         while st == HandleState::CompletedIo {
-            let _ = s.sleep_while(st);
+            let timed_out = s.sleep_while(st);
             st = s.state();
+            if timed_out {
+                let slept = if st == HandleState::CompletedIo {
+                    Slept::Quiet
+                } else {
+                    Slept::Missed
+                };
+                self.note_sleep(s.owner.load(Ordering::Relaxed), slept);
+            }
         }
         notice.deliver(self, i, s.distilled(), foreign);
     }

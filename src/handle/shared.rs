@@ -38,6 +38,10 @@ pub(crate) struct IssuerSlot {
     /// Waits on this issuer's I/Os that the safety net ended although what they waited for
     /// had happened (missed wakes): 0 unless there is a bug. Since the issuer registered.
     pub backstop_wakes: AtomicU64,
+    /// Waits on this issuer's I/Os that lasted the whole safety net, whatever ended them: an
+    /// I/O slower than [`SAFETY_NET`](super::bell::SAFETY_NET), or a missed wake (counted in
+    /// `backstop_wakes` too). Since the issuer registered.
+    pub long_waits: AtomicU64,
     /// What the issuer is waiting for now (a `WaitEvent` code; 0: nothing).
     pub wait_event: AtomicU32,
     /// What it waits on (an io_id, a count…), meaning per event.
@@ -133,6 +137,9 @@ pub(crate) struct Shared {
     /// Every missed wake a safety net caught, all issuers, since start (see `backstop_wakes`
     /// of [`IssuerSlot`]).
     pub backstop_wakes: AtomicU64,
+    /// Every wait that lasted the whole safety net, all issuers, since start (see
+    /// `long_waits` of [`IssuerSlot`]).
+    pub long_waits: AtomicU64,
     /// Where the files live when not in the kernel's file systems (`io_method = sim`).
     pub storage: Option<Arc<dyn Storage>>,
     attached: Option<Attached>,
@@ -195,6 +202,7 @@ impl Shared {
                             wake_at: AtomicU32::new(0),
                         },
                         backstop_wakes: AtomicU64::new(0),
+                        long_waits: AtomicU64::new(0),
                         wait_event: AtomicU32::new(0),
                         wait_object: AtomicU64::new(0),
                         wait_since_ns: AtomicU64::new(0),
@@ -215,6 +223,7 @@ impl Shared {
             advice: super::advice_budget::AdviceBudget::new(advice_budget),
             on_completion: std::sync::OnceLock::new(),
             backstop_wakes: AtomicU64::new(0),
+            long_waits: AtomicU64::new(0),
             storage,
             attached,
             epoch: Instant::now(),
@@ -636,9 +645,22 @@ impl Shared {
 
     /// Counts a sleep's outcome: a missed wake is a bug, counted.
     pub(crate) fn note_sleep(&self, owner: u32, slept: Slept) {
-        if slept == Slept::Missed {
-            self.count_backstop(owner);
+        match slept {
+            Slept::Woken => {}
+            Slept::Quiet => self.count_long_wait(owner),
+            Slept::Missed => {
+                self.count_long_wait(owner);
+                self.count_backstop(owner);
+            }
         }
+    }
+
+    /// Counts a wait on `owner`'s I/Os that the safety net ended (see `long_waits`).
+    pub(crate) fn count_long_wait(&self, owner: u32) {
+        self.issuers[owner as usize]
+            .long_waits
+            .fetch_add(1, Ordering::Relaxed);
+        self.long_waits.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Waits until the I/O `(i, generation)` is complete (or the handle was recycled): the
@@ -686,10 +708,10 @@ impl Shared {
     /// missed wake if the safety net finds it did.
     fn sleep_on_handle(&self, i: u32, generation: u64, st: HandleState) {
         let s = self.slot(i);
-        if s.sleep_while(st)
-            && (s.state() != st || s.generation.load(Ordering::Acquire) != generation)
-        {
-            self.count_backstop(s.owner.load(Ordering::Relaxed));
+        if s.sleep_while(st) {
+            let missed = s.state() != st || s.generation.load(Ordering::Acquire) != generation;
+            let slept = if missed { Slept::Missed } else { Slept::Quiet };
+            self.note_sleep(s.owner.load(Ordering::Relaxed), slept);
         }
     }
 }

@@ -416,6 +416,7 @@ fn row(
             wasted: advice(AdviceEvent::Wasted),
         },
         backstop_wakes: info.backstop_wakes.load(Ordering::Relaxed),
+        long_waits: info.long_waits.load(Ordering::Relaxed),
     }
 }
 
@@ -543,4 +544,9 @@ pub struct IssuerStatsRow {
     /// happened — missed wake-ups, since it registered. 0 unless dbaio has a bug.
     #[serde(default)]
     pub backstop_wakes: u64,
+    /// Waits on its I/Os that lasted the whole 100 ms safety net, whatever ended them: I/Os
+    /// slower than that, or the missed wake-ups counted above. Where every I/O takes less,
+    /// 0 unless dbaio has a bug.
+    #[serde(default)]
+    pub long_waits: u64,
 }

@@ -10,7 +10,9 @@
 //! How waiters share a ring (the protocol; `reap_or_follow` is its one implementation):
 //!
 //! - A handle is *in the ring* ([`Uring::in_ring`]) from the moment its issuer pushes it
-//!   until the thread that reaps its completion clears the mark, under the completion lock.
+//!   (marked before the claim that makes it SUBMITTED, so a waiter that sees it submitted
+//!   sees it in the ring) until the thread that reaps its completion clears the mark, under
+//!   the completion lock.
 //!   A thread holding that lock and seeing the mark knows the I/O completes only through a
 //!   completion it will reap itself. An I/O not in the ring — run by its issuer (a buffered
 //!   write ext4 cannot do without blocking, an op the kernel lacks, a retired ring), claimed
@@ -19,11 +21,10 @@
 //! - One thread at a time reaps a ring: whoever takes the completion lock. Nobody ever
 //!   blocks on that lock. The holder drains, and if nothing was ready and the kernel holds
 //!   entries ([`Ring::in_kernel`] > 0, so a completion will come), sleeps in the kernel for
-//!   one completion — or, the issuer waiting for several of its own, for as many as it still
-//!   needs of those in the ring — bounded by the safety net; then it drains again and lets
-//!   go. A kernel wait never asks for more completions than will come to the ring while the
-//!   holder keeps the lock (each I/O in the ring posts one there, and only the holder reaps),
-//!   so no other thread can leave it waiting for completions that went elsewhere.
+//!   one completion, bounded by the safety net; then it drains again, lets go and rings the
+//!   bell. It never sleeps for more than one: a follower whose completion came first would
+//!   wait, behind the lock, for the holder's others. A poll before the sleep
+//!   (`io_uring_spin`) likewise ends as soon as anything is ready once a thread follows.
 //! - A waiter that finds the lock taken *follows*: it sleeps on the issuer's bell, which
 //!   every completion of the issuer's I/Os rings and which the holder rings when it lets the
 //!   ring go (with followers counted, after a fence: Dekker's pattern, model-checked in
@@ -188,9 +189,10 @@ struct Want<'a> {
     /// The issuer's own entries, published and not yet handed to the kernel: the reaping
     /// enter submits them (only the issuer pushes, so only it may).
     submit: &'a [u32],
-    /// How many completions a kernel wait may ask for, read holding the completion side
-    /// after a drain: at most the waiter's I/Os still in the ring (each posts one there,
-    /// which only the holder reaps), so the wait cannot outlast them.
+    /// How many completions a poll before sleeping waits to see ready, read holding the
+    /// completion side after a drain: at most the waiter's I/Os still in the ring (each
+    /// posts one there, which only the holder reaps). The kernel sleep itself is always for
+    /// one.
     at_least: &'a dyn Fn() -> u32,
 }
 
@@ -328,14 +330,21 @@ impl Uring {
         let mut pushed = Pushed::new();
         let counter = &self.rings[issuer as usize].in_flight;
         for &i in handles {
+            // In the ring before the claim makes it SUBMITTED: a waiter that sees it
+            // SUBMITTED then sees it in the ring (the claim publishes the mark) and reaps or
+            // follows, instead of sleeping on a handle whose completion no one may reap.
+            self.in_ring[i as usize].store(true, Ordering::Relaxed);
             if !shared.claim_submit(i) {
+                // A waiter claimed it to run it itself: not ours, never in the ring. Anyone
+                // who followed it meanwhile looks again.
+                self.in_ring[i as usize].store(false, Ordering::Release);
+                self.tell_followers(issuer);
                 continue;
             }
             let req = shared.request(i);
             let fd = self.ring_fd(&req);
             let s = shared.slot(i);
             s.executor.store(Executor::Ring.encode(), Ordering::Relaxed);
-            self.in_ring[i as usize].store(true, Ordering::Release);
             let in_flight = counter.fetch_add(1, Ordering::Relaxed);
             let punt = self.punt_large_reads
                 && s.flags().contains(HandleFlags::BUFFERED)
@@ -541,7 +550,7 @@ impl Uring {
                 return;
             }
         }
-        match cq.submit_and_wait(submit, (want.at_least)(), SAFETY_NET) {
+        match cq.submit_and_wait_one(submit, SAFETY_NET) {
             Ok(w) => {
                 if w.taken > 0 {
                     self.tell_followers(issuer);
@@ -550,10 +559,12 @@ impl Uring {
                     let mut sq = ring.submission();
                     self.flush(issuer, ring, &mut sq, &want.submit[w.taken..]);
                 }
-                if w.timed_out && !(want.waiting)() {
+                if w.timed_out {
                     // Only a completion we reap could end what we wait for; if it ended
                     // without one, a completion went where we did not look.
-                    self.shared.note_sleep(issuer, Slept::Missed);
+                    let missed = !(want.waiting)();
+                    let slept = if missed { Slept::Missed } else { Slept::Quiet };
+                    self.shared.note_sleep(issuer, slept);
                 }
             }
             Err(e) if submit => {
@@ -584,15 +595,19 @@ impl Uring {
     }
 
     /// Polls the held completion side for up to `io_uring_spin` until `need` completions
-    /// are ready (running the ring's pending task work as it goes); true if any came, so
-    /// the caller drains instead of sleeping. Scores the poll for [`Uring::spin_first`].
+    /// are ready — or any, once another thread follows the ring (its I/O may be among them,
+    /// and it waits for the holder to let go) — running the ring's pending task work as it
+    /// goes; true if any came, so the caller drains instead of sleeping. Scores the poll
+    /// for [`Uring::spin_first`].
     fn spin(&self, issuer: u32, cq: &mut Completion<'_>, need: u32) -> bool {
         let need = need.max(1) as usize;
+        let bell = &self.shared.issuers[issuer as usize].bell;
         let start = std::time::Instant::now();
         let budget = std::time::Duration::from_nanos(self.spin_ns);
         loop {
             cq.flush();
-            if cq.ready() >= need || start.elapsed() >= budget {
+            let ready = cq.ready();
+            if ready >= need || (ready > 0 && bell.followed()) || start.elapsed() >= budget {
                 break;
             }
             std::hint::spin_loop();

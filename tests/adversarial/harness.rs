@@ -378,7 +378,8 @@ impl Attack {
         let c = &self.counts;
         eprintln!(
             "adversarial {name} on {}: {:.1} s, {} waits ({} foreign, {} of them on an I/O \
-             not yet complete), {} completions checked, {} waits over 50 ms, longest {} us{}",
+             not yet complete), {} completions checked, {} waits over 50 ms, longest {} us, \
+             {} ended by the safety net{}",
             self.column.name(),
             start.elapsed().as_secs_f64(),
             c.waits.load(Ordering::Relaxed),
@@ -387,6 +388,7 @@ impl Attack {
             c.completions.load(Ordering::Relaxed),
             c.long_waits.load(Ordering::Relaxed),
             c.max_wait_us.load(Ordering::Relaxed),
+            self.aio.long_waits(),
             self.aio.worker_pool().map_or(String::new(), |p| format!(
                 "; pool: grown {}, retired {}, replaced {}, requeued {}",
                 p.grown, p.retired, p.replaced, p.requeued

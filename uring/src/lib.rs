@@ -167,7 +167,7 @@ impl std::os::fd::AsRawFd for Ring {
 pub struct Waited {
     /// Entries the kernel took in the call.
     pub taken: usize,
-    /// The time limit ended the wait (no completion came).
+    /// The wait lasted its whole time limit (a completion may have come just at its end).
     pub timed_out: bool,
 }
 
@@ -583,22 +583,15 @@ impl Completion<'_> {
     /// published with [`Submission::publish`] are handed to the kernel in the same call — only
     /// the ring's owner, who pushes every entry, may ask for that; if the kernel takes fewer
     /// than were published it does not wait, and the caller submits the rest. May return
-    /// early on a signal; the caller re-checks what it waits for either way.
+    /// early on a signal; the caller re-checks what it waits for either way. Never asks for
+    /// more than one completion: another thread may reap or run what the caller waits for
+    /// as soon as it lets the completion side go, so a count could be left unreachable.
     pub fn submit_and_wait_one(&mut self, submit: bool, limit: Duration) -> io::Result<Waited> {
-        self.submit_and_wait(submit, 1, limit)
-    }
-
-    /// [`Completion::submit_and_wait_one`] for `want` completions (at least 1): the caller
-    /// must know that many will come to this ring while it holds the completion side (its
-    /// own entries in the kernel, which no one else can reap meanwhile), or the wait lasts
-    /// until `limit`.
-    pub fn submit_and_wait(
-        &mut self,
-        submit: bool,
-        want: u32,
-        limit: Duration,
-    ) -> io::Result<Waited> {
-        let want = want.max(1);
+        let want = 1;
+        // A call that submits returns the count it submitted even when its wait timed out,
+        // and a wait that timed out with completions ready returns success: the clock tells
+        // the end of the limit from a completion.
+        let started = std::time::Instant::now();
         let submitter = self.ring.ring.submitter();
         if submit {
             if let e @ 1.. = self.ring.injected.load(Ordering::Relaxed) {
@@ -609,7 +602,7 @@ impl Completion<'_> {
             let ts = types::Timespec::from(limit);
             let args = types::SubmitArgs::new().timespec(&ts);
             if submit {
-                submitter.submit_with_args(want as usize, &args)
+                submitter.submit_with_args(1, &args)
             } else {
                 // SAFETY: to_submit = 0 only waits for completions; with EXT_ARG the argument
                 // is an `io_uring_getevents_arg` (SubmitArgs is a transparent wrapper of one)
@@ -624,7 +617,7 @@ impl Completion<'_> {
                 }
             }
         } else if submit {
-            submitter.submit_and_wait(want as usize)
+            submitter.submit_and_wait(1)
         } else {
             // SAFETY: `enter` with to_submit = 0 and no argument only waits for completions;
             // it touches no user memory.
@@ -635,7 +628,8 @@ impl Completion<'_> {
             Ok(n) => {
                 let n = if submit { n } else { 0 };
                 self.ring.count_taken(n);
-                Ok(waited(n, false))
+                let timed_out = started.elapsed() >= limit;
+                Ok(waited(n, timed_out))
             }
             Err(e) if e.raw_os_error() == Some(libc::ETIME) => Ok(waited(0, true)),
             // A signal: the caller re-checks and waits again if it must.

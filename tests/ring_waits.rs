@@ -1,0 +1,119 @@
+//! io_uring: a thread waiting on one I/O of a ring is never held behind the ring's holder
+//! waiting for another. The slow I/O is a read of a FIFO, which io_uring parks until the test
+//! writes to it; the fast one an O_DIRECT read of a regular file in the same ring. Guards against
+//! the holder's kernel sleep asking for more than one completion (2026-12-04, fcc255a): the
+//! issuer, waiting for both, slept in the kernel for two while holding the completion side,
+//! so the fast read's completion sat ready and unreaped, and a foreign waiter on it followed
+//! the bell until the 100 ms safety net ended the issuer's sleep — while the only thing that
+//! would have released the slow read was that very waiter. No I/O here takes 100 ms, so any
+//! wait the safety net ended (`long_waits`) is that stall; this asserts there is none. Also against a handle seen SUBMITTED before it is marked in the ring (a waiter then
+//! slept on it while no one reaped).
+
+#[path = "common/skips.rs"]
+mod skips;
+
+use dbaio::{Aio, IoBuf, IoMethodKind, OpenOptions, Settings};
+use std::io::Write;
+use std::path::Path;
+
+fn dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("dbaio-test")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap()
+}
+
+fn fifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo reads the NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+/// The issuer waits for a slow and a fast read with `wait_for_completions(2)`; another thread
+/// waits on the fast one and only then releases the slow one.
+fn foreign_waiter_is_not_held_behind_a_slow_io(spin_us: u32) {
+    let d = dir();
+    let data = d.path().join("data");
+    std::fs::write(&data, vec![7u8; 4096]).unwrap();
+    let pipe = d.path().join("pipe");
+    fifo(&pipe);
+    // Kept open for writing, so the ring's read of the FIFO waits for data, not for a writer.
+    // (O_RDWR: Linux opens a FIFO so without waiting for the other end.)
+    let mut writer = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&pipe)
+        .unwrap();
+    let aio = Aio::start(Settings {
+        io_method: IoMethodKind::IoUring,
+        io_uring_spin: spin_us,
+        ..Settings::default()
+    })
+    .unwrap();
+    let me = aio.register_issuer("holder").unwrap();
+    let slow_file = aio.open(&pipe, &OpenOptions::read()).unwrap();
+    // O_DIRECT: a page-cache hit would complete inside the submitting call, before any wait.
+    let fast_file = aio.open(&data, &OpenOptions::read().direct(true)).unwrap();
+    for round in 0..20 {
+        me.begin_batch().unwrap();
+        let slow = me.acquire().unwrap().read(&slow_file, 0, IoBuf::new(512));
+        let fast = me.acquire().unwrap().read(&fast_file, 0, IoBuf::new(4096));
+        me.end_batch();
+        let fast_ref = fast.wait_ref();
+        // SAFETY: gettid has no arguments and cannot fail.
+        let holder = unsafe { libc::gettid() };
+        std::thread::scope(|s| {
+            let foreign = s.spawn(|| {
+                wait_until_in_ring_wait(holder);
+                aio.wait(fast_ref).unwrap();
+                // Only now is the slow read released: if the holder sleeps until both are
+                // done, this thread waits for the safety net.
+                writer.write_all(&[round as u8; 512]).unwrap();
+            });
+            me.wait_for_completions(2);
+            foreign.join().unwrap();
+        });
+        let slow = me.wait(slow);
+        slow.check().unwrap();
+        assert_eq!(slow.bytes(), 512, "round {round}");
+        assert!(slow.into_buf().iter().all(|&b| b == round as u8));
+        let fast = me.wait(fast);
+        fast.check().unwrap();
+        assert!(fast.into_buf().iter().all(|&b| b == 7));
+    }
+    // No I/O here takes anywhere near 100 ms: a wait the safety net ended is the stall.
+    assert_eq!(
+        (aio.long_waits(), aio.backstop_wakes()),
+        (0, 0),
+        "a wait ran into the safety net: {:?}",
+        aio.stats()
+    );
+}
+
+/// Waits (up to 2 s, then goes on regardless) until thread `tid` sleeps in the kernel for
+/// ring completions, so that it holds the ring when the foreign wait begins.
+fn wait_until_in_ring_wait(tid: i32) {
+    let wchan = format!("/proc/self/task/{tid}/wchan");
+    for _ in 0..20_000 {
+        if std::fs::read_to_string(&wchan).is_ok_and(|w| w.contains("io_cqring_wait")) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+}
+
+#[test]
+fn a_foreign_waiter_is_not_held_behind_the_issuers_wait_for_a_slow_io() {
+    if !skips::io_uring_column("ring_waits") {
+        return;
+    }
+    foreign_waiter_is_not_held_behind_a_slow_io(0);
+}
+
+#[test]
+fn nor_behind_its_poll_before_sleeping() {
+    if !skips::io_uring_column("ring_waits with io_uring_spin") {
+        return;
+    }
+    foreign_waiter_is_not_held_behind_a_slow_io(10_000);
+}

@@ -10,7 +10,8 @@
 //!   unless a result is already waiting in the done bitmap;
 //! - a **poster** (a worker process, after setting its request's done bit) counts the post;
 //!   the post that reaches `wake_at` raises it to `u64::MAX` and wakes every waiter, so a
-//!   waiter that needs four results is woken once, not four times;
+//!   waiter that needs four results is woken once, not four times; a post short of it wakes
+//!   the completer instead (unless it naps), since it may be no waiter's;
 //! - a **drainer** (a waiter before it leaves, or the completer thread) takes results out of
 //!   the bitmap and completes their handles. A drainer may complete an I/O that another
 //!   waiter, already asleep, waits for — a result posted before that waiter set its target,
@@ -100,22 +101,24 @@ impl<F: Futex32, W: Word64> Wake<'_, F, W> {
         missed
     }
 
-    /// The poster's half, after its done bit is set. Returns whether anyone waits; if no
-    /// one does, the caller wakes the completer instead.
+    /// The poster's half, after its done bit is set. Returns whether it woke waiters, who
+    /// drain it; if it did not, the caller wakes the completer instead. A post short of the
+    /// waiters' target is not left for them: it may be no waiter's (a future's, a detached
+    /// I/O's), and they may sleep for as long as their own slow I/Os take.
     pub(crate) fn posted(&self) -> bool {
         let posted = self.posts.fetch_add(1, SeqCst) + 1;
         (self.fence)(SeqCst);
         if self.waiters.load(SeqCst) == 0 {
             return false;
         }
-        // Waiters drain everything posted before they leave, so a post short of their target
-        // can wait for them; the one that reaches it wakes them all.
+        // The post that reaches the target wakes them all.
         let at = self.wake_at.load(SeqCst);
-        if posted >= at {
-            // A waiter lowering it meanwhile keeps it low: at worst an extra wake.
-            let _ = self.wake_at.compare_exchange(at, u64::MAX, SeqCst, SeqCst);
-            self.wake_all();
+        if posted < at {
+            return false;
         }
+        // A waiter lowering it meanwhile keeps it low: at worst an extra wake.
+        let _ = self.wake_at.compare_exchange(at, u64::MAX, SeqCst, SeqCst);
+        self.wake_all();
         true
     }
 
@@ -285,10 +288,13 @@ mod loom_tests {
                 fence,
             }
         }
-        /// A worker finishing I/O `i`.
+        /// A worker finishing I/O `i`. If its post woke no waiter, the completer would be
+        /// woken to drain it: drained here, standing for the completer.
         fn post(&self, i: usize) {
             self.done.fetch_or(1 << i, SeqCst);
-            self.wake().posted();
+            if !self.wake().posted() {
+                self.drain();
+            }
         }
         /// A drainer: takes every done bit, completes those I/Os.
         fn drain(&self) {
@@ -377,6 +383,34 @@ mod loom_tests {
                 w.join().unwrap();
             }
         });
+    }
+
+    /// A waiter needs I/Os 1 and 2; I/O 0, which no waiter needs (a future's, a detached
+    /// one), is posted first, and 1 and 2 only once 0 is complete (as when the thread that
+    /// would release them waits on 0). The post of 0, short of the waiter's target, must still
+    /// be drained: it was left for the waiter, who slept until its safety net.
+    #[test]
+    fn a_post_no_waiter_needs_is_drained_while_waiters_sleep() {
+        explore(
+            "a_post_no_waiter_needs_is_drained_while_waiters_sleep",
+            Some(3),
+            || {
+                let p = Arc::new(Pool::new(3));
+                let worker = {
+                    let p = Arc::clone(&p);
+                    thread::spawn(move || {
+                        p.post(0);
+                        while p.complete[0].load(Ordering::Acquire) == 0 {
+                            thread::yield_now();
+                        }
+                        p.post(1);
+                        p.post(2);
+                    })
+                };
+                p.wait_for(&[1, 2]);
+                worker.join().unwrap();
+            },
+        );
     }
 
     /// Two waiters, one I/O each, one worker posting both: whichever drains, both wake.

@@ -38,7 +38,7 @@ struct Sink(Arc<Shared>);
 impl CompletionSink for Sink {
     fn prepare(&self, worker: u32, req: &mut dbaio_sys::Request) -> bool {
         let s = self.0.slot(req.user_data as u32);
-        // A thread waiting for it may have claimed and run it already.
+        // A thread waiting for it may have taken it and run it already.
         if !s.take_queued((req.user_data >> 32) as u32) {
             return false;
         }

@@ -174,7 +174,8 @@ impl BufferPool {
         let page_size = s.block_size as usize;
         let (issuers, huge, thp) = (s.max_issuers, s.huge_pages, s.transparent_huge_pages);
         let per_partition = (buffers as usize / PARTITIONS + 1) * 4;
-        // Private while every executor is a thread; in the shared arena for worker processes.
+        // Private while every executor is a thread; shared (a huge-page memfd or a block of the
+        // arena) for worker processes, which must reach the pages.
         let bytes = buffers as usize * page_size;
         let pages = if s.worker_processes() {
             SharedRegion::for_worker_processes(bytes, huge)?

@@ -141,7 +141,11 @@ impl fmt::Display for SettingsError {
 
 impl std::error::Error for SettingsError {}
 
-/// All settings. [`Settings::default`] gives PostgreSQL 18's defaults.
+/// All settings. [`Settings::default`] gives PostgreSQL 18's defaults for the settings
+/// PostgreSQL has, except `io_workers` (0, a pool that sizes itself; PostgreSQL 18: a fixed 3)
+/// and `track_io_timing` (on; PostgreSQL: off). The pool-sizing settings have PostgreSQL 19's
+/// names and defaults of their own (`io_min_workers` 1, `io_max_workers` 16); the rest are
+/// dbaio's own (`io_worker_kind`'s `thread` among them). docs/settings.md lists every default.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
     /// `io_method` (default `worker`).
@@ -260,7 +264,8 @@ pub struct Settings {
 }
 
 impl Default for Settings {
-    /// Every setting at its default from the table (PostgreSQL 18's where it has one).
+    /// Every setting at its default from the table (PostgreSQL 18's where it has one, with the
+    /// exceptions [`Settings`] names).
     fn default() -> Self {
         let mut s = Settings::blank();
         for p in PARAMETERS {

@@ -89,9 +89,9 @@ impl ProcessSink for ProcSink {
 }
 
 /// The worker pool's sizing: `io_workers` fixed when set (1..32), otherwise
-/// `io_min_workers .. io_max_workers` (a minimum above the maximum is lowered to it, as
-/// PostgreSQL's pool never passes `io_max_workers`), growing no faster than
-/// `io_worker_launch_interval`, shrinking after `io_worker_idle_timeout`.
+/// `io_min_workers .. io_max_workers` (a minimum above the maximum is refused at start by
+/// [`Settings::validate`]; the clamp below only keeps this function total), growing no
+/// faster than `io_worker_launch_interval`, shrinking after `io_worker_idle_timeout`.
 fn pool_size(settings: &Settings) -> PoolSize {
     if settings.io_workers > 0 {
         return PoolSize::fixed(settings.io_workers);
@@ -507,7 +507,7 @@ mod tests {
         assert_eq!((p.min, p.max), (1, 16), "sized by load by default");
         assert_eq!(p.idle_timeout, Duration::from_secs(60));
         assert_eq!(p.launch_interval, Duration::from_millis(10));
-        // A minimum above the maximum is lowered to it.
+        // `validate` refuses a minimum above the maximum at start; this function alone clamps.
         s.set("io_min_workers", "8").unwrap();
         s.set("io_max_workers", "4").unwrap();
         let p = pool_size(&s);

@@ -163,8 +163,8 @@ pub struct Settings {
     pub io_worker_program: Option<PathBuf>,
     /// `io_min_workers`: workers a self-sizing pool always runs (1..32, default 1).
     pub io_min_workers: u32,
-    /// `io_max_workers`: the most workers a self-sizing pool runs (1..32, default 16). A
-    /// minimum above it is lowered to it.
+    /// `io_max_workers`: the most workers a self-sizing pool runs (1..32, default 16). With
+    /// `io_workers = 0`, an `io_min_workers` above it is refused ([`Settings::validate`]).
     pub io_max_workers: u32,
     /// `io_worker_idle_timeout` in milliseconds: a worker above the minimum that has had
     /// nothing to do for this long leaves (default 60s).
@@ -278,7 +278,7 @@ impl Default for Settings {
 
 /// The largest `io_max_combine_limit`, in blocks (PostgreSQL's `PG_IOV_MAX`).
 pub const MAX_IO_COMBINE_LIMIT: u32 = 128;
-/// The largest `io_max_concurrency` and `io_workers`.
+/// The largest `io_max_concurrency` (handles per issuer); the settings table's range.
 pub const MAX_IO_CONCURRENCY: i64 = 1024;
 
 /// One setting as [`Settings::show_all`] lists it (PostgreSQL's `pg_settings`, in short).

@@ -249,8 +249,9 @@ impl WorkerMethod {
     /// device, which its issuer may run itself rather than sleep: an O_DIRECT read or write,
     /// or a buffered read small enough to have been tried in the page cache first (so it
     /// missed). Not a buffered copy from or to the page cache: those are CPU work, which the
-    /// workers already spread over the CPUs; from the page cache with 8 workers on 2 CPUs,
-    /// the issuer taking its share cost 25–42% at 32–64 KiB (docs/benchmarks.md).
+    /// workers already spread over the CPUs, and the issuer taking its share of those was
+    /// slower at 32–64 KiB (docs/benchmarks.md, "Page-cache reads on the worker and io_uring
+    /// methods").
     fn waits_for_device(&self, shared: &Shared, i: u32) -> bool {
         let s = shared.slot(i);
         s.op().transfers_data()

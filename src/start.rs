@@ -1,5 +1,6 @@
-//! Starting the subsystem (`Aio::start` and `AioBuilder`, here rather than in `subsystem.rs`
-//! because starting needs every layer): the one place where the layers are put together, as
+//! `Aio::start` and `AioBuilder` (kept apart from `subsystem.rs`: starting needs every layer).
+//!
+//! Starting the subsystem is the one place where the layers are put together, as
 //! PostgreSQL's shared-memory start-up sets up aio and bufmgr side by side. It makes the buffer
 //! pool, registers the pool's read callback and the embedder's callback kinds, builds the shared
 //! table with the pool attached, picks the method (`method::start`, the one place `io_method` is

@@ -227,9 +227,10 @@ fn stream_options() -> ReadStreamOptions {
         full: true,
         // PostgreSQL's bulk-read ring: the whole cluster goes through the same few hundred
         // buffers, reused in order. It came in when clock-sweep victims of the recycled
-        // 64 MB pool scattered each 128 kB read over ~7 pieces of memory, which this virtio
-        // disk serves ~60% slower; the pool now keeps combined reads contiguous itself, and
-        // the ring stays for its small footprint (docs/benchmarks.md, "Checksum verification").
+        // 64 MB pool scattered each 128 kB read over several pieces of memory, which a virtio
+        // disk without indirect descriptors serves markedly slower; the pool now keeps
+        // combined reads contiguous itself, and the ring stays for its small footprint
+        // (docs/benchmarks.md, "Checksum verification").
         ring: true,
         ..ReadStreamOptions::default()
     }

@@ -1,7 +1,8 @@
-//! Any-thread access (a method of [`Aio`], apart from `subsystem.rs` because of the thread-local
-//! issuer table it keeps): [`Aio::with_issuer`] gives code that owns no thread (a `&self` method of
-//! a `Send + Sync` storage backend, called from whatever thread the engine runs on) the calling
-//! thread's own issuer, registered on first use and released when the thread ends.
+//! `Aio`'s any-thread access (a part of `Aio` kept apart: it owns a thread-local issuer table).
+//!
+//! [`Aio::with_issuer`] gives code that owns no thread (a `&self` method of a `Send + Sync`
+//! storage backend, called from whatever thread the engine runs on) the calling thread's own
+//! issuer, registered on first use and released when the thread ends.
 //!
 //! Each thread keeps its issuers in a thread-local list, one per subsystem (by the
 //! subsystem's number), so the hot path is a thread-local lookup and no lock. The issuer is

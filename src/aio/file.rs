@@ -1,5 +1,6 @@
-//! [`File`]: a file known to the subsystem, the target of I/Os, and [`OpenOptions`].
+//! [`File`] and [`OpenOptions`], and `FaultRule::on_file` (here: the handle layer knows no `File`).
 //!
+//! A [`File`] is a file known to the subsystem, the target of I/Os.
 //! Opening takes a slot in the file table (`handle/files.rs`); the descriptor closes when the
 //! last `File` clone and the last I/O on it are gone, and then the layers above hear of it
 //! (the buffer manager forgets the file's pages). See `docs/design.md`, "The API".

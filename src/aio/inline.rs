@@ -1,7 +1,9 @@
-//! The inline path: one read or write that its issuer runs at once, in its own thread, and
+//! `Issuer`'s inline path (a part of `Issuer` kept apart: two transitions, counted instructions).
+//!
+//! The inline path is one read or write that its issuer runs at once, in its own thread, and
 //! that no one else can name — the slice I/O of `slice.rs` (`read_into`, `write_all_from`).
-//! (A method of [`Issuer`], apart from `slice.rs` because it is the one place a handle takes
-//! two transitions instead of the full lifecycle, and every instruction here is counted.)
+//! It is apart from `slice.rs` because it is the one place a handle takes two transitions
+//! instead of the full lifecycle, and every instruction here is counted.
 //!
 //! Such an I/O needs little of the handle protocol. No `WaitRef` to it ever exists, so no
 //! other thread can wait on it, claim it or complete it; it has no callbacks, no ticket and no

@@ -1,5 +1,6 @@
-//! What happens to a handle inside its issuer (private methods of `Issuer`, apart from
-//! `issuer.rs` so that file reads as the API), behind the API in `issuer.rs`: the issuer's
+//! `Issuer`'s handle lifecycle (private methods of `Issuer`, kept apart so `issuer.rs` is the API).
+//!
+//! What happens to a handle inside its issuer, behind the API in `issuer.rs`: the issuer's
 //! private bookkeeping (idle stack, staged batch, in-flight list, parked memory), defining
 //! and staging an I/O, handing staged ones to the method, waiting with a wait event
 //! published, and reclaiming a finished handle (local callbacks, statistics, the memory

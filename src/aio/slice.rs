@@ -1,7 +1,8 @@
-//! Slice I/O: read into a `&mut [u8]` and write from a `&[u8]` the caller owns, waiting at
-//! once — what an engine's `read(offset, &mut out)` / `write(offset, &data)` calls need.
-//! (Methods of [`Issuer`], apart from `issuer.rs` because they are a concern of their own,
-//! with their O_DIRECT bounce and read-modify-write; the fast path under them is `inline.rs`.)
+//! `Issuer`'s slice I/O (a part of `Issuer` kept apart: O_DIRECT bounce, read-modify-write).
+//!
+//! Slice I/O reads into a `&mut [u8]` and writes from a `&[u8]` the caller owns, waiting at
+//! once — what an engine's `read(offset, &mut out)` / `write(offset, &data)` calls need. The
+//! fast path under it is `inline.rs`.
 //!
 //! The I/O is executed in the calling thread ([`HandleFlags::SYNCHRONOUS`], as PostgreSQL's
 //! `PGAIO_HF_SYNCHRONOUS`): it is waited for at once, so handing it to a worker or a ring

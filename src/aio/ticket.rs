@@ -1,3 +1,5 @@
+//! Tickets, groups and detached I/Os, and the `InFlight` methods that make them (kept with them).
+//!
 //! Completion styles beyond the issuer-bound [`InFlight`]: a [`Ticket`] (`Send`, redeemed on
 //! any thread, or awaited as a `Future` with the `async` feature), an [`IoGroup`] of tickets
 //! that reports the first error, and a detached I/O with an error callback

@@ -124,8 +124,9 @@ impl StreamAdvice {
         Some(StreamAdvice {
             unthrottled,
             // Full distance from the start: the budget, not a slow ramp, keeps many streams
-            // from flooding the device (each file is a new stream; a ramp from 16 cost a
-            // one-client random scan of 16 files 13% against unthrottled advice).
+            // from flooding the device; and each file is a new stream, so a ramp would start
+            // over at every file and make a scan of many files slower than unthrottled advice
+            // (docs/design.md, "Readahead advice"; docs/benchmarks.md, "Readahead advice").
             distance: max_distance,
             max_distance,
             ahead: VecDeque::with_capacity(max_distance as usize),

@@ -78,9 +78,9 @@ type TagMap = HashMap<u64, u32, BuildHasherDefault<TagHasher>>;
 
 /// Hashes the buffer table's keys (a tag packed in a `u64`) with splitmix64's finalizer: a
 /// few multiplies and shifts, where std's default (SipHash, keyed to resist chosen keys)
-/// costs several times that on every miss (a CPU-bound prewarm spent ~3% of its time
-/// there). Like PostgreSQL's buffer table (`hash_bytes`, unkeyed), it does not defend
-/// against an embedder choosing block numbers to collide.
+/// costs several times that on every miss, enough to show in a CPU-bound prewarm's profile
+/// (docs/design.md, "Buffer pool", *Lookup*). Like PostgreSQL's buffer table (`hash_bytes`,
+/// unkeyed), it does not defend against an embedder choosing block numbers to collide.
 #[derive(Default)]
 struct TagHasher(u64);
 
@@ -174,7 +174,8 @@ impl BufferPool {
         let page_size = s.block_size as usize;
         let (issuers, huge, thp) = (s.max_issuers, s.huge_pages, s.transparent_huge_pages);
         let per_partition = (buffers as usize / PARTITIONS + 1) * 4;
-        // Private while every executor is a thread; in the shared arena for worker processes.
+        // Private while every executor is a thread; shared (a huge-page memfd or a block of the
+        // arena) for worker processes, which must reach the pages.
         let bytes = buffers as usize * page_size;
         let pages = if s.worker_processes() {
             SharedRegion::for_worker_processes(bytes, huge)?
@@ -415,8 +416,9 @@ impl BufferPool {
 
     /// The hint slot of `tag`. Sixteen consecutive blocks of a file share 64 contiguous bytes
     /// of the table (their group is hashed, their place in it is not), so a stream that checks
-    /// block after block misses the cache about once per sixteen blocks instead of per block:
-    /// in a cold prewarm of 164k blocks the per-block miss was 90% of `next_buffer`'s time.
+    /// block after block misses the cache about once per sixteen blocks instead of per block;
+    /// a miss per block was most of `next_buffer`'s time in a cold prewarm (docs/design.md,
+    /// "Buffer pool", *Lookup*).
     fn hint_slot(&self, tag: Tag) -> &AtomicU32 {
         let group = Tag {
             file: tag.file,

@@ -1,5 +1,6 @@
-//! Reading blocks through the buffer pool (methods of [`Issuer`] and one of `Aio`, here because the
-//! buffer manager sits above the issuer's layer): [`Issuer::read_block`] for one block and
+//! `Issuer`'s and `Aio`'s block reads (here: the issuer's layer is below the buffer manager).
+//!
+//! Reading blocks through the buffer pool: [`Issuer::read_block`] for one block and
 //! `start_read_buffers` for a run of consecutive blocks as one vectored read (PostgreSQL's
 //! `StartReadBuffers` / `WaitReadBuffers`), which read streams use; and [`BufferReadv`], the
 //! built-in callback every buffer read carries with the issuer's [`PageVerification`] mode, so

@@ -1,3 +1,5 @@
+//! `Shared::describe` (a part of `Shared` kept apart: words for errors, not the protocol).
+//!
 //! Describing an I/O's failure in words: [`Shared::describe`] turns a handle's distilled
 //! result into an [`IoError`] naming op, file (or unlink path), offset, length and errno, with
 //! a callback's own message and hint where one applies. Any thread may call it while the

@@ -6,7 +6,8 @@
 //! and the two paths every method shares: processing a completion and waiting for one. The
 //! settings, ops, results and errors that every layer speaks are defined here too.
 //!
-//! May use: the engines (`dbaio-workers` for the futex and plain requests) and std. Never the
+//! May use: the foundation (`dbaio-sys`: `Op`, plain requests and `perform`, the retry policy,
+//! the futex, the shared arena) and std; no engine (`dbaio-workers`, `dbaio-uring`). Never the
 //! methods, the API, the buffer manager or the view: those sit above and plug in through
 //! [`callback::HandleCallbacks`] and [`shared::Attachment`]; waiting asks its caller how to
 //! drive a completion (a closure) rather than naming a method. See `docs/design.md`, "The

@@ -1,3 +1,5 @@
+//! Notices, and `Shared`'s attach and deliver (a part of `Shared` kept with the notice protocol).
+//!
 //! Notices: how a finished I/O reaches whoever cares about it when no issuer-bound
 //! `InFlight` will redeem it — a `Ticket` redeemed on any thread or awaited as a future, or a
 //! detached I/O with an error callback.

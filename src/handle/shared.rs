@@ -322,8 +322,8 @@ impl Shared {
     }
 
     /// Nanoseconds since the subsystem started: one `clock_gettime` (read twice per I/O, so
-    /// kept to the clock read and a subtraction; `Instant::elapsed` cost about 130
-    /// instructions more per I/O).
+    /// kept to the clock read and a subtraction; `Instant::elapsed` adds its own bookkeeping
+    /// to every I/O).
     #[inline]
     pub(crate) fn now_ns(&self) -> u64 {
         monotonic_ns().saturating_sub(self.epoch_ns)
@@ -332,7 +332,8 @@ impl Shared {
     /// The clock of the I/O paths (staging, completion, waits, and the view's ages): `now_ns`
     /// with `track_io_timing` on — or, inside [`Shared::one_clock`], the one reading taken
     /// for that whole step; with it off, the same clock at jiffy resolution
-    /// (`CLOCK_MONOTONIC_COARSE`, 4 ns a read here against 19), and no latency is recorded.
+    /// (`CLOCK_MONOTONIC_COARSE`, a fraction of the fine clock's cost: docs/settings.md,
+    /// `track_io_timing`), and no latency is recorded.
     #[inline]
     pub(crate) fn io_clock_ns(&self) -> u64 {
         io_clock(self.settings.track_io_timing).saturating_sub(self.epoch_ns)

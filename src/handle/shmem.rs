@@ -2,10 +2,13 @@
 //! per-handle iovec arrays and handle data.
 //!
 //! Everything in it is plain data or atomics (no pointers to process-private heap, no Rust
-//! allocations), so worker *processes* forked after start see the same table (rule 4 of the
-//! architecture). See `docs/design.md`, "The shared table". The buffer pool's page memory is
-//! mapped here too (`new_pages`, private for now, huge pages when reserved), with `Prefault`
-//! faulting it in on a background thread (see "Buffer pool").
+//! allocations), so any thread may copy a slot. Worker processes do not map it (they are
+//! started by exec, not forked): a request reaches them through the control segment's request
+//! cells (`dbaio-workers`). See `docs/design.md`, "The shared table". The buffer pool's page
+//! memory is made here too: `new_pages` (a private mapping, while every executor is a thread;
+//! huge pages when reserved) or `for_worker_processes` (a huge-page memfd or a block of the
+//! shared arena, which worker processes map), with `Prefault` faulting it in on a background
+//! thread (see "Buffer pool").
 
 use crate::handle::settings::HugePages;
 use std::io;
@@ -111,7 +114,8 @@ impl SharedRegion {
     }
 
     /// Page memory for the buffer pool, 2 MiB aligned. `private`: a process-private anonymous
-    /// mapping (enough while every executor is a thread); otherwise shared. `huge`: reserved
+    /// mapping (enough while every executor is a thread; worker processes use
+    /// [`SharedRegion::for_worker_processes`] instead); otherwise shared. `huge`: reserved
     /// huge pages (hugetlb) first, as PostgreSQL's `huge_pages` (`On`: only them). `thp`: when
     /// not on reserved huge pages, advise transparent ones (`MADV_HUGEPAGE`); refused advice
     /// (THP disabled, an old kernel) leaves 4 KiB pages.

@@ -275,7 +275,7 @@ impl HandleSlot {
             .store(generation << 1 | 1, Ordering::Release);
     }
 
-    /// Claims the queued I/O whose generation has low 32 bits `gen_low` (a worker's view: its
+    /// Takes the queued I/O whose generation has low 32 bits `gen_low` (a worker's view: its
     /// request carries only those) for execution. Exactly one taker wins.
     pub(crate) fn take_queued(&self, gen_low: u32) -> bool {
         let w = self.queue_mark.load(Ordering::Acquire);
@@ -294,7 +294,8 @@ impl HandleSlot {
             && self.take_queued_exact(generation)
     }
 
-    /// Claims the queued I/O of `generation` (a waiter's or the submitter's view).
+    /// Takes the queued I/O of `generation` (a waiter's or the submitter's view). Exactly one
+    /// taker wins.
     pub(crate) fn take_queued_exact(&self, generation: u64) -> bool {
         let queued = generation << 1 | 1;
         self.queue_mark

@@ -62,7 +62,7 @@ use std::sync::{Arc, OnceLock};
 /// PostgreSQL does so that io-wq's threads copy from the page cache in parallel — but only
 /// reads of at least [`PUNT_MIN_BYTES`], on a machine with a second CPU. Measured in
 /// docs/benchmarks.md ("io_uring and buffered reads"): punting small cached reads costs
-/// three times the CPU of running them inline; from 128 KiB up the parallel copy pays. The
+/// several times the CPU of running them inline; from 128 KiB up the parallel copy pays. The
 /// kernel reads what is not cached without io-wq anyway (async buffered reads), so the punt
 /// buys only parallel copying, which pays once a copy outweighs the hand-off.
 const INLINE_BUFFERED_MAX: u32 = 4;

@@ -38,7 +38,7 @@ struct Sink(Arc<Shared>);
 impl CompletionSink for Sink {
     fn prepare(&self, worker: u32, req: &mut dbaio_sys::Request) -> bool {
         let s = self.0.slot(req.user_data as u32);
-        // A thread waiting for it may have claimed and run it already.
+        // A thread waiting for it may have taken it and run it already.
         if !s.take_queued((req.user_data >> 32) as u32) {
             return false;
         }
@@ -89,9 +89,9 @@ impl ProcessSink for ProcSink {
 }
 
 /// The worker pool's sizing: `io_workers` fixed when set (1..32), otherwise
-/// `io_min_workers .. io_max_workers` (a minimum above the maximum is lowered to it, as
-/// PostgreSQL's pool never passes `io_max_workers`), growing no faster than
-/// `io_worker_launch_interval`, shrinking after `io_worker_idle_timeout`.
+/// `io_min_workers .. io_max_workers` (a minimum above the maximum is refused at start by
+/// [`Settings::validate`]; the clamp below only keeps this function total), growing no
+/// faster than `io_worker_launch_interval`, shrinking after `io_worker_idle_timeout`.
 fn pool_size(settings: &Settings) -> PoolSize {
     if settings.io_workers > 0 {
         return PoolSize::fixed(settings.io_workers);
@@ -249,8 +249,9 @@ impl WorkerMethod {
     /// device, which its issuer may run itself rather than sleep: an O_DIRECT read or write,
     /// or a buffered read small enough to have been tried in the page cache first (so it
     /// missed). Not a buffered copy from or to the page cache: those are CPU work, which the
-    /// workers already spread over the CPUs; from the page cache with 8 workers on 2 CPUs,
-    /// the issuer taking its share cost 25–42% at 32–64 KiB (docs/benchmarks.md).
+    /// workers already spread over the CPUs, and the issuer taking its share of those was
+    /// slower at 32–64 KiB (docs/benchmarks.md, "Page-cache reads on the worker and io_uring
+    /// methods").
     fn waits_for_device(&self, shared: &Shared, i: u32) -> bool {
         let s = shared.slot(i);
         s.op().transfers_data()
@@ -507,7 +508,7 @@ mod tests {
         assert_eq!((p.min, p.max), (1, 16), "sized by load by default");
         assert_eq!(p.idle_timeout, Duration::from_secs(60));
         assert_eq!(p.launch_interval, Duration::from_millis(10));
-        // A minimum above the maximum is lowered to it.
+        // `validate` refuses a minimum above the maximum at start; this function alone clamps.
         s.set("io_min_workers", "8").unwrap();
         s.set("io_max_workers", "4").unwrap();
         let p = pool_size(&s);

@@ -2,7 +2,7 @@
 //! recycled: after one scan has used every buffer once, a second scan's 16-block reads still
 //! go into 16 adjacent buffers (the pool prefers the buffer right after the previous block's,
 //! when it was used at most once). Guards against: reads scattered over clock-sweep victims,
-//! which a virtio disk served ~60% slower per request (docs/benchmarks.md, "Checksum
+//! which a virtio disk served markedly slower per request (docs/benchmarks.md, "Checksum
 //! verification").
 
 use crate::support::*;

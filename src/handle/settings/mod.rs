@@ -141,7 +141,11 @@ impl fmt::Display for SettingsError {
 
 impl std::error::Error for SettingsError {}
 
-/// All settings. [`Settings::default`] gives PostgreSQL 18's defaults.
+/// All settings. [`Settings::default`] gives PostgreSQL 18's defaults for the settings
+/// PostgreSQL has, except `io_workers` (0, a pool that sizes itself; PostgreSQL 18: a fixed 3)
+/// and `track_io_timing` (on; PostgreSQL: off). The pool-sizing settings have PostgreSQL 19's
+/// names and defaults of their own (`io_min_workers` 1, `io_max_workers` 16); the rest are
+/// dbaio's own (`io_worker_kind`'s `thread` among them). docs/settings.md lists every default.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
     /// `io_method` (default `worker`).
@@ -159,8 +163,8 @@ pub struct Settings {
     pub io_worker_program: Option<PathBuf>,
     /// `io_min_workers`: workers a self-sizing pool always runs (1..32, default 1).
     pub io_min_workers: u32,
-    /// `io_max_workers`: the most workers a self-sizing pool runs (1..32, default 16). A
-    /// minimum above it is lowered to it.
+    /// `io_max_workers`: the most workers a self-sizing pool runs (1..32, default 16). With
+    /// `io_workers = 0`, an `io_min_workers` above it is refused ([`Settings::validate`]).
     pub io_max_workers: u32,
     /// `io_worker_idle_timeout` in milliseconds: a worker above the minimum that has had
     /// nothing to do for this long leaves (default 60s).
@@ -260,7 +264,8 @@ pub struct Settings {
 }
 
 impl Default for Settings {
-    /// Every setting at its default from the table (PostgreSQL 18's where it has one).
+    /// Every setting at its default from the table (PostgreSQL 18's where it has one, with the
+    /// exceptions [`Settings`] names).
     fn default() -> Self {
         let mut s = Settings::blank();
         for p in PARAMETERS {
@@ -273,7 +278,7 @@ impl Default for Settings {
 
 /// The largest `io_max_combine_limit`, in blocks (PostgreSQL's `PG_IOV_MAX`).
 pub const MAX_IO_COMBINE_LIMIT: u32 = 128;
-/// The largest `io_max_concurrency` and `io_workers`.
+/// The largest `io_max_concurrency` (handles per issuer); the settings table's range.
 pub const MAX_IO_CONCURRENCY: i64 = 1024;
 
 /// One setting as [`Settings::show_all`] lists it (PostgreSQL's `pg_settings`, in short).

@@ -8,7 +8,10 @@
 use super::text::{
     Unit, invalid, parse_bool, parse_choice, parse_fraction, parse_int, pretty, quote,
 };
-use super::{HugePages, IoMethodKind, IoUringFallback, IoWorkerKind, Settings, SettingsError};
+use super::{
+    HugePages, IoMethodKind, IoUringFallback, IoWorkerKind, MAX_IO_CONCURRENCY, Settings,
+    SettingsError,
+};
 use std::path::PathBuf;
 
 /// What values a setting takes.
@@ -438,7 +441,7 @@ pub const PARAMETERS: &[Parameter] = &[
         io_worker_launch_interval as u32,
         "self-sizing pool: at most one worker started per interval, and only after one in which wakes found too few idle workers (PostgreSQL 19)"
     ),
-    int_param!("io_max_concurrency", -1, 1024, None, "-1", io_max_concurrency as i32,
+    int_param!("io_max_concurrency", -1, MAX_IO_CONCURRENCY, None, "-1", io_max_concurrency as i32,
         "handles per issuer (0 is refused); -1: `buffer_pool_size / max_issuers`, clamped to 1 .. 64 (64 when `buffer_pool_size = 0`)",
         check: not_zero),
     int_param!(

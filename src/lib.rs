@@ -109,6 +109,9 @@ pub use bufmgr::stream::{
 pub use bufmgr::verification::{
     PageVerdict, PageVerification, PageVerifier, PgPageVerifier, ReadVerdicts,
 };
+/// Tests only: where a retiring worker process may be held ([`Aio::hold_retiring_worker_processes`]).
+#[doc(hidden)]
+pub use dbaio_workers::process::RetireStep;
 pub use handle::callback::{
     CallbackId, HandleCallbacks, IoContext, MAX_CALLBACK_KINDS, ReportTarget,
 };

@@ -13,7 +13,7 @@
 #[path = "common/skips.rs"]
 mod skips;
 
-use dbaio::{Aio, IoBuf, IoMethodKind, IoWorkerKind, OpenOptions, Settings};
+use dbaio::{Aio, IoBuf, IoMethodKind, IoWorkerKind, OpenOptions, RetireStep, Settings};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -773,6 +773,25 @@ fn load_until(aio: &Aio, path: &std::path::Path, mut enough: impl FnMut(&Aio) ->
 /// survivor, count it right, and still grow again under load.
 #[test]
 fn a_worker_killed_while_it_retires_is_counted_out_once() {
+    killed_at_a_step_of_retiring(RetireStep::CountedOut);
+}
+
+/// The same, killed after it marked its cell retired and before it exited: a retirement.
+#[test]
+fn a_worker_killed_after_it_marked_itself_retired_is_counted_out_once() {
+    killed_at_a_step_of_retiring(RetireStep::MarkedRetired);
+}
+
+/// The same, killed after it stopped advertising itself idle and before it counted itself
+/// out: still counted as running, so a death — counted out by the supervisor, once.
+#[test]
+fn a_worker_killed_before_it_counted_itself_out_is_a_death_counted_once() {
+    killed_at_a_step_of_retiring(RetireStep::Leaving);
+}
+
+/// Grows a self-sizing process pool to 4, lets 3 retire with the hook stopping them at
+/// `step`, kills them there, and checks the pool's counts; then grows it to 4 again.
+fn killed_at_a_step_of_retiring(step: RetireStep) {
     let d = dir();
     let path = d.path().join("f");
     std::fs::write(&path, vec![5u8; 4 << 20]).unwrap();
@@ -788,19 +807,25 @@ fn a_worker_killed_while_it_retires_is_counted_out_once() {
     let pool = |aio: &Aio| aio.worker_pool().unwrap();
     load_until(&aio, &path, |aio| pool(aio).workers.len() == 4);
     let retired_before = pool(&aio).retired;
-    aio.hold_retiring_worker_processes(true);
-    // Idle now: three workers above the minimum retire, each stopping itself right after it
-    // counted itself out.
+    // (Their pids now: a worker that marked itself retired is no longer listed.)
+    let pids: Vec<i32> = pool(&aio).workers.iter().map(|w| w.tid).collect();
+    aio.hold_retiring_worker_processes(Some(step));
+    // Idle now: three workers above the minimum retire, each stopping itself at `step`.
     let mut stopped = Vec::new();
+    // (Before counting out, each idle worker still sees the pool above its minimum, so the
+    // fourth may stop at `Leaving` too.)
     eventually(30, "three workers stopped at their retirement", || {
-        stopped = pool(&aio)
-            .workers
-            .iter()
-            .map(|w| w.tid)
-            .filter(|&pid| is_stopped(pid))
-            .collect();
-        stopped.len() == 3
+        stopped = pids.iter().copied().filter(|&pid| is_stopped(pid)).collect();
+        stopped.len() == 3 || (step == RetireStep::Leaving && stopped.len() == 4)
     });
+    // Before they are counted out, the stopped ones still count as running.
+    if step == RetireStep::Leaving {
+        assert_eq!(pool(&aio).live, 4, "{:?}", pool(&aio));
+        aio.hold_retiring_worker_processes(None);
+        // One that read the hook just before it was cleared stops a moment later: kill it too.
+        std::thread::sleep(Duration::from_millis(100));
+        stopped = pids.iter().copied().filter(|&pid| is_stopped(pid)).collect();
+    }
     for &pid in &stopped {
         // SAFETY: kill takes integers; the pid is one of this subsystem's worker processes.
         assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
@@ -812,11 +837,21 @@ fn a_worker_killed_while_it_retires_is_counted_out_once() {
     // The supervisor has seen the deaths; give it a moment to (wrongly) replace any.
     std::thread::sleep(Duration::from_millis(300));
     let p = pool(&aio);
-    assert_eq!(p.workers.len(), 1, "only the survivor runs: {p:?}");
-    assert_eq!(p.live, 1, "the pool counts one running worker: {p:?}");
-    assert_eq!(p.replaced, 0, "a retiring worker is not replaced: {p:?}");
-    assert_eq!(p.retired - retired_before, 3, "{p:?}");
-    aio.hold_retiring_worker_processes(false);
+    assert_eq!(
+        p.live as usize,
+        p.workers.len(),
+        "one count of running workers: {p:?}"
+    );
+    if step == RetireStep::Leaving {
+        // Deaths, not retirements (replacements may have come and retired since, freely).
+        assert!(p.live >= 1 && p.live <= 4, "{p:?}");
+    } else {
+        assert_eq!(p.workers.len(), 1, "only the survivor runs: {p:?}");
+        assert_eq!(p.live, 1, "the pool counts one running worker: {p:?}");
+        assert_eq!(p.replaced, 0, "a retiring worker is not replaced: {p:?}");
+        assert_eq!(p.retired - retired_before, 3, "{p:?}");
+    }
+    aio.hold_retiring_worker_processes(None);
     // The count is right, so the pool grows to its maximum again.
     load_until(&aio, &path, |aio| pool(aio).workers.len() == 4);
     let p = pool(&aio);

@@ -215,12 +215,12 @@ impl Aio {
         crate::introspect::view::worker_pool(self.inner.pool.as_ref())
     }
 
-    /// Tests only: worker processes that decide to retire stop themselves (SIGSTOP) right
-    /// after counting themselves out of the pool, so a test can kill one at that point.
+    /// Tests only: worker processes that decide to retire stop themselves (SIGSTOP) at step
+    /// `at` of retiring (None: they do not), so a test can kill one at that point.
     #[doc(hidden)]
-    pub fn hold_retiring_worker_processes(&self, on: bool) {
+    pub fn hold_retiring_worker_processes(&self, at: Option<crate::RetireStep>) {
         if let Some(p) = &self.inner.pool {
-            p.hold_retiring_workers(on);
+            p.hold_retiring_workers(at);
         }
     }
 

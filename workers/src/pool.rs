@@ -148,12 +148,12 @@ impl PoolObserver {
         }
     }
 
-    /// Tests only: worker processes that decide to retire stop themselves right after
-    /// counting themselves out (see `Header::hold_at_retire`). Threads ignore it.
+    /// Tests only: worker processes that decide to retire stop themselves at step `at` of
+    /// retiring (see `Header::hold_at_retire`); None: they do not. Threads ignore it.
     #[doc(hidden)]
-    pub fn hold_retiring_workers(&self, on: bool) {
+    pub fn hold_retiring_workers(&self, at: Option<crate::process::RetireStep>) {
         if let Observed::Processes(p) = &self.0 {
-            p.hold_retiring_workers(on);
+            p.hold_retiring_workers(at);
         }
     }
 }

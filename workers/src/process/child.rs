@@ -225,6 +225,7 @@ impl Worker<'_> {
                     && timeout.is_some()
                     && self.retire()
                 {
+                    self.hold_at(super::RetireStep::MarkedRetired);
                     return;
                 }
             }
@@ -241,17 +242,17 @@ impl Worker<'_> {
         let min = h.min.load(Ordering::Relaxed);
         let bit = 1u64 << self.id;
         let mut live = h.live.load(Ordering::SeqCst);
+        if live & bit != 0 && live.count_ones() > min {
+            self.hold_at(super::RetireStep::Leaving);
+            live = h.live.load(Ordering::SeqCst);
+        }
         while live & bit != 0 && live.count_ones() > min {
             match h
                 .live
                 .compare_exchange(live, live & !bit, Ordering::SeqCst, Ordering::SeqCst)
             {
                 Ok(_) => {
-                    if h.hold_at_retire.load(Ordering::SeqCst) != 0 {
-                        // SAFETY: raise takes a signal number; SIGSTOP stops this process
-                        // until a test continues or kills it.
-                        unsafe { libc::raise(libc::SIGSTOP) };
-                    }
+                    self.hold_at(super::RetireStep::CountedOut);
                     self.ctl.workers()[self.id as usize]
                         .state
                         .store(W_RETIRED, Ordering::SeqCst);
@@ -261,6 +262,15 @@ impl Worker<'_> {
             }
         }
         false
+    }
+
+    /// Tests only: stops this process (SIGSTOP, until a test continues or kills it) if the
+    /// embedder asked retiring workers to stop at `step`.
+    fn hold_at(&self, step: super::RetireStep) {
+        if self.ctl.header().hold_at_retire.load(Ordering::SeqCst) == step as u32 {
+            // SAFETY: raise takes a signal number; SIGSTOP stops only this process.
+            unsafe { libc::raise(libc::SIGSTOP) };
+        }
     }
 
     /// Executes request `i` if it is still queued and posts its result (counting this worker

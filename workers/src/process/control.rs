@@ -53,8 +53,8 @@ pub(crate) struct Header {
     pub idle_timeout_ms: AtomicU64,
     /// Set when the pool stops: workers leave once the queue is empty.
     pub stop: AtomicU32,
-    /// Tests only: a worker that has decided to retire stops itself (SIGSTOP) right after
-    /// counting itself out, so a test can kill it at that exact point.
+    /// Tests only: a worker that has decided to retire stops itself (SIGSTOP) at this step of
+    /// retiring (a `RetireStep`; 0: never), so a test can kill it at that exact point.
     pub hold_at_retire: AtomicU32,
     /// Bit `w` set: worker `w` counts as running. Set when it is started; cleared exactly once
     /// when it leaves — by itself, as it decides to retire (only while the pool stays at or

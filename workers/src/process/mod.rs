@@ -167,6 +167,18 @@ pub struct ProcessPool {
 #[derive(Clone)]
 pub struct ProcessObserver(Weak<Inner>);
 
+/// Tests only: the steps of a worker process's retirement, where a test may have retiring
+/// workers stop themselves (SIGSTOP) to kill them there (`Header::hold_at_retire`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetireStep {
+    /// Idle long enough and no longer advertised idle; not yet counted out of `live`.
+    Leaving = 1,
+    /// Counted out of `live`; its cell not yet marked retired.
+    CountedOut = 2,
+    /// Its cell marked retired; not yet exited.
+    MarkedRetired = 3,
+}
+
 impl ProcessObserver {
     /// The pool now, or None once dropped.
     pub fn snapshot(&self) -> Option<PoolSnapshot> {
@@ -174,12 +186,12 @@ impl ProcessObserver {
     }
 
     /// Tests only: see [`PoolObserver::hold_retiring_workers`](crate::PoolObserver).
-    pub(crate) fn hold_retiring_workers(&self, on: bool) {
+    pub(crate) fn hold_retiring_workers(&self, at: Option<RetireStep>) {
         if let Some(i) = self.0.upgrade() {
             i.ctl
                 .header()
                 .hold_at_retire
-                .store(u32::from(on), Ordering::SeqCst);
+                .store(at.map_or(0, |s| s as u32), Ordering::SeqCst);
         }
     }
 }

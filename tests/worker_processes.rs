@@ -815,7 +815,11 @@ fn killed_at_a_step_of_retiring(step: RetireStep) {
     // (Before counting out, each idle worker still sees the pool above its minimum, so the
     // fourth may stop at `Leaving` too.)
     eventually(30, "three workers stopped at their retirement", || {
-        stopped = pids.iter().copied().filter(|&pid| is_stopped(pid)).collect();
+        stopped = pids
+            .iter()
+            .copied()
+            .filter(|&pid| is_stopped(pid))
+            .collect();
         stopped.len() == 3 || (step == RetireStep::Leaving && stopped.len() == 4)
     });
     // Before they are counted out, the stopped ones still count as running.
@@ -824,7 +828,11 @@ fn killed_at_a_step_of_retiring(step: RetireStep) {
         aio.hold_retiring_worker_processes(None);
         // One that read the hook just before it was cleared stops a moment later: kill it too.
         std::thread::sleep(Duration::from_millis(100));
-        stopped = pids.iter().copied().filter(|&pid| is_stopped(pid)).collect();
+        stopped = pids
+            .iter()
+            .copied()
+            .filter(|&pid| is_stopped(pid))
+            .collect();
     }
     for &pid in &stopped {
         // SAFETY: kill takes integers; the pid is one of this subsystem's worker processes.

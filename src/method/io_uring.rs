@@ -489,12 +489,15 @@ impl Uring {
         }
     }
 
-    /// Reaps whatever is ready, without waiting, if nobody else is reaping.
-    fn reap_now(&self, issuer: u32, ring: &Ring) {
+    /// Reaps whatever is ready, without waiting, if nobody else is reaping; returns whether
+    /// it reaped anything.
+    fn reap_now(&self, issuer: u32, ring: &Ring) -> bool {
+        let mut reaped = false;
         while let Some(mut cq) = ring.try_completion() {
             if cq.is_empty() {
-                return;
+                return reaped;
             }
+            reaped = true;
             let held = self.drain_held(issuer, cq);
             drop(held.0);
             self.tell_followers(issuer);
@@ -502,6 +505,7 @@ impl Uring {
                 self.shared.run_here(i, Executor::Ring);
             }
         }
+        reaped
     }
 
     /// One step of a wait on `issuer`'s ring, for a waiter that needs a completion from it
@@ -898,11 +902,14 @@ impl UringMethod {
         self.watcher
             .get_or_init(|| {
                 let uring = Arc::clone(&self.uring);
-                let reap = move |issuer: u32| {
+                let reap = move |issuer: u32, swept: bool| {
                     if let Some(ring) = uring.ring(issuer) {
                         // Never blocks: a thread holding the completion side reaps what
-                        // woke us, or tells the followers when it lets go.
-                        uring.reap_now(issuer, ring);
+                        // woke us, or tells the followers when it lets go. Completions the
+                        // safety net's sweep finds, epoll did not report: a missed wake.
+                        if uring.reap_now(issuer, ring) && swept {
+                            uring.shared.note_sleep(issuer, Slept::Missed);
+                        }
                     }
                 };
                 match Watcher::start("dbaio-uring-watch", Box::new(reap)) {

@@ -1,14 +1,17 @@
-//! A thread that sleeps in `epoll` on a set of descriptors and calls `reap(key)` when one
-//! becomes readable. io_uring uses it for the rings of issuers whose I/Os must complete with
+//! A thread that sleeps in `epoll` on a set of descriptors and calls `reap(key, false)` when
+//! one becomes readable. io_uring uses it for the rings of issuers whose I/Os must complete with
 //! nobody waiting (a ticket awaited as a future, a detached I/O with an error callback): a
 //! ring's descriptor is readable while completions wait to be reaped.
 //!
 //! A descriptor is watched either for good ([`Watcher::watch`]: edge-triggered, one wakeup
 //! per arrival of completions, until the watcher stops) or once ([`Watcher::watch_once`]:
 //! one wakeup when it is or becomes readable, then not again until asked again). A
-//! descriptor added while already readable is reported at once. It stops, and is joined, on
-//! drop.
+//! descriptor added while already readable is reported at once. Its sleep is bounded by the
+//! safety net, like every wait for a completion: when it runs out, every descriptor watched
+//! for good is reaped once, `reap(key, true)` (which counts it as a missed wake if it finds
+//! anything). It stops, and is joined, on drop.
 
+use crate::handle::bell::SAFETY_NET;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,7 +24,7 @@ pub(crate) struct Watcher {
     epoll: Arc<OwnedFd>,
     stop: OwnedFd,
     /// How each key is in the set (indexed by key; grown on demand under the lock).
-    added: parking_lot::Mutex<Vec<Mode>>,
+    added: Arc<parking_lot::Mutex<Vec<Mode>>>,
     thread: Option<JoinHandle<()>>,
     stopping: Arc<AtomicBool>,
 }
@@ -66,10 +69,12 @@ fn add(epoll: RawFd, fd: RawFd, key: u64, flags: u32) -> std::io::Result<()> {
 }
 
 impl Watcher {
-    /// Starts the thread `name`, which calls `reap(key)` for each readable descriptor.
+    /// Starts the thread `name`, which calls `reap(key, false)` for each readable
+    /// descriptor, and `reap(key, true)` for each one watched for good when its sleep runs
+    /// into the safety net.
     pub(crate) fn start(
         name: &str,
-        reap: Box<dyn Fn(u32) + Send + 'static>,
+        reap: Box<dyn Fn(u32, bool) + Send + 'static>,
     ) -> std::io::Result<Watcher> {
         // SAFETY: plain system calls; the descriptors are wrapped at once.
         let epoll = OwnedFd(check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?);
@@ -80,14 +85,19 @@ impl Watcher {
         add(epoll.0, stop.0, STOP, libc::EPOLLIN as u32)?;
         let epoll = Arc::new(epoll);
         let stopping = Arc::new(AtomicBool::new(false));
-        let (ep, st) = (Arc::clone(&epoll), Arc::clone(&stopping));
+        let added = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let (ep, st, ad) = (
+            Arc::clone(&epoll),
+            Arc::clone(&stopping),
+            Arc::clone(&added),
+        );
         let thread = std::thread::Builder::new()
             .name(name.to_string())
-            .spawn(move || run(&ep, &st, &*reap))?;
+            .spawn(move || run(&ep, &st, &ad, &*reap))?;
         Ok(Watcher {
             epoll,
             stop,
-            added: parking_lot::Mutex::new(Vec::new()),
+            added,
             thread: Some(thread),
             stopping,
         })
@@ -132,11 +142,30 @@ impl Watcher {
     }
 }
 
-fn run(epoll: &OwnedFd, stopping: &AtomicBool, reap: &dyn Fn(u32)) {
+fn run(
+    epoll: &OwnedFd,
+    stopping: &AtomicBool,
+    added: &parking_lot::Mutex<Vec<Mode>>,
+    reap: &dyn Fn(u32, bool),
+) {
     let mut events = [libc::epoll_event { events: 0, u64: 0 }; 16];
+    let limit = SAFETY_NET.as_millis() as libc::c_int;
     loop {
         // SAFETY: `events` has room for the 16 entries we pass.
-        let n = unsafe { libc::epoll_wait(epoll.0, events.as_mut_ptr(), 16, -1) };
+        let n = unsafe { libc::epoll_wait(epoll.0, events.as_mut_ptr(), 16, limit) };
+        if n == 0 {
+            if stopping.load(Ordering::Acquire) {
+                return;
+            }
+            let always: Vec<u32> = (added.lock().iter().enumerate())
+                .filter(|&(_, &m)| m == Mode::Always)
+                .map(|(k, _)| k as u32)
+                .collect();
+            for key in always {
+                reap(key, true);
+            }
+            continue;
+        }
         if n < 0 {
             let e = std::io::Error::last_os_error();
             if e.raw_os_error() == Some(libc::EINTR) {
@@ -150,7 +179,7 @@ fn run(epoll: &OwnedFd, stopping: &AtomicBool, reap: &dyn Fn(u32)) {
             if key == STOP || stopping.load(Ordering::Acquire) {
                 return;
             }
-            reap(key as u32);
+            reap(key as u32, false);
         }
     }
 }

@@ -576,8 +576,18 @@ fn complete_loop(inner: &Inner) {
         if inner.completer_stop.load(Ordering::SeqCst) {
             return;
         }
-        futex::wait(&h.done_seq, seq, nap.then_some(control::COMPLETER_NAP));
+        // Asleep, it is still bounded by the safety net: results a worker posted without
+        // waking it (a lost wake) are then found, and counted.
+        let limit = if nap {
+            control::COMPLETER_NAP
+        } else {
+            wake::WAIT_LIMIT
+        };
+        let timed_out = futex::wait(&h.done_seq, seq, Some(limit));
         h.completer_sleeping.store(0, Ordering::SeqCst);
+        if timed_out && !nap && inner.ctl.done().any() {
+            inner.missed_wakes.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 

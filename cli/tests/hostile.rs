@@ -15,24 +15,10 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{dbaio, text, walk};
+use common::{dbaio, exited, text, walk};
 
 fn dir() -> tempfile::TempDir {
     common::scratch("dbaio-hostile")
-}
-
-/// Asserts `o` exited with `code`, by itself (no signal, no panic), and returns its stderr.
-fn exited(o: &Output, code: i32, what: &str) -> String {
-    let (out, err) = text(o);
-    assert!(!err.contains("panicked"), "{what} panicked:\n{err}");
-    assert_eq!(
-        o.status.code(),
-        Some(code),
-        "{what}: {:?} (signal {:?})\nstdout: {out}\nstderr: {err}",
-        o.status,
-        o.status.signal()
-    );
-    err
 }
 
 /// Runs `c` to its end, or kills it after `limit` and fails: a command that hangs.

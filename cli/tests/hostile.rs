@@ -194,6 +194,101 @@ fn a_full_standard_output_is_an_error_not_a_panic() {
     }
 }
 
+/// `dbaio stat >&-` and `bench --help >&-` (descriptor 1 closed: EBADF) exited 0 with the
+/// output lost: Rust's runtime puts /dev/null on a closed descriptor before `main`. The
+/// command looks first now: an I/O error naming standard output, status 1, before anything
+/// runs (a bench makes no file).
+#[test]
+fn a_closed_standard_output_is_an_error() {
+    let d = dir();
+    let (_aio, sock) = embedder(d.path());
+    let tmp = d.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let cases: [Vec<&std::ffi::OsStr>; 3] = [
+        vec!["stat".as_ref(), "--socket".as_ref(), sock.as_os_str()],
+        vec!["bench".as_ref(), "--help".as_ref()],
+        vec![
+            "bench".as_ref(),
+            "--size".as_ref(),
+            "1m".as_ref(),
+            "--io-method".as_ref(),
+            "sync".as_ref(),
+            "--runtime".as_ref(),
+            "0.1".as_ref(),
+        ],
+    ];
+    for args in cases {
+        let mut c = dbaio();
+        c.args(&args).env("TMPDIR", &tmp);
+        // SAFETY: between fork and exec only close(2), which is async-signal-safe.
+        unsafe {
+            c.pre_exec(|| {
+                libc::close(1);
+                Ok(())
+            });
+        }
+        let o = c.output().unwrap();
+        let err = exited(&o, 1, &format!("{args:?} >&-"));
+        assert!(
+            err.contains("dbaio: could not write to standard output: Bad file descriptor"),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(walk(&tmp).is_empty(), "left {:?}", walk(&tmp));
+}
+
+/// A pipe: (read end, write end), the write end blocking. `full`: filled up first, so that a
+/// write to it waits until the reader reads (the O_NONBLOCK used to fill it is cleared again:
+/// the flag belongs to the pipe, which the command shares).
+fn pipe(full: bool) -> (std::fs::File, std::fs::File) {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills `fds` with two new descriptors, owned by the files below.
+    let made = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) };
+    assert_eq!(made, 0, "{}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors are new and owned by nothing else.
+    let (r, mut w) = unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    };
+    if full {
+        for piece in [&[b'x'; 4096][..], b"x"] {
+            loop {
+                match w.write(piece) {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+    }
+    // SAFETY: F_SETFL on a descriptor this function owns.
+    assert_eq!(unsafe { libc::fcntl(fds[1], libc::F_SETFL, 0) }, 0);
+    (r, w)
+}
+
+/// `dbaio stat | true` (the reader gone before the first write): status 141 (128 + SIGPIPE,
+/// docs/benchmarks.md, "Data files"), quietly, as for a bench; not a panic, nor status 1.
+#[test]
+fn stat_into_a_broken_pipe_exits_141_quietly() {
+    let d = dir();
+    let (_aio, sock) = embedder(d.path());
+    for format in ["--json", "--prometheus", "--reset"] {
+        let (r, w) = pipe(false);
+        drop(r);
+        let o = dbaio()
+            .args(["stat", format, "--socket"])
+            .arg(&sock)
+            .stdout(w)
+            .output()
+            .unwrap();
+        let err = exited(&o, 141, &format!("stat {format} | (no reader)"));
+        assert!(err.is_empty(), "{format}: quiet: {err}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // 2. Memory: buffers beyond what the process may have are refused before anything is made.
 // ---------------------------------------------------------------------------------------

@@ -302,6 +302,12 @@ impl From<String> for Failed {
         } else {
             1
         };
+        // A layout a signal stopped says only "interrupted": name the signal, as a run does.
+        let message = if message == INTERRUPTED {
+            interrupt::message()
+        } else {
+            message
+        };
         Failed { message, code }
     }
 }

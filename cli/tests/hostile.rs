@@ -568,6 +568,130 @@ fn a_second_signal_still_removes_the_temporary_file() {
     }
 }
 
+/// Starts `c`, and once `unfinished` holds (a layout under way: a partial file shorter than it
+/// will be) stops it there (SIGSTOP), looks again, sends `sig` and lets it go on, so the signal
+/// lands mid-layout however fast the machine lays out. A command whose layout got past the
+/// point (`missed`) before it was caught is killed and `None` returned, to try again.
+fn signal_mid_layout(
+    c: &mut Command,
+    sig: i32,
+    unfinished: &dyn Fn() -> bool,
+    missed: &dyn Fn() -> bool,
+) -> Option<Output> {
+    let mut child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let t0 = Instant::now();
+    loop {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no layout under way within a minute"
+        );
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "it ended ({status:?}) before its layout was caught: {}",
+                text(&child.wait_with_output().unwrap()).1
+            );
+        }
+        if missed() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        if unfinished() {
+            let mut status = 0;
+            // SAFETY: kill and waitpid on our own child; WUNTRACED returns once it has stopped
+            // (it reaps it only if it ended, which fails the test).
+            unsafe {
+                libc::kill(pid, libc::SIGSTOP);
+                assert_eq!(libc::waitpid(pid, &mut status, libc::WUNTRACED), pid);
+            }
+            assert!(libc::WIFSTOPPED(status), "it ended: {status:#x}");
+            let caught = unfinished();
+            // SAFETY: kill with a valid pid and signal numbers.
+            unsafe {
+                if caught {
+                    libc::kill(pid, sig);
+                }
+                libc::kill(pid, libc::SIGCONT);
+            }
+            if caught {
+                return Some(child.wait_with_output().unwrap());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The length of `p`, if it is there.
+fn len_of(p: &Path) -> Option<u64> {
+    std::fs::metadata(p).ok().map(|m| m.len())
+}
+
+/// SIGINT while a new `--filename` was laid out: the file under the user's name must never be
+/// half of one. The unfinished `NAME.dbaio-incomplete` is removed, the name stays free, the
+/// words name the signal (they said only "interrupted"), status 130.
+#[test]
+fn a_layout_interrupted_by_sigint_leaves_no_half_file_under_the_name() {
+    let d = dir();
+    for attempt in 0.. {
+        assert!(attempt < 5, "the layout was never caught under way");
+        let f = d.path().join(format!("data{attempt}"));
+        let partial = d.path().join(format!("data{attempt}.dbaio-incomplete"));
+        let mut c = dbaio();
+        c.args(["bench", "--size", "1g", "--io-method", "sync"])
+            .args(["--runtime", "60", "--filename"])
+            .arg(&f);
+        let Some(o) = signal_mid_layout(
+            &mut c,
+            libc::SIGINT,
+            &|| len_of(&partial).is_some_and(|n| n < 1 << 30),
+            &|| f.exists(),
+        ) else {
+            let _ = std::fs::remove_file(&f);
+            continue;
+        };
+        let err = exited(&o, 130, "SIGINT mid-layout");
+        assert!(err.contains("dbaio: interrupted by SIGINT"), "{err}");
+        assert!(!f.exists(), "a half file under the user's name");
+        assert!(walk(d.path()).is_empty(), "left {:?}", walk(d.path()));
+        return;
+    }
+}
+
+/// SIGINT while the scan laid out its data in a new `--dir`: the `.part` file it was writing
+/// goes, and so does the directory it made (it was left, empty); status 130, the signal named.
+#[test]
+fn a_scan_layout_interrupted_by_sigint_leaves_nothing() {
+    let d = dir();
+    for attempt in 0.. {
+        assert!(attempt < 5, "the scan's layout was never caught under way");
+        let data = d.path().join(format!("scan{attempt}/data"));
+        let first = data.join("scan-0.dat.part");
+        let mut c = dbaio();
+        c.args(["bench", "--workload", "scan", "--size", "1g", "--dir"])
+            .arg(&data);
+        // The first file caught while it is written: nothing whole in the directory yet.
+        let Some(o) = signal_mid_layout(
+            &mut c,
+            libc::SIGINT,
+            &|| len_of(&first).is_some_and(|n| n < 64 << 20),
+            &|| data.join("scan-0.dat").exists(),
+        ) else {
+            let _ = std::fs::remove_dir_all(d.path().join(format!("scan{attempt}")));
+            continue;
+        };
+        let err = exited(&o, 130, "SIGINT mid-layout of the scan");
+        assert!(err.contains("dbaio: interrupted by SIGINT"), "{err}");
+        assert!(walk(d.path()).is_empty(), "left {:?}", walk(d.path()));
+        return;
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // 5. Disk space: checked before every layout, with the headroom said; EROFS told apart.
 // ---------------------------------------------------------------------------------------

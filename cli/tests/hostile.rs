@@ -733,6 +733,71 @@ fn the_scan_workload_checks_the_free_space_first() {
     assert!(walk(d.path()).is_empty(), "left {:?}", walk(d.path()));
 }
 
+/// The free-space check (64 MiB kept free) was asserted for the scan alone: pool-hit and
+/// stream-hit lay out their 32 MiB file under $TMPDIR, here a 64 MiB tmpfs (in a mount
+/// namespace of the command's own; skipped, and said, where none may be made); unlink-bench
+/// its chunks under --dir (under a 1 MiB file size limit, so that an unchecked run cannot
+/// fill the disk). Each is refused before a byte is written, status 1, saying the headroom.
+#[test]
+fn pool_hit_stream_hit_and_unlink_bench_check_the_free_space_first() {
+    let d = dir();
+    let o = {
+        let mut c = dbaio();
+        c.args(["unlink-bench", "--chunks", "1024", "--chunk-size", "64g"])
+            .args([
+                "--gc-cycles",
+                "1",
+                "--rounds",
+                "1",
+                "--mode",
+                "sync",
+                "--dir",
+            ])
+            .arg(d.path());
+        limit(&mut c, libc::RLIMIT_FSIZE, 1 << 20, libc::SIG_IGN);
+        c.output().unwrap()
+    };
+    let err = exited(&o, 1, "unlink-bench --chunks 1024 --chunk-size 64g");
+    assert!(
+        err.contains("dbaio: not enough free space for a run's files (128.0 TiB: two generations of chunks and the live file)")
+            && err.contains("plus 64 MiB kept free for the file system"),
+        "{err}"
+    );
+    assert!(walk(d.path()).is_empty(), "left {:?}", walk(d.path()));
+    let small = d.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    let target = std::ffi::CString::new(small.as_os_str().as_bytes()).unwrap();
+    // SAFETY: geteuid and getegid have no preconditions.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    for workload in ["pool-hit", "stream-hit"] {
+        let mut c = dbaio();
+        c.args(["bench", "--workload", workload, "--runtime", "0.1"])
+            .env("TMPDIR", &small);
+        let target = target.clone();
+        // SAFETY: between fork and exec only system calls (unshare, open, write, mount).
+        unsafe {
+            c.pre_exec(move || private_tmpfs(&target, uid, gid, 0, c"size=64m"));
+        }
+        let o = match c.output() {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!(
+                    "SKIPPED pool_hit_stream_hit_and_unlink_bench_check_the_free_space_first for {workload}: no mount namespace here ({e})"
+                );
+                return;
+            }
+        };
+        let err = exited(&o, 1, workload);
+        assert!(
+            err.contains("dbaio: not enough free space for the 32 MiB data file at ")
+                && err.contains(
+                    "it needs 32 MiB, plus 64 MiB kept free for the file system, and 64 MiB is free"
+                ),
+            "{workload}: {err}"
+        );
+    }
+}
+
 /// A read-only file system was reported as "not enough free space". Mounted read-only in a
 /// mount namespace of the command's own (root, or a user namespace; skipped, and said, where
 /// neither is allowed), it is named as such, for bench and the scan workload.
@@ -791,6 +856,18 @@ fn a_read_only_file_system_is_told_apart_from_a_full_one() {
 /// In the child: a mount namespace of its own (in a user namespace unless root) with a
 /// read-only tmpfs on `target`; nothing propagates back.
 fn read_only_mount(target: &std::ffi::CStr, uid: u32, gid: u32) -> std::io::Result<()> {
+    private_tmpfs(target, uid, gid, libc::MS_RDONLY, c"size=16m")
+}
+
+/// In the child: a mount namespace of its own (in a user namespace unless root) with a tmpfs
+/// mounted on `target` with `flags` and `options`; nothing propagates back.
+fn private_tmpfs(
+    target: &std::ffi::CStr,
+    uid: u32,
+    gid: u32,
+    flags: libc::c_ulong,
+    options: &std::ffi::CStr,
+) -> std::io::Result<()> {
     let check = |r: libc::c_int| {
         if r == 0 {
             Ok(())
@@ -849,8 +926,8 @@ fn read_only_mount(target: &std::ffi::CStr, uid: u32, gid: u32) -> std::io::Resu
             c"none".as_ptr(),
             target.as_ptr(),
             c"tmpfs".as_ptr(),
-            libc::MS_RDONLY,
-            c"size=16m".as_ptr().cast(),
+            flags,
+            options.as_ptr().cast(),
         ))?;
     }
     Ok(())

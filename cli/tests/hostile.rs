@@ -1083,9 +1083,10 @@ fn verify_takes_the_block_size_from_pg_control() {
     );
 }
 
-/// `-c io_max_concurrency` was silently replaced by the depth: it is kept now, and refused
-/// when it leaves too few handles for `--iodepth`; `-c max_issuers` is kept (the run needs
-/// one issuer slot).
+/// `-c io_max_concurrency` and `-c max_issuers` were silently replaced by the depth and 4:
+/// both are kept now, as the run's JSON shows (`io_max_concurrency`, `max_issuers`; the
+/// depth and 4 without `-c`), and `io_max_concurrency` is refused when it leaves too few
+/// handles for `--iodepth`; the scan refuses fewer issuer slots than clients.
 #[test]
 fn bench_keeps_dash_c_io_max_concurrency_and_max_issuers_or_says_why_not() {
     let d = dir();
@@ -1117,11 +1118,24 @@ fn bench_keeps_dash_c_io_max_concurrency_and_max_issuers_or_says_why_not() {
         err.contains("-c io_max_concurrency=8 leaves 8 handles for --iodepth 32"),
         "{err}"
     );
-    exited(
-        &run(&["-c", "io_max_concurrency=40", "-c", "max_issuers=1"]),
-        0,
-        "kept",
-    );
+    for (extra, issuers, handles) in [
+        (
+            &["-c", "io_max_concurrency=40", "-c", "max_issuers=1"][..],
+            1,
+            40,
+        ),
+        (&["-c", "max_issuers=7"][..], 7, 32),
+        (&[][..], 4, 32),
+    ] {
+        let o = run(&[extra, &["--json"]].concat());
+        exited(&o, 0, &format!("{extra:?}"));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(
+            (v["max_issuers"].as_u64(), v["io_max_concurrency"].as_u64()),
+            (Some(issuers), Some(handles)),
+            "{extra:?}: {v}"
+        );
+    }
     let err = exited(
         &dbaio()
             .args([

@@ -1207,6 +1207,41 @@ fn flags_of_another_mode_and_repeated_modes_are_refused() {
     );
 }
 
+/// A bench's modes named twice (`--io-method sync --io-method worker`, `--rw`, `--workload`):
+/// one silently winning would run what was not meant. Each is clap's usage error, status 2,
+/// naming the flag, and nothing runs or is made.
+#[test]
+fn repeated_bench_modes_are_usage_errors() {
+    let d = dir();
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--io-method", "sync", "--io-method", "worker"],
+            "the argument '--io-method <IO_METHOD>' cannot be used multiple times",
+        ),
+        (
+            &["--rw", "read", "--rw", "write"],
+            "the argument '--rw <RW>' cannot be used multiple times",
+        ),
+        (
+            &["--workload", "io", "--workload", "scan"],
+            "the argument '--workload <WORKLOAD>' cannot be used multiple times",
+        ),
+    ];
+    for (args, words) in cases {
+        let o = dbaio()
+            .args(["bench", "--size", "1m", "--runtime", "0.1"])
+            .args(args)
+            .env("TMPDIR", d.path())
+            .current_dir(d.path())
+            .output()
+            .unwrap();
+        let err = exited(&o, 2, &args.join(" "));
+        assert!(err.contains(words), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?} ran: {}", text(&o).0);
+    }
+    assert!(walk(d.path()).is_empty(), "left {:?}", walk(d.path()));
+}
+
 // ---------------------------------------------------------------------------------------
 // 8. Signals and exit status; a partial block.
 // ---------------------------------------------------------------------------------------

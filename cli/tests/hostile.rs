@@ -1321,6 +1321,46 @@ fn a_signal_during_a_bench_prints_what_was_measured() {
     }
 }
 
+/// SIGINT during the comparison without `--json`: the table printed must hold the row of the
+/// run the signal stopped, with its I/Os (not the header alone), the others said not run,
+/// the temporary file removed, status 130.
+#[test]
+fn a_signal_during_a_bench_prints_the_table_of_what_was_measured() {
+    let d = dir();
+    let sock = d.path().join("b.sock");
+    let mut child = dbaio()
+        .args(["bench", "--size", "8m", "--runtime", "60", "--socket"])
+        .arg(&sock)
+        .env("TMPDIR", d.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first method of the comparison, sync, has completed I/Os.
+    wait_for_ios(&sock, &mut child);
+    // SAFETY: kill with a valid pid and signal number.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    let err = exited(&o, 130, "SIGINT");
+    let (out, _) = text(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines.len() == 2 && lines[0].starts_with("method "),
+        "a header and one row: {out}"
+    );
+    let row: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(row[0], "sync", "{out}");
+    let iops: f64 = row[5].parse().unwrap();
+    assert!(iops > 0.0, "the row holds the I/Os measured: {out}");
+    assert!(
+        err.contains(
+            "dbaio bench: 1 of 4 runs measured before the signal; removed the temporary data file"
+        ) && err.contains("dbaio: interrupted by SIGINT"),
+        "{err}"
+    );
+    assert!(walk(d.path()).is_empty(), "left {:?}", walk(d.path()));
+}
+
 /// `unlink-bench` stopped by SIGINT printed nothing of the rounds it had run: the table of
 /// those now, and status 130.
 #[test]

@@ -381,6 +381,54 @@ fn a_fifo_is_refused_not_waited_on() {
     }
 }
 
+/// A character device (`/dev/zero`: no size, no end) where a relation or a data file belongs:
+/// pg_prewarm and pg_checksums read relation files, and a bench's data is a file or a block
+/// device, so `prewarm /dev/zero` and `bench --filename /dev/zero` are refused in words,
+/// status 1, not read for ever; a write bench does not write to it either.
+#[test]
+fn a_character_device_is_refused_not_read_for_ever() {
+    let zero = Path::new("/dev/zero");
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["prewarm"],
+            "\"/dev/zero\" is a character device, not a relation file",
+        ),
+        (
+            &[
+                "bench",
+                "--io-method",
+                "sync",
+                "--rw",
+                "read",
+                "--runtime",
+                "1",
+            ],
+            "\"/dev/zero\" is a character device: name a file or a block device",
+        ),
+        (
+            &[
+                "bench",
+                "--io-method",
+                "sync",
+                "--rw",
+                "write",
+                "--allow-overwrite",
+            ],
+            "\"/dev/zero\" is a character device: name a file or a block device",
+        ),
+    ];
+    for (args, words) in cases {
+        let mut c = dbaio();
+        c.args(args);
+        if args[0] == "bench" {
+            c.arg("--filename");
+        }
+        let o = output_within(c.arg(zero), Duration::from_secs(60), &format!("{args:?}"));
+        let err = exited(&o, 1, &format!("{args:?} /dev/zero"));
+        assert!(err.contains(words), "{args:?}: {err}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // 4. Leftovers: every file dbaio makes goes, or is whole, or is said to be incomplete.
 // ---------------------------------------------------------------------------------------

@@ -2,8 +2,10 @@
 //! that are not UTF-8, a full or closed standard output, buffers beyond the memory, FIFOs
 //! where files belong, pipes closed early, layouts rejected or killed half-way, full and
 //! read-only file systems, signals (one and two, SIGINT, SIGTERM), the live screen's terminal
-//! (through a pty), settings the command would override, flags of another mode, a plot path
-//! that cannot be written, a socket that does not answer and clients that hold the socket.
+//! (through a pty), settings the command would override, flags of another mode and modes
+//! named twice, a plot path that cannot be written, character devices, layouts a signal
+//! stops, a socket that does not answer, clients that hold the socket and clients over its
+//! cap.
 //! Every case asserts the exit status, the words on stderr and what is left on disk; none
 //! asserts a time. docs/reliability.md, "The command under hostile use".
 

@@ -159,6 +159,11 @@ pub struct BenchReport {
     pub errors: u64,
     /// The first failure, in words (None: none failed).
     pub first_error: Option<String>,
+    /// Issuer slots the run had (`max_issuers`: 4, or what `-c` named).
+    pub max_issuers: u32,
+    /// Handles per issuer the run had (`io_max_concurrency` resolved: the depth, or what `-c`
+    /// named).
+    pub io_max_concurrency: u32,
     /// The latency distribution as (nines, microseconds) points, for `--plot`.
     #[serde(skip)]
     pub lat_curve: Vec<(f64, f64)>,
@@ -572,6 +577,8 @@ fn report(
         errors: tally.errors,
         lat_curve: crate::plot::curve(hist),
         first_error: tally.first_error,
+        max_issuers: aio.settings().max_issuers,
+        io_max_concurrency: aio.handles_per_issuer(),
     }
 }
 

@@ -302,6 +302,12 @@ impl From<String> for Failed {
         } else {
             1
         };
+        // A layout a signal stopped says only "interrupted": name the signal, as a run does.
+        let message = if message == INTERRUPTED {
+            interrupt::message()
+        } else {
+            message
+        };
         Failed { message, code }
     }
 }
@@ -1181,10 +1187,20 @@ fn parse_failed(e: &clap::Error, json: bool) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// Looks at descriptor 1 before Rust's runtime puts `/dev/null` on a closed one (output.rs).
+#[cfg(target_os = "linux")]
+#[used]
+#[unsafe(link_section = ".init_array")]
+static NOTE_CLOSED_STDOUT: extern "C" fn() = output::note_closed_stdout;
+
 fn main() -> ExitCode {
     // SIGPIPE stays ignored (Rust's default): a reader that goes away (`dbaio bench --json |
     // head -1`) is a failed write the command handles, cleaning up its files on the way out,
     // then exiting quietly with status 141 (output.rs).
+    if let Some(e) = output::closed_at_start() {
+        note!("dbaio: {e}");
+        return ExitCode::FAILURE;
+    }
     let json = wants_json();
     let cli = match parse() {
         Ok(c) => c,

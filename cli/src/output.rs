@@ -3,11 +3,37 @@
 //! `could not write to standard output: No space left on device` and exit status 1 for a full
 //! disk, a quiet exit with status 141 (128 + SIGPIPE, what the shell would report had the
 //! signal killed it) when the reader went away (`dbaio bench --json | head -1`). Notes on
-//! standard error never fail the command ([`note!`](crate::note)). (A standard descriptor
-//! closed at start, `>&-`, is `/dev/null` by the time `main` runs: Rust's runtime puts it
-//! there, so no data file can be opened as descriptor 1 and written to by a print.)
+//! standard error never fail the command ([`note!`](crate::note)). A standard output closed
+//! at start (`dbaio stat >&-`) is refused before anything runs, status 1, as coreutils do:
+//! Rust's runtime puts `/dev/null` on a closed descriptor 0, 1 or 2 before `main` (so no data
+//! file can be opened as descriptor 1 and written to by a print), which would otherwise lose
+//! the output with status 0; [`note_closed_stdout`] looks first, from `.init_array`.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Descriptor 1 was closed when the process started.
+static STDOUT_CLOSED_AT_START: AtomicBool = AtomicBool::new(false);
+
+/// Notes whether descriptor 1 is closed. For the binary's `.init_array` entry: it runs before
+/// Rust's runtime puts `/dev/null` there.
+pub extern "C" fn note_closed_stdout() {
+    // SAFETY: F_GETFD only reads the descriptor's flags; an unopened one gives EBADF.
+    if unsafe { libc::fcntl(1, libc::F_GETFD) } == -1 {
+        STDOUT_CLOSED_AT_START.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The error when standard output was closed at start (`>&-`): the command's output could go
+/// nowhere.
+pub fn closed_at_start() -> Option<String> {
+    STDOUT_CLOSED_AT_START.load(Ordering::Relaxed).then(|| {
+        format!(
+            "could not write to standard output: {} (it was closed when dbaio started)\nHINT:  Send it somewhere: >/dev/null discards it.",
+            std::io::Error::from_raw_os_error(libc::EBADF)
+        )
+    })
+}
 
 /// The error of a write to standard output whose reader went away (EPIPE): the command stops
 /// quietly, with exit status [`BROKEN_PIPE_STATUS`].

@@ -124,7 +124,8 @@ fn file_path(dir: &Path, i: u32) -> PathBuf {
 /// Makes the data files that are missing, after checking there is room for them (and
 /// saying where they go: they stay for later runs); refuses ones of another size (never
 /// written over). A file is written as `scan-N.dat.part` and renamed when whole; the part goes
-/// if writing fails or a signal arrives.
+/// if writing fails or a signal arrives, and so does a directory this run made that holds no
+/// whole file.
 pub fn prepare(dir: &Path, size: u64, stop: &AtomicBool) -> Result<(), String> {
     let per_file = (size / u64::from(FILES)) / 8192 * 8192;
     if per_file == 0 {
@@ -147,8 +148,19 @@ pub fn prepare(dir: &Path, size: u64, stop: &AtomicBool) -> Result<(), String> {
         ),
         "Ask for a smaller --size, or name a --dir on a file system with room.",
     )?;
+    let made = missing_dirs(dir);
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("could not create \"{}\": {e}", dir.display()))?;
+    // The directories this run made go again if no whole file is left in them (a layout that
+    // failed or was interrupted on the first file), also on a second signal.
+    let remove_made = move || {
+        for d in &made {
+            if std::fs::remove_dir(d).is_err() {
+                break;
+            }
+        }
+    };
+    let _made_cleanup = crate::interrupt::on_forced_exit(remove_made.clone());
     crate::note!(
         "dbaio bench: laying out the scan data in \"{}\" ({} files, {}); it stays there for later runs",
         dir.display(),
@@ -165,10 +177,19 @@ pub fn prepare(dir: &Path, size: u64, stop: &AtomicBool) -> Result<(), String> {
         });
         if result.is_err() {
             let _ = std::fs::remove_file(&tmp);
+            remove_made();
         }
         result?;
     }
     Ok(())
+}
+
+/// The directories `create_dir_all(dir)` would make, deepest first.
+fn missing_dirs(dir: &Path) -> Vec<PathBuf> {
+    dir.ancestors()
+        .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+        .map(Path::to_path_buf)
+        .collect()
 }
 
 /// The data files of `dir` still to make; an error for one of another size than `per_file`.

@@ -11,7 +11,7 @@ use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{dbaio, file_with, text, walk};
+use common::{dbaio, exited, file_with, text, walk};
 
 fn dir() -> tempfile::TempDir {
     common::scratch("dbaio-cmd")
@@ -130,6 +130,9 @@ fn a_missing_file_is_created_and_said() {
     assert_eq!(std::fs::metadata(&f).unwrap().len(), 4 << 20);
 }
 
+/// A layout the file system has no room for was started and filled the disk: it is refused
+/// first, status 1, saying the 64 MiB it keeps free (the same words as the scan's and
+/// pool-hit's refusals, hostile.rs); a layout that fails half-way is removed.
 #[test]
 fn space_is_checked_and_a_failed_layout_is_removed() {
     let d = dir();
@@ -143,8 +146,14 @@ fn space_is_checked_and_a_failed_layout_is_removed() {
         "--io-method",
         "sync",
     ]);
-    let err = refused(&o, "--size 500t");
-    assert!(err.contains("not enough free space"), "{err}");
+    let err = exited(&o, 1, "--size 500t");
+    assert!(
+        err.contains(&format!(
+            "dbaio: not enough free space for a 500 TiB data file at \"{}\": it needs 500 TiB, plus 64 MiB kept free for the file system",
+            f.display()
+        )),
+        "{err}"
+    );
     assert!(!f.exists(), "nothing was written");
 
     // A layout that fails half-way (the file size limit stands in for a full disk).

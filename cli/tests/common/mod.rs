@@ -1,7 +1,9 @@
 //! Helpers shared by the tests that run the real `dbaio` binary (`command.rs`, `hostile.rs`):
 //! the command with quiet logging, a scratch directory under the target directory, a run's
-//! output as text, every path under a directory, and a file of known bytes.
+//! output as text, its exit status checked, every path under a directory, and a file of known
+//! bytes.
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -26,6 +28,21 @@ pub fn text(o: &Output) -> (String, String) {
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
     )
+}
+
+/// Asserts `o` exited with `code`, by itself (no signal, no panic), and returns its stderr.
+#[allow(dead_code)] // not every test file checks exit statuses
+pub fn exited(o: &Output, code: i32, what: &str) -> String {
+    let (out, err) = text(o);
+    assert!(!err.contains("panicked"), "{what} panicked:\n{err}");
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "{what}: {:?} (signal {:?})\nstdout: {out}\nstderr: {err}",
+        o.status,
+        o.status.signal()
+    );
+    err
 }
 
 /// Every path under `d`.

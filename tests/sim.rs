@@ -670,3 +670,60 @@ fn a_file_unlinked_while_open_is_still_read_written_and_synced_through_its_descr
     let after = disk.crash();
     assert_ne!(after.contents(&path), Some(vec![1u8; 4096]));
 }
+
+/// A crash called from another thread while a writer writes and syncs: every write whose
+/// fsync then reported success is in the image. Guards against an I/O that looked at the
+/// crash flag, then ran on while another thread crashed the disk and took the image: it
+/// reported success (an fsync too) yet was missing from the image, which looked like a lost
+/// commit to a multi-threaded engine's crash test.
+#[test]
+fn an_fsync_acknowledged_before_a_crash_from_another_thread_is_in_the_image() {
+    let d = dir();
+    for seed in 0..2000u64 {
+        let path = d.path().join(format!("f{seed}"));
+        let disk = SimDisk::new(seed);
+        // Zero latency: the writer's I/Os race the crashing thread as closely as they can.
+        let aio = start(Some(disk.clone()), seed, |s| {
+            s.sim_latency_min = 0;
+            s.sim_latency_max = 0;
+        });
+        let me = aio.register_issuer("w").unwrap();
+        let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
+        me.write_all_from(&f, 0, &[0u8; 512]).unwrap();
+        me.fsync(&f).unwrap();
+        let dirf = aio.open(d.path(), &OpenOptions::read()).unwrap();
+        me.fsync(&dirf).unwrap();
+        let started = disk.ios();
+        let crasher = {
+            let disk = disk.clone();
+            std::thread::spawn(move || {
+                // Somewhere in the writer's next few hundred I/Os.
+                while disk.ios() < started + 2 * (seed % 100) {
+                    std::hint::spin_loop();
+                }
+                disk.crash();
+            })
+        };
+        // Each round rewrites the block with the round's number and syncs it.
+        let mut acknowledged = 0u8;
+        for round in 1..=250u8 {
+            let written = me.write_all_from(&f, 0, &[round; 512]).is_ok();
+            if !(written && me.fsync(&f).is_ok()) {
+                break;
+            }
+            acknowledged = round;
+        }
+        crasher.join().unwrap();
+        let image = disk.crash_image().expect("crashed");
+        let held = image
+            .contents(&path)
+            .expect("the file survives (its entry was synced)");
+        // What the image holds was written at or after the last acknowledged round (a later
+        // write may have reached the media too).
+        assert!(
+            held[0] >= acknowledged,
+            "seed {seed}: round {acknowledged} was acknowledged but the image holds {}",
+            held[0]
+        );
+    }
+}

@@ -131,6 +131,11 @@ pub(super) struct DiskInner {
     pub state: parking_lot::Mutex<DiskState>,
     /// Set by [`SimDisk::crash`]: every later I/O of a subsystem on this disk fails.
     pub crashed: AtomicBool,
+    /// Held shared by each I/O from its look at `crashed` to its last change to the disk,
+    /// and exclusively by a crash while it sets `crashed` and takes the image: an I/O is
+    /// either whole in the image or sees the crash — never reported done yet missing from
+    /// it (an fsync that succeeded after the image was taken would look like lost data).
+    pub gate: parking_lot::RwLock<()>,
     /// What the crash left (set once, by the first crash).
     pub image: parking_lot::Mutex<Option<SimDisk>>,
     /// I/Os executed on the disk so far, by every subsystem on it.
@@ -170,6 +175,7 @@ impl SimDisk {
                     results_digest: 0,
                 }),
                 crashed: AtomicBool::new(false),
+                gate: parking_lot::RwLock::new(()),
                 image: parking_lot::Mutex::new(None),
                 ios: AtomicU64::new(0),
                 crash_at: AtomicU64::new(0),
@@ -196,6 +202,7 @@ impl SimDisk {
         if let Some(after) = &*image {
             return after.clone();
         }
+        let _no_io = self.inner.gate.write();
         self.inner.crashed.store(true, Ordering::SeqCst);
         let after = self.image();
         *image = Some(after.clone());

@@ -95,6 +95,7 @@ fn err(errno: i32) -> std::io::Error {
 
 impl Storage for SimStore {
     fn open(&self, path: &Path, mode: OpenMode) -> std::io::Result<OwnedFd> {
+        let _io = self.disk.inner.gate.read();
         if self.crashed() {
             return Err(err(libc::EIO));
         }
@@ -138,17 +139,28 @@ impl Storage for SimStore {
     }
 
     unsafe fn perform(&self, req: &Request) -> i32 {
-        let raw = if self.crashed() {
-            -libc::EIO
-        } else {
-            // SAFETY: the caller guarantees the request's iovecs and path (contract).
-            let raw = unsafe { self.execute(req) };
-            if self.disk.count_io() {
-                self.disk.crash();
-                -libc::EIO // the power went before the completion came back
+        let (raw, power_goes) = {
+            // Whole before a crash, or not at all (see `DiskInner::gate`).
+            let _io = self.disk.inner.gate.read();
+            if self.crashed() {
+                (-libc::EIO, false)
             } else {
-                raw
+                // SAFETY: the caller guarantees the request's iovecs and path (contract).
+                let raw = unsafe { self.execute(req) };
+                let tripped = self.disk.count_io();
+                if tripped {
+                    // From now on every other I/O sees the crash; the image is taken once
+                    // those already under way are done.
+                    self.disk.inner.crashed.store(true, Ordering::SeqCst);
+                }
+                (raw, tripped)
             }
+        };
+        let raw = if power_goes {
+            self.disk.crash();
+            -libc::EIO // the power went before the completion came back
+        } else {
+            raw
         };
         let len = if req.op.transfers_data() {
             // SAFETY: as above.

@@ -73,6 +73,13 @@ impl AioBuilder {
         }
         let sim = (settings.io_method == IoMethodKind::Sim)
             .then(|| method::sim::store(&settings, self.sim_disk));
+        if sim.is_some() {
+            // Said at every start, so a failing run's log holds how to replay it.
+            tracing::info!(
+                "io_method = sim, sim_seed = {} (the same seed and the same calls replay this run)",
+                settings.sim_seed
+            );
+        }
         let storage = sim
             .clone()
             .map(|s| s as Arc<dyn crate::handle::storage::Storage>);

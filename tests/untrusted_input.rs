@@ -58,6 +58,7 @@ fn kind(name: &str) -> Kind {
         "io_worker_kind" => Enum(&["thread", "process"]),
         "huge_pages" => Enum(&["try", "on", "off"]),
         "io_uring_fallback" => Enum(&["error", "worker", "sync"]),
+        "sim_latency_distribution" => Enum(&["uniform", "exponential"]),
         "direct_io"
         | "buffer_pool_prefault"
         | "track_io_timing"

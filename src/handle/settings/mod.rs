@@ -75,6 +75,17 @@ pub enum IoUringFallback {
     Sync,
 }
 
+/// How `io_method = sim` draws an I/O's latency between `sim_latency_min` and
+/// `sim_latency_max` (`sim_latency_distribution`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SimLatency {
+    /// Evenly (the default).
+    Uniform,
+    /// Most I/Os near the minimum and a few near the maximum, as a device's: the minimum
+    /// plus an exponential draw whose mean is a quarter of the span, cut at the maximum.
+    Exponential,
+}
+
 /// What the worker method's workers are (`io_worker_kind`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IoWorkerKind {
@@ -243,6 +254,8 @@ pub struct Settings {
     pub sim_latency_min: u32,
     /// `sim_latency_max`, in microseconds of simulated time.
     pub sim_latency_max: u32,
+    /// `sim_latency_distribution`: how each simulated latency is drawn between the two.
+    pub sim_latency_distribution: SimLatency,
     /// `sim_fault_read_error`: the chance a simulated read fails with EIO.
     pub sim_fault_read_error: f64,
     /// `sim_fault_write_error`: the chance a simulated write fails with EIO.
@@ -348,6 +361,7 @@ impl Settings {
             sim_seed: 0,
             sim_latency_min: 0,
             sim_latency_max: 0,
+            sim_latency_distribution: SimLatency::Uniform,
             sim_fault_read_error: 0.0,
             sim_fault_write_error: 0.0,
             sim_fault_no_space: 0.0,

@@ -10,7 +10,7 @@ use super::text::{
 };
 use super::{
     HugePages, IoMethodKind, IoUringFallback, IoWorkerKind, MAX_IO_CONCURRENCY, Settings,
-    SettingsError,
+    SettingsError, SimLatency,
 };
 use std::path::PathBuf;
 
@@ -636,8 +636,22 @@ pub const PARAMETERS: &[Parameter] = &[
         Micros,
         "100us",
         sim_latency_max as u32,
-        "`io_method = sim`: the longest simulated latency; each I/O draws one uniformly between the two, so I/Os complete out of order"
+        "`io_method = sim`: the longest simulated latency; each I/O draws one between the two (see `sim_latency_distribution`), so I/Os complete out of order"
     ),
+    Parameter {
+        name: "sim_latency_distribution",
+        kind: choice(&["uniform", "exponential"]),
+        default: "uniform",
+        context: Context::Start,
+        description: "`io_method = sim`: how each I/O's latency is drawn between `sim_latency_min` and `sim_latency_max`: evenly, or exponentially (most near the minimum, a tail towards the maximum: the minimum plus an exponential draw with a mean of a quarter of the span, cut at the maximum)",
+        range: None,
+        range_in_errors: false,
+        check: None,
+        apply: |s, v| {
+            s.sim_latency_distribution = [SimLatency::Uniform, SimLatency::Exponential][v.choice()]
+        },
+        show: |s| Value::Choice(s.sim_latency_distribution as usize),
+    },
     fraction_param!(
         "sim_fault_read_error",
         sim_fault_read_error,

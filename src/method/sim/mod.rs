@@ -6,8 +6,8 @@
 //! - `rng.rs` — the seeded draws.
 //!
 //! Time is simulated. A submitted I/O is given a completion time, the simulated clock now
-//! plus a latency drawn from `sim_latency_min .. sim_latency_max` (times 100 for a slow
-//! outlier), and waits in a queue; nothing completes by itself. Whoever waits or polls
+//! plus a latency drawn from `sim_latency_min .. sim_latency_max` (evenly, or with an
+//! exponential tail: `sim_latency_distribution`; times 100 for a slow outlier), and waits in a queue; nothing completes by itself. Whoever waits or polls
 //! advances the clock to the earliest completion time and executes that I/O then (on its
 //! own thread, through the one road, `Shared::run_here`: executor `sim`) — so I/Os complete
 //! out of submission order, as on real devices, and a single-threaded engine sees exactly
@@ -22,7 +22,7 @@ pub use disk::SimDisk;
 pub(crate) use store::SimStore;
 
 use super::IoMethod;
-use crate::handle::settings::{IoMethodKind, Settings};
+use crate::handle::settings::{IoMethodKind, Settings, SimLatency};
 use crate::handle::shared::{Drive, Shared};
 use crate::handle::slot::{Executor, HandleState};
 use parking_lot::Mutex;
@@ -53,6 +53,7 @@ pub(crate) struct SimMethod {
     shared: Arc<Shared>,
     queue: Mutex<Queue>,
     latency_ns: (u64, u64),
+    distribution: SimLatency,
     slow: f64,
 }
 
@@ -68,15 +69,15 @@ impl SimMethod {
                 pending: BinaryHeap::new(),
             }),
             latency_ns: (u64::from(lo) * 1000, u64::from(hi) * 1000),
+            distribution: settings.sim_latency_distribution,
             slow: settings.sim_fault_slow,
         }
     }
 
     /// A latency drawn for one I/O.
     fn latency(&self) -> u64 {
-        let (lo, hi) = self.latency_ns;
         let mut rng = self.store.rng.lock();
-        let l = lo + rng.below(hi.saturating_sub(lo) + 1);
+        let l = draw_latency(&mut rng, self.latency_ns, self.distribution);
         if rng.chance(self.slow) { l * 100 } else { l }
     }
 
@@ -100,6 +101,18 @@ impl SimMethod {
             .pending
             .iter()
             .any(|Reverse((_, _, h))| *h == i)
+    }
+}
+
+/// A latency in `lo..=hi` nanoseconds, drawn as `distribution` says.
+fn draw_latency(rng: &mut rng::Rng, (lo, hi): (u64, u64), distribution: SimLatency) -> u64 {
+    let span = hi.saturating_sub(lo);
+    match distribution {
+        SimLatency::Uniform => lo + rng.below(span + 1),
+        SimLatency::Exponential => {
+            let mean = span as f64 / 4.0;
+            lo + ((-mean * (1.0 - rng.unit()).ln()) as u64).min(span)
+        }
     }
 }
 
@@ -182,5 +195,34 @@ impl IoMethod for SimMethod {
     /// waiting, and there is no thread to do it later.
     fn watch(&self, _issuer: u32) {
         while self.complete_next() {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The median of 10,001 draws between 10 and 110 µs.
+    fn median(distribution: SimLatency) -> u64 {
+        let mut rng = rng::Rng::new(7);
+        let mut d: Vec<u64> = (0..10_001)
+            .map(|_| draw_latency(&mut rng, (10_000, 110_000), distribution))
+            .collect();
+        assert!(
+            d.iter().all(|l| (10_000..=110_000).contains(l)),
+            "out of range"
+        );
+        d.sort_unstable();
+        d[d.len() / 2]
+    }
+
+    /// Uniform draws centre on the middle; exponential ones crowd the minimum (median: the
+    /// minimum plus ln 2 × a quarter of the span, about 27 µs here) with a tail to the end.
+    #[test]
+    fn latencies_follow_the_distribution_asked_for() {
+        let uniform = median(SimLatency::Uniform);
+        assert!((55_000..65_000).contains(&uniform), "{uniform}");
+        let exponential = median(SimLatency::Exponential);
+        assert!((25_000..30_000).contains(&exponential), "{exponential}");
     }
 }

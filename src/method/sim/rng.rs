@@ -23,9 +23,14 @@ impl Rng {
         self.next() % n.max(1)
     }
 
+    /// A number in `0.0..1.0`.
+    pub(super) fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
     /// True with probability `p` (0 never draws: a fault that is off costs nothing and
     /// changes no later draw).
     pub(super) fn chance(&mut self, p: f64) -> bool {
-        p > 0.0 && ((self.next() >> 11) as f64 / (1u64 << 53) as f64) < p
+        p > 0.0 && self.unit() < p
     }
 }

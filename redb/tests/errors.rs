@@ -7,6 +7,9 @@
 //! the commit durable, which is what a failed `fsync` means too.) On every method, buffered
 //! and O_DIRECT.
 
+#[path = "../../tests/common/skips.rs"]
+mod skips;
+
 use dbaio::{Aio, FaultAction, FaultRule, IoMethodKind, Op, Settings};
 use dbaio_redb::{BackendOptions, DbaioBackend, WriteBehind};
 use redb::{Database, ReadableDatabase, ReadableTableMetadata, TableDefinition};
@@ -68,8 +71,7 @@ fn scenario(method: IoMethodKind, opts: BackendOptions, errno: i32) {
 #[test]
 fn a_failed_write_fails_its_commit_on_every_method() {
     for m in IoMethodKind::ALL {
-        if m == IoMethodKind::IoUring && dbaio::io_uring_available().is_err() {
-            eprintln!("SKIPPED on io_uring: {:?}", dbaio::io_uring_available());
+        if m == IoMethodKind::IoUring && !skips::io_uring_column("redb failed writes") {
             continue;
         }
         for (opts, errno) in [

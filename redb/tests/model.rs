@@ -4,6 +4,9 @@
 //! O_DIRECT, with write-behind and without. After every commit and every reopen the database
 //! must hold exactly what the model holds, and redb's own integrity check must pass.
 
+#[path = "../../tests/common/skips.rs"]
+mod skips;
+
 use dbaio::{Aio, IoMethodKind, Settings};
 use dbaio_redb::{BackendOptions, DbaioBackend, WriteBehind};
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
@@ -149,16 +152,7 @@ fn workload(method: IoMethodKind, direct: bool, write_behind: WriteBehind, seed:
 fn methods() -> Vec<IoMethodKind> {
     IoMethodKind::ALL
         .into_iter()
-        .filter(|&m| {
-            let ok = m != IoMethodKind::IoUring || dbaio::io_uring_available().is_ok();
-            if !ok {
-                eprintln!(
-                    "SKIPPED redb model on io_uring: {:?}",
-                    dbaio::io_uring_available()
-                );
-            }
-            ok
-        })
+        .filter(|&m| m != IoMethodKind::IoUring || skips::io_uring_column("redb model"))
         .collect()
 }
 

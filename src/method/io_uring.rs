@@ -489,15 +489,12 @@ impl Uring {
         }
     }
 
-    /// Reaps whatever is ready, without waiting, if nobody else is reaping; returns whether
-    /// it reaped anything.
-    fn reap_now(&self, issuer: u32, ring: &Ring) -> bool {
-        let mut reaped = false;
+    /// Reaps whatever is ready, without waiting, if nobody else is reaping.
+    fn reap_now(&self, issuer: u32, ring: &Ring) {
         while let Some(mut cq) = ring.try_completion() {
             if cq.is_empty() {
-                return reaped;
+                return;
             }
-            reaped = true;
             let held = self.drain_held(issuer, cq);
             drop(held.0);
             self.tell_followers(issuer);
@@ -505,7 +502,6 @@ impl Uring {
                 self.shared.run_here(i, Executor::Ring);
             }
         }
-        reaped
     }
 
     /// One step of a wait on `issuer`'s ring, for a waiter that needs a completion from it
@@ -902,14 +898,11 @@ impl UringMethod {
         self.watcher
             .get_or_init(|| {
                 let uring = Arc::clone(&self.uring);
-                let reap = move |issuer: u32, swept: bool| {
+                let reap = move |issuer: u32| {
                     if let Some(ring) = uring.ring(issuer) {
                         // Never blocks: a thread holding the completion side reaps what
-                        // woke us, or tells the followers when it lets go. Completions the
-                        // safety net's sweep finds, epoll did not report: a missed wake.
-                        if uring.reap_now(issuer, ring) && swept {
-                            uring.shared.note_sleep(issuer, Slept::Missed);
-                        }
+                        // woke us, or tells the followers when it lets go.
+                        uring.reap_now(issuer, ring);
                     }
                 };
                 match Watcher::start("dbaio-uring-watch", Box::new(reap)) {

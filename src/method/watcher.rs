@@ -1,5 +1,5 @@
-//! A thread that sleeps in `epoll` on a set of descriptors and calls `reap(key, false)` when
-//! one becomes readable. io_uring uses it for the rings of issuers whose I/Os must complete with
+//! A thread that sleeps in `epoll` on a set of descriptors and calls `reap(key)` when one
+//! becomes readable. io_uring uses it for the rings of issuers whose I/Os must complete with
 //! nobody waiting (a ticket awaited as a future, a detached I/O with an error callback): a
 //! ring's descriptor is readable while completions wait to be reaped.
 //!
@@ -8,8 +8,8 @@
 //! one wakeup when it is or becomes readable, then not again until asked again). A
 //! descriptor added while already readable is reported at once. Its sleep is bounded by the
 //! safety net, like every wait for a completion: when it runs out, every descriptor watched
-//! for good is reaped once, `reap(key, true)` (which counts it as a missed wake if it finds
-//! anything). It stops, and is joined, on drop.
+//! for good is reaped once (what that finds is not counted as a missed wake: a completion
+//! that arrives as the sleep ends looks the same). It stops, and is joined, on drop.
 
 use crate::handle::bell::SAFETY_NET;
 use std::os::fd::RawFd;
@@ -69,12 +69,11 @@ fn add(epoll: RawFd, fd: RawFd, key: u64, flags: u32) -> std::io::Result<()> {
 }
 
 impl Watcher {
-    /// Starts the thread `name`, which calls `reap(key, false)` for each readable
-    /// descriptor, and `reap(key, true)` for each one watched for good when its sleep runs
-    /// into the safety net.
+    /// Starts the thread `name`, which calls `reap(key)` for each readable descriptor, and
+    /// for each one watched for good when its sleep runs into the safety net.
     pub(crate) fn start(
         name: &str,
-        reap: Box<dyn Fn(u32, bool) + Send + 'static>,
+        reap: Box<dyn Fn(u32) + Send + 'static>,
     ) -> std::io::Result<Watcher> {
         // SAFETY: plain system calls; the descriptors are wrapped at once.
         let epoll = OwnedFd(check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?);
@@ -146,7 +145,7 @@ fn run(
     epoll: &OwnedFd,
     stopping: &AtomicBool,
     added: &parking_lot::Mutex<Vec<Mode>>,
-    reap: &dyn Fn(u32, bool),
+    reap: &dyn Fn(u32),
 ) {
     let mut events = [libc::epoll_event { events: 0, u64: 0 }; 16];
     let limit = SAFETY_NET.as_millis() as libc::c_int;
@@ -162,7 +161,7 @@ fn run(
                 .map(|(k, _)| k as u32)
                 .collect();
             for key in always {
-                reap(key, true);
+                reap(key);
             }
             continue;
         }
@@ -179,7 +178,7 @@ fn run(
             if key == STOP || stopping.load(Ordering::Acquire) {
                 return;
             }
-            reap(key as u32, false);
+            reap(key as u32);
         }
     }
 }

@@ -145,7 +145,7 @@ pub fn run_column(name: &str, column: Column, scenario: fn(Column), long: bool) 
 
 /// How long each thread loops: a second in the default suite; in the long pass
 /// (`cargo test --release --test adversarial -- --ignored`) two minutes per scenario and
-/// column. `DBAIO_ATTACK_SECS` sets either.
+/// column. `DBAIO_ATTACK_SECS` sets either; `DBAIO_ATTACK_DIR` where the files go.
 pub fn run_time() -> Duration {
     let default = if LONG.with(|l| l.get()) { 120.0 } else { 1.0 };
     let secs = std::env::var("DBAIO_ATTACK_SECS")
@@ -285,7 +285,11 @@ impl Attack {
             aio,
             dir: tempfile::Builder::new()
                 .prefix("dbaio-attack")
-                .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+                // DBAIO_ATTACK_DIR: another file system (a tmpfs, or one on a loop device).
+                .tempdir_in(
+                    std::env::var_os("DBAIO_ATTACK_DIR")
+                        .unwrap_or_else(|| env!("CARGO_TARGET_TMPDIR").into()),
+                )
                 .expect("temp dir"),
             stop: Arc::new(AtomicBool::new(false)),
             counts: Arc::new(Counts::default()),

@@ -576,18 +576,16 @@ fn complete_loop(inner: &Inner) {
         if inner.completer_stop.load(Ordering::SeqCst) {
             return;
         }
-        // Asleep, it is still bounded by the safety net: results a worker posted without
-        // waking it (a lost wake) are then found, and counted.
+        // Asleep, it is still bounded by the safety net, so that nothing posted can wait
+        // longer than that whatever happens to its wake. Results it then finds are not
+        // counted as missed: they are as likely a waiter's, woken and about to drain.
         let limit = if nap {
             control::COMPLETER_NAP
         } else {
             wake::WAIT_LIMIT
         };
-        let timed_out = futex::wait(&h.done_seq, seq, Some(limit));
+        futex::wait(&h.done_seq, seq, Some(limit));
         h.completer_sleeping.store(0, Ordering::SeqCst);
-        if timed_out && !nap && inner.ctl.done().any() {
-            inner.missed_wakes.fetch_add(1, Ordering::Relaxed);
-        }
     }
 }
 

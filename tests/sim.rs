@@ -727,3 +727,83 @@ fn an_fsync_acknowledged_before_a_crash_from_another_thread_is_in_the_image() {
         );
     }
 }
+
+/// PostgreSQL's `durable_rename` on the simulated disk: a new version written to a temporary
+/// file, synced, renamed over the old one. Until the directory is synced, a crash leaves the
+/// old version or the new one under the name — never neither (the rename is atomic), never a
+/// mix; once it is synced, the new one. Guards against a rename the crash model applies in
+/// halves (the old file dropped and the new one not kept) or makes durable without the
+/// directory's sync.
+#[test]
+fn a_rename_over_a_file_is_atomic_and_durable_once_its_directory_is_synced() {
+    let d = dir();
+    let (mut old, mut new) = (0, 0);
+    for seed in 0..48 {
+        for sync_dir in [false, true] {
+            let name = d.path().join(format!("conf-{seed}-{sync_dir}"));
+            let tmp = d.path().join(format!("conf-{seed}-{sync_dir}.tmp"));
+            std::fs::write(&name, [1u8; 512]).unwrap(); // the old version, durable
+            let disk = SimDisk::new(seed);
+            {
+                let aio = start(Some(disk.clone()), seed, |_| {});
+                let me = aio.register_issuer("w").unwrap();
+                let t = aio.open(&tmp, &OpenOptions::read_write()).unwrap();
+                me.write_all_from(&t, 0, &[2u8; 512]).unwrap();
+                me.fsync(&t).unwrap();
+                me.rename(&tmp, &name).unwrap();
+                if sync_dir {
+                    let dirf = aio.open(d.path(), &OpenOptions::read()).unwrap();
+                    me.fsync(&dirf).unwrap();
+                }
+            }
+            let image = disk.crash();
+            match (sync_dir, image.contents(&name)) {
+                (true, got) => assert_eq!(got, Some(vec![2u8; 512]), "seed {seed}"),
+                (false, Some(v)) if v == [1u8; 512] => old += 1,
+                (false, Some(v)) if v == [2u8; 512] => new += 1,
+                (false, got) => panic!("seed {seed}: after the crash the name holds {got:?}"),
+            }
+            if sync_dir {
+                assert_eq!(image.contents(&tmp), None, "seed {seed}");
+            }
+        }
+    }
+    assert!(old > 0 && new > 0, "old {old} new {new}");
+}
+
+/// A durable file renamed into another directory: a crash before both directories are
+/// synced leaves it under exactly one of its names; after, under the new one.
+#[test]
+fn a_rename_across_directories_needs_both_synced() {
+    let d = dir();
+    let (src, dst) = (d.path().join("src"), d.path().join("dst"));
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::create_dir_all(&dst).unwrap();
+    let (mut at_old, mut at_new) = (0, 0);
+    for seed in 0..48 {
+        for synced in [0, 1, 2] {
+            let from = src.join(format!("f-{seed}-{synced}"));
+            let to = dst.join(format!("f-{seed}-{synced}"));
+            std::fs::write(&from, [5u8; 512]).unwrap();
+            let disk = SimDisk::new(seed);
+            {
+                let aio = start(Some(disk.clone()), seed, |_| {});
+                let me = aio.register_issuer("w").unwrap();
+                me.rename(&from, &to).unwrap();
+                // 1: only the new directory synced; 2: both.
+                for dir in [&dst, &src].into_iter().take(synced) {
+                    let dirf = aio.open(dir, &OpenOptions::read()).unwrap();
+                    me.fsync(&dirf).unwrap();
+                }
+            }
+            let image = disk.crash();
+            let (o, n) = (image.contents(&from), image.contents(&to));
+            match (o, n) {
+                (None, Some(v)) if v == [5u8; 512] => at_new += 1,
+                (Some(v), None) if v == [5u8; 512] && synced < 2 => at_old += 1,
+                other => panic!("seed {seed}, {synced} synced: {other:?}"),
+            }
+        }
+    }
+    assert!(at_old > 0 && at_new > 0, "old {at_old} new {at_new}");
+}

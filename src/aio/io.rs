@@ -11,7 +11,7 @@ use crate::handle::error::{AioError, IoError};
 use crate::handle::op::{HandleFlags, Op};
 use crate::handle::result::{IoResult, Status};
 use crate::handle::slot::{HandleState, MAX_CALLBACKS, WaitRef};
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::sync::atomic::Ordering;
 
 /// The memory an I/O uses, parked in the issuer until the I/O is complete.
@@ -21,7 +21,8 @@ pub(crate) enum IoMemory {
     None,
     One(IoBuf),
     Many(Vec<IoBuf>),
-    Path(CString),
+    /// An unlink's path, or a rename's two, each NUL-terminated, back to back.
+    Paths(Box<[u8]>),
 }
 
 impl IoMemory {
@@ -39,7 +40,7 @@ impl IoMemory {
         let bufs: &[IoBuf] = match self {
             IoMemory::One(b) => std::slice::from_ref(b),
             IoMemory::Many(v) => v,
-            IoMemory::None | IoMemory::Path(_) => &[],
+            IoMemory::None | IoMemory::Paths(_) => &[],
         };
         let mut skip = skip as usize;
         let (mut n, mut total) = (0usize, 0u64);
@@ -274,12 +275,26 @@ impl<'a> Handle<'a> {
 
     /// `unlink(2)` of `path` (moved in: the subsystem allocates nothing).
     pub fn unlink(self, path: CString) -> InFlight<'a> {
+        self.on_paths(Op::Unlink, path.into_bytes_with_nul().into_boxed_slice())
+    }
+
+    /// `rename(2)` of `from` to `to`, replacing `to` if it exists (the two are copied into
+    /// one allocation, here, before the I/O starts). As with `rename(2)`, the change reaches
+    /// the media with a sync of the directories involved, not of the file.
+    pub fn rename(self, from: &CStr, to: &CStr) -> InFlight<'a> {
+        let mut both = Vec::with_capacity(from.count_bytes() + to.count_bytes() + 2);
+        both.extend_from_slice(from.to_bytes_with_nul());
+        both.extend_from_slice(to.to_bytes_with_nul());
+        self.on_paths(Op::Rename, both.into_boxed_slice())
+    }
+
+    fn on_paths(self, op: Op, paths: Box<[u8]>) -> InFlight<'a> {
         self.start(Definition {
-            op: Op::Unlink,
+            op,
             file: None,
             offset: 0,
             length: 0,
-            memory: IoMemory::Path(path),
+            memory: IoMemory::Paths(paths),
             skip: 0,
             raw_iov: None,
         })
@@ -446,7 +461,14 @@ impl std::fmt::Debug for IoMemory {
             IoMemory::None => f.write_str("none"),
             IoMemory::One(b) => write!(f, "{b:?}"),
             IoMemory::Many(v) => write!(f, "{} buffers", v.len()),
-            IoMemory::Path(p) => write!(f, "{p:?}"),
+            IoMemory::Paths(p) => {
+                let names: Vec<_> = p
+                    .split(|&b| b == 0)
+                    .filter(|n| !n.is_empty())
+                    .map(String::from_utf8_lossy)
+                    .collect();
+                write!(f, "{:?}", names.join(" -> "))
+            }
         }
     }
 }

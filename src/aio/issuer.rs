@@ -440,10 +440,14 @@ impl Issuer {
 
     /// `unlink` and wait.
     pub fn unlink(&self, path: &std::path::Path) -> Result<(), AioError> {
-        use std::os::unix::ffi::OsStrExt;
-        let c = CString::new(path.as_os_str().as_bytes())
-            .map_err(|_| AioError::ApiViolation("path contains a NUL byte"))?;
-        let io = self.acquire()?.unlink(c);
+        let io = self.acquire()?.unlink(c_path(path)?);
+        Ok(self.wait(io).check()?)
+    }
+
+    /// `rename` `from` to `to` (replacing `to`) and wait. Durable once the directories
+    /// involved are synced (open the directory, `fsync` it), as with `rename(2)`.
+    pub fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> Result<(), AioError> {
+        let io = self.acquire()?.rename(&c_path(from)?, &c_path(to)?);
         Ok(self.wait(io).check()?)
     }
 }
@@ -493,4 +497,11 @@ fn count_complete(shared: &Shared, awaited: &[(u32, u64)]) -> u32 {
             s.generation.load(Ordering::Acquire) != g || s.state().is_complete()
         })
         .count() as u32
+}
+
+/// `path` as a C string (a path holding a NUL byte is refused).
+fn c_path(path: &std::path::Path) -> Result<CString, AioError> {
+    use std::os::unix::ffi::OsStrExt;
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| AioError::ApiViolation("path contains a NUL byte"))
 }

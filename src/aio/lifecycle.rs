@@ -389,7 +389,7 @@ impl Issuer {
         if def.op.transfers_data() {
             s.length.store(total, r);
         }
-        if let IoMemory::Path(p) = &def.memory {
+        if let IoMemory::Paths(p) = &def.memory {
             s.path.store(p.as_ptr() as usize, r);
         }
         file_slot

@@ -269,6 +269,7 @@ fn short_read(file: &File, offset: u64, asked: usize, got: usize) -> IoError {
     IoError {
         op: crate::Op::Readv,
         path: file.path(),
+        new_path: None,
         offset,
         length: asked as u64,
         transferred: got as u64,
@@ -285,14 +286,15 @@ fn stat_error(file: &File, e: std::io::Error) -> IoError {
     IoError {
         op: crate::Op::Writev,
         path: file.path(),
+        new_path: None,
         offset: 0,
         length: 0,
         transferred: 0,
         errno: e.raw_os_error().unwrap_or(libc::EIO),
         blocks: None,
-        detail: Some(format!(
-            "could not get the file's length for a read-modify-write: {e}"
-        )),
+        detail: Some(
+            format!("could not get the file's length for a read-modify-write: {e}").into(),
+        ),
         message: None,
         hint: None,
         invalid_pages: 0,

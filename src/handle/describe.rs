@@ -28,15 +28,24 @@ impl Shared {
         let r = Ordering::Relaxed;
         let file = s.file.load(r);
         let op = s.op();
-        let path = if op == Op::Unlink {
-            let p = s.path.load(r) as *const libc::c_char;
-            // SAFETY: an unlink's path is a CString parked with the I/O's memory (in its issuer,
-            // or in its notice) until the handle is recycled, and the caller describes a
-            // handle that is complete and not yet recycled.
+        let path_at = |p: *const libc::c_char| {
+            // SAFETY: an unlink's or rename's paths are parked with the I/O's memory (in its
+            // issuer, or in its notice) until the handle is recycled, and the caller describes
+            // a handle that is complete and not yet recycled.
             let text = unsafe { std::ffi::CStr::from_ptr(p) }
                 .to_string_lossy()
                 .into_owned();
-            Arc::from(std::path::Path::new(&text))
+            Arc::<std::path::Path>::from(std::path::Path::new(&text))
+        };
+        let path_ptr = s.path.load(r) as *const libc::c_char;
+        // SAFETY: a rename's two paths are stored back to back (as above).
+        let new_path = (op == Op::Rename).then(|| {
+            // SAFETY: as above.
+            let to = path_at(unsafe { dbaio_sys::second_path(path_ptr) });
+            Box::new(to.to_path_buf())
+        });
+        let path = if op.on_path() {
+            path_at(path_ptr)
         } else if let Some(p) = foreign {
             Arc::clone(p)
         } else {
@@ -55,7 +64,7 @@ impl Shared {
             } else if result.worker_lost() {
                 // A worker killed after its system call changed the file still counts as
                 // lost: the change may have happened (as after a device error).
-                let changes = matches!(op, Op::Writev | Op::Unlink | Op::Fallocate | Op::Ftruncate);
+                let changes = op.changes_file();
                 Some(format!(
                     "worker process {} died while executing it, and so did the two before \
                      it{}",
@@ -99,12 +108,13 @@ impl Shared {
         IoError {
             op,
             path,
+            new_path,
             offset: s.offset.load(r),
             length: s.length.load(r),
             transferred: s.raw_result.load(r).max(0) as u64,
             errno,
             blocks: (first != crate::handle::slot::NO_BLOCK).then_some((first, nblocks)),
-            detail,
+            detail: detail.map(String::into_boxed_str),
             message: message.map(String::into_boxed_str),
             invalid_pages,
             hint: if foreign.is_some() {

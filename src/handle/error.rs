@@ -170,8 +170,10 @@ impl From<IoError> for AioError {
 pub struct IoError {
     /// The operation.
     pub op: Op,
-    /// The file (for unlink: the path removed).
+    /// The file (for unlink: the path removed; for rename: the path renamed).
     pub path: Arc<Path>,
+    /// For rename: the new path (boxed: a rare field, one word).
+    pub new_path: Option<Box<std::path::PathBuf>>,
     /// File offset in bytes.
     pub offset: u64,
     /// Bytes asked for (or the length/size argument).
@@ -183,7 +185,7 @@ pub struct IoError {
     /// First block and count when the I/O was block I/O.
     pub blocks: Option<(u32, u32)>,
     /// A callback's own message, when a callback (not the OS) failed the I/O.
-    pub detail: Option<String>,
+    pub detail: Option<Box<str>>,
     /// A callback's whole message, replacing the `could not read …` line (a page
     /// verification failure reads `invalid page in block 3 of relation "…"`).
     pub message: Option<Box<str>>,
@@ -253,6 +255,14 @@ impl fmt::Display for IoError {
             Op::Fsync => write!(f, "could not fsync file \"{p}\"")?,
             Op::Fdatasync => write!(f, "could not fdatasync file \"{p}\"")?,
             Op::Unlink => write!(f, "could not remove file \"{p}\"")?,
+            Op::Rename => write!(
+                f,
+                "could not rename file \"{p}\" to \"{}\"",
+                self.new_path
+                    .as_deref()
+                    .map_or(Path::new("?"), |p| p)
+                    .display()
+            )?,
             Op::FadviseWillneed => write!(f, "could not prefetch {}", self.where_())?,
             Op::Fallocate => write!(f, "could not allocate {}", self.where_())?,
             Op::Ftruncate => write!(

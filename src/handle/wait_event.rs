@@ -32,6 +32,8 @@ pub enum WaitEvent {
     DataFileUnlink = 10,
     /// Waiting for another reader's I/O on a buffer it wants (object: io_id).
     BufferIo = 11,
+    /// Executing a rename itself.
+    DataFileRename = 12,
 }
 
 impl WaitEvent {
@@ -44,6 +46,7 @@ impl WaitEvent {
             Op::Ftruncate => WaitEvent::DataFileTruncate,
             Op::FadviseWillneed => WaitEvent::DataFilePrefetch,
             Op::Unlink => WaitEvent::DataFileUnlink,
+            Op::Rename => WaitEvent::DataFileRename,
         }
     }
 
@@ -62,6 +65,7 @@ impl WaitEvent {
             DataFilePrefetch,
             DataFileUnlink,
             BufferIo,
+            DataFileRename,
         ]
         .get(v as usize)
         .copied()
@@ -83,6 +87,7 @@ impl WaitEvent {
             WaitEvent::DataFilePrefetch => "DataFilePrefetch",
             WaitEvent::DataFileUnlink => "DataFileUnlink",
             WaitEvent::BufferIo => "BufferIo",
+            WaitEvent::DataFileRename => "DataFileRename",
         }
     }
 }

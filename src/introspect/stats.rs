@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Ops in stats order (index = `Op as usize - 1`).
-pub(crate) const OPS: [Op; 8] = [
+pub(crate) const OPS: [Op; 9] = [
     Op::Readv,
     Op::Writev,
     Op::Fsync,
@@ -28,6 +28,7 @@ pub(crate) const OPS: [Op; 8] = [
     Op::FadviseWillneed,
     Op::Fallocate,
     Op::Ftruncate,
+    Op::Rename,
 ];
 
 /// Executor slots: issuer, io_uring, waiter, then workers 0..32.

@@ -36,7 +36,7 @@ pub struct AioRow {
     pub off: Option<u64>,
     /// Bytes (data ops) or the length argument.
     pub length: Option<u64>,
-    /// Target kind: `file`, or `path` for unlink.
+    /// Target kind: `file`, or `path` for unlink and rename.
     pub target: Option<String>,
     /// Handle data words set by the issuer (for buffer I/O: the number of buffers).
     pub handle_data_len: Option<u16>,
@@ -294,7 +294,8 @@ pub(crate) fn aios(shared: &Shared) -> Vec<AioRow> {
 
 fn describe(shared: &Shared, c: &SlotCopy) -> String {
     if c.file == NO_FILE {
-        return "unlink by path".to_string();
+        // The path itself may be gone by now (the I/O's memory goes with it).
+        return format!("{} by path", c.op.name());
     }
     let path = shared.files.path(c.file);
     let p = path.display();

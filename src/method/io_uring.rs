@@ -778,6 +778,7 @@ impl IoMethod for Uring {
                 .get(s.file.load(Ordering::Relaxed) as usize)
                 .is_some_and(|f| f.blocking_buffered_writes.load(Ordering::Relaxed)),
             Op::Unlink => !self.support.unlink,
+            Op::Rename => !self.support.rename,
             Op::FadviseWillneed => !self.support.fadvise,
             Op::Fallocate => !self.support.fallocate,
             Op::Ftruncate => !self.support.ftruncate,

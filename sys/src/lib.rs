@@ -20,5 +20,5 @@ mod request;
 mod retry;
 
 pub use op::Op;
-pub use request::{Cached, Request, perform, try_read_cached};
+pub use request::{Cached, Request, perform, second_path, try_read_cached};
 pub use retry::{MAX_EXECUTIONS, retry_transient};

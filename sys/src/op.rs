@@ -24,6 +24,9 @@ pub enum Op {
     Fallocate = 7,
     /// `ftruncate(fd, len)`.
     Ftruncate = 8,
+    /// `renameat(AT_FDCWD, from, AT_FDCWD, to)`: the request's path holds both, back to back
+    /// ([`second_path`](crate::second_path)).
+    Rename = 9,
 }
 
 impl Op {
@@ -38,6 +41,7 @@ impl Op {
             6 => Op::FadviseWillneed,
             7 => Op::Fallocate,
             8 => Op::Ftruncate,
+            9 => Op::Rename,
             _ => Op::Invalid,
         }
     }
@@ -54,6 +58,7 @@ impl Op {
             Op::FadviseWillneed => "fadvise",
             Op::Fallocate => "fallocate",
             Op::Ftruncate => "ftruncate",
+            Op::Rename => "rename",
         }
     }
 
@@ -67,8 +72,13 @@ impl Op {
     pub fn changes_file(self) -> bool {
         matches!(
             self,
-            Op::Writev | Op::Unlink | Op::Fallocate | Op::Ftruncate
+            Op::Writev | Op::Unlink | Op::Fallocate | Op::Ftruncate | Op::Rename
         )
+    }
+
+    /// True for ops on a path rather than on an open file (unlink, rename).
+    pub fn on_path(self) -> bool {
+        matches!(self, Op::Unlink | Op::Rename)
     }
 }
 

@@ -27,7 +27,8 @@ pub struct Request {
     pub iov: *const libc::iovec,
     /// Number of iovecs.
     pub iovcnt: u32,
-    /// NUL-terminated path for `Unlink`.
+    /// NUL-terminated path for `Unlink`; for `Rename`, the old path then the new one, each
+    /// NUL-terminated, back to back ([`second_path`]).
     pub path: *const libc::c_char,
     /// Returned unchanged with the completion.
     pub user_data: u64,
@@ -37,6 +38,17 @@ pub struct Request {
 // that the memory its pointers name stays valid and is not mutated until the completion is
 // posted, so handing it to another thread cannot create a dangling access.
 unsafe impl Send for Request {}
+
+/// The second of two NUL-terminated paths stored back to back at `path` (a rename's new
+/// path).
+///
+/// # Safety
+///
+/// `path` points to two NUL-terminated strings back to back.
+pub unsafe fn second_path(path: *const libc::c_char) -> *const libc::c_char {
+    // SAFETY: the first string is NUL-terminated and the second follows it (contract).
+    unsafe { path.add(libc::strlen(path) + 1) }
+}
 
 fn errno() -> i32 {
     std::io::Error::last_os_error()
@@ -64,8 +76,8 @@ fn retry_eintr(mut f: impl FnMut() -> isize) -> i32 {
 /// # Safety
 ///
 /// `req.iov` must point at `req.iovcnt` valid iovecs whose buffers are valid for the access
-/// (writable for `Readv`), and `req.path` must be a valid NUL-terminated string for `Unlink`,
-/// all for the duration of the call.
+/// (writable for `Readv`), and `req.path` must be a valid NUL-terminated string for `Unlink`
+/// (two back to back for `Rename`), all for the duration of the call.
 pub unsafe fn perform(req: &Request) -> i32 {
     let off = req.offset as libc::off_t;
     let (fd, iov, iovcnt, len) = (req.fd, req.iov, req.iovcnt as libc::c_int, req.len);
@@ -105,6 +117,13 @@ pub unsafe fn perform(req: &Request) -> i32 {
         Op::Unlink => retry_eintr(|| {
             // SAFETY: the caller guarantees a valid NUL-terminated path (function contract).
             unsafe { libc::unlink(req.path) as isize }
+        }),
+        Op::Rename => retry_eintr(|| {
+            // SAFETY: the caller guarantees two valid NUL-terminated paths (function contract).
+            unsafe {
+                let to = second_path(req.path);
+                libc::renameat(libc::AT_FDCWD, req.path, libc::AT_FDCWD, to) as isize
+            }
         }),
         Op::FadviseWillneed => {
             // posix_fadvise returns the error number instead of setting errno.

@@ -44,6 +44,7 @@ mod read_stream;
 mod read_stream_distance;
 mod reclaim_in_batch;
 mod released_handle;
+mod rename;
 mod scan_ring;
 mod short_combined_read;
 mod short_read;

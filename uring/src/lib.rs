@@ -41,6 +41,8 @@ pub enum Fd {
 pub struct Support {
     /// `IORING_OP_UNLINKAT` (5.11).
     pub unlink: bool,
+    /// `IORING_OP_RENAMEAT` (5.11).
+    pub rename: bool,
     /// `IORING_OP_FADVISE` (5.6).
     pub fadvise: bool,
     /// `IORING_OP_FALLOCATE` (5.6).
@@ -104,6 +106,7 @@ pub fn probe() -> Result<Support, Refused> {
     }
     Ok(Support {
         unlink: p.is_supported(opcode::UnlinkAt::CODE),
+        rename: p.is_supported(opcode::RenameAt::CODE),
         fadvise: p.is_supported(opcode::Fadvise::CODE),
         fallocate: p.is_supported(opcode::Fallocate::CODE),
         ftruncate: p.is_supported(opcode::Ftruncate::CODE),
@@ -424,6 +427,13 @@ fn build(ring: &Ring, req: &Request, fd: Fd) -> squeue::Entry {
             .flags(types::FsyncFlags::DATASYNC)
             .build()),
         Op::Unlink => opcode::UnlinkAt::new(types::Fd(libc::AT_FDCWD), req.path).build(),
+        Op::Rename => {
+            let cwd = types::Fd(libc::AT_FDCWD);
+            // SAFETY: a rename's request holds its two paths back to back (`Request::path`),
+            // valid per `Submission::push`'s contract.
+            let to = unsafe { dbaio_sys::second_path(req.path) };
+            opcode::RenameAt::new(cwd, req.path, cwd, to).build()
+        }
         Op::FadviseWillneed => on_fd!(fd, |t| opcode::Fadvise::new(
             t,
             len as libc::off_t,

@@ -23,6 +23,18 @@ pub(super) enum Change {
     Resize { len: u64 },
 }
 
+/// A file's directory entry as the media holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Entry {
+    /// Durable at the file's path (it was there at start, or its directories were synced).
+    Durable,
+    /// Made since, not yet durable: a crash keeps or loses it.
+    New,
+    /// Renamed from `from`, where its entry is durable; the rename is not yet durable: a
+    /// crash leaves it at one of the two, never both, never neither.
+    Renamed { from: PathBuf },
+}
+
 /// One simulated file.
 pub(super) struct SimFile {
     /// What reads see: the media with every change since the last sync applied.
@@ -33,9 +45,11 @@ pub(super) struct SimFile {
     pub unsynced: Vec<Change>,
     /// Sectors that read as EIO until they are written again (latent sector errors).
     pub latent: BTreeSet<u64>,
-    /// The file's directory entry survives a crash (it was there at start, or its directory
-    /// was synced since it was made).
-    pub entry_durable: bool,
+    /// Where the file's directory entry stands on the media (see [`Entry`]).
+    pub entry: Entry,
+    /// Directories still to be synced before the entry is durable where the file is now
+    /// (its directory; for a rename, the old one too). Empty for a durable entry.
+    pub pending_dirs: BTreeSet<PathBuf>,
     /// A descriptor standing for the file: each open reopens it (a fresh open file
     /// description), so byte-range locks behave as on a real file.
     pub stand_in: OwnedFd,
@@ -61,7 +75,12 @@ impl SimFile {
             visible: contents,
             unsynced: Vec::new(),
             latent: BTreeSet::new(),
-            entry_durable,
+            entry: if entry_durable {
+                Entry::Durable
+            } else {
+                Entry::New
+            },
+            pending_dirs: BTreeSet::new(),
             stand_in: stand_in()?,
             ino: next_ino(),
         })
@@ -111,8 +130,12 @@ pub(super) fn stand_in() -> std::io::Result<OwnedFd> {
 pub(super) struct DiskState {
     /// Files by path.
     pub files: BTreeMap<PathBuf, SimFile>,
-    /// Files removed since their directory was last synced: at a crash each may come back.
+    /// Files removed since their directory was last synced, by the path of their durable
+    /// entry: at a crash each may come back.
     pub removed: BTreeMap<PathBuf, SimFile>,
+    /// Files whose path a rename took, not yet durable: at a crash each comes back if the
+    /// rename is undone.
+    pub replaced: BTreeMap<PathBuf, SimFile>,
     /// Files unlinked (or whose path a new file took) while a descriptor is open on them:
     /// still read, written and synced through it, as an unlinked inode is; gone at a crash
     /// and when the last such descriptor closes.
@@ -168,6 +191,7 @@ impl SimDisk {
                 state: parking_lot::Mutex::new(DiskState {
                     files: BTreeMap::new(),
                     removed: BTreeMap::new(),
+                    replaced: BTreeMap::new(),
                     orphans: BTreeMap::new(),
                     tombstones: BTreeSet::new(),
                     dirs: BTreeSet::new(),
@@ -242,25 +266,35 @@ impl SimDisk {
         let next_seed = st.rng.next();
         let after = SimDisk::new(next_seed);
         let mut out = after.inner.state.lock();
+        // Durable entries first, then renames (each at one of its two names), then new
+        // entries where a name is still free; then what the namespace lost since its last
+        // sync may come back where nothing took the name.
         let names: Vec<PathBuf> = st.files.keys().cloned().collect();
-        for path in names {
-            let file = &st.files[&path];
-            let keep_entry = file.entry_durable || st.rng.below(2) == 0;
-            if !keep_entry {
-                continue;
+        for pass in 0..3 {
+            for path in &names {
+                let at = match (st.files[path].entry.clone(), pass) {
+                    (Entry::Durable, 0) => path.clone(),
+                    (Entry::Renamed { from }, 1) if st.rng.below(2) == 0 => from,
+                    (Entry::Renamed { .. }, 1) => path.clone(),
+                    (Entry::New, 2) if st.rng.below(2) == 0 => path.clone(),
+                    _ => continue,
+                };
+                if !out.files.contains_key(&at) {
+                    let survived = survivor(&mut st, path);
+                    out.insert_file(&at, survived);
+                }
             }
-            let survived = survivor(&mut st, &path);
-            out.insert_file(&path, survived);
         }
         let removed: Vec<PathBuf> = st.removed.keys().cloned().collect();
         for path in removed {
             if st.rng.below(2) == 0 && !out.files.contains_key(&path) {
-                let old = &st.removed[&path];
-                let f = SimFile {
-                    latent: old.latent.clone(),
-                    ..SimFile::new(old.durable.clone(), true).expect("a stand-in descriptor")
-                };
-                out.files.insert(path.clone(), f);
+                out.files
+                    .insert(path.clone(), media_copy(&st.removed[&path]));
+            }
+        }
+        for (path, old) in &st.replaced {
+            if !out.files.contains_key(path) {
+                out.files.insert(path.clone(), media_copy(old));
             }
         }
         out.dirs = st.dirs.clone();
@@ -307,16 +341,28 @@ impl SimDisk {
 }
 
 impl DiskState {
-    /// The file with identity `ino` that was opened at `path`: there still, or unlinked
-    /// and not yet forgotten (a crash may bring it back), or an orphan.
+    /// The file with identity `ino` that was opened at `path`: there still, or renamed
+    /// since, or unlinked or replaced and not yet forgotten (a crash may bring it back), or
+    /// an orphan.
     pub(super) fn file_mut(&mut self, path: &Path, ino: u64) -> Option<&mut SimFile> {
         if self.files.get(path).is_some_and(|f| f.ino == ino) {
             return self.files.get_mut(path);
         }
-        if self.removed.get(path).is_some_and(|f| f.ino == ino) {
-            return self.removed.get_mut(path);
+        let DiskState {
+            files,
+            removed,
+            replaced,
+            orphans,
+            ..
+        } = self;
+        let elsewhere = files.values_mut().chain(removed.values_mut());
+        if let Some(f) = elsewhere
+            .chain(replaced.values_mut())
+            .find(|f| f.ino == ino)
+        {
+            return Some(f);
         }
-        self.orphans.get_mut(&ino)
+        orphans.get_mut(&ino)
     }
 
     /// Adds `file` at `path`, and its directories.
@@ -337,6 +383,15 @@ impl DiskState {
         h.u64(len);
         h.u64(raw as u64);
         self.results_digest = h.finish();
+    }
+}
+
+/// A file as the media holds it after a crash, for one whose unsynced changes all went with
+/// its entry (unlinked, or replaced by a rename): its durable contents.
+fn media_copy(old: &SimFile) -> SimFile {
+    SimFile {
+        latent: old.latent.clone(),
+        ..SimFile::new(old.durable.clone(), true).expect("a stand-in descriptor")
     }
 }
 

@@ -4,7 +4,7 @@
 //! latent sector errors, bit rot and misdirected writes. See `docs/design.md`, "The
 //! simulated disk".
 
-use super::disk::{Change, DiskState, SECTOR, SimDisk, SimFile, reopen, stand_in};
+use super::disk::{Change, DiskState, Entry, SECTOR, SimDisk, SimFile, reopen, stand_in};
 use super::rng::Rng;
 use crate::handle::settings::Settings;
 use crate::handle::storage::{OpenMode, Storage};
@@ -207,10 +207,15 @@ impl SimStore {
     ///
     /// The request's iovecs (and, for an unlink, its path) are valid for the call.
     unsafe fn execute(&self, req: &Request) -> i32 {
-        if req.op == Op::Unlink {
-            // SAFETY: the caller guarantees a NUL-terminated path (contract).
-            let p = unsafe { std::ffi::CStr::from_ptr(req.path) };
-            let path = PathBuf::from(std::ffi::OsStr::from_bytes(p.to_bytes()));
+        if req.op.on_path() {
+            // SAFETY: the caller guarantees a NUL-terminated path, two back to back for a
+            // rename (contract).
+            let path = unsafe { path_at(req.path) };
+            if req.op == Op::Rename {
+                // SAFETY: as above.
+                let to = unsafe { path_at(dbaio_sys::second_path(req.path)) };
+                return self.rename(&path, &to);
+            }
             return self.unlink(&path);
         }
         let Some(opened) = self.open.lock().get(&req.fd).cloned() else {
@@ -299,9 +304,17 @@ impl SimStore {
             Op::Fsync | Op::Fdatasync => {
                 let open_inos = self.open_inos();
                 let mut st = self.disk.inner.state.lock();
+                let mut now_durable = Vec::new();
                 for (p, f) in st.files.iter_mut() {
-                    if p.parent() == Some(dir) {
-                        f.entry_durable = true;
+                    if f.pending_dirs.remove(dir) && f.pending_dirs.is_empty() {
+                        f.entry = Entry::Durable;
+                        now_durable.push(p.clone());
+                    }
+                }
+                // A rename made durable: the file it replaced is gone for good.
+                for p in now_durable {
+                    if let Some(old) = st.replaced.remove(&p) {
+                        forget(&mut st, old, &open_inos);
                     }
                 }
                 let gone: Vec<PathBuf> = st
@@ -348,13 +361,67 @@ impl SimStore {
         }
         let f = st.files.remove(path).expect("present");
         st.tombstones.insert(path.to_path_buf());
-        if f.entry_durable {
-            if let Some(old) = st.removed.insert(path.to_path_buf(), f) {
-                forget(&mut st, old, &open_inos);
+        leave_namespace(&mut st, path, f, &open_inos);
+        0
+    }
+
+    /// `rename(from, to)`: the file takes the new name now, replacing a file there; until
+    /// the directories involved are synced a crash leaves it under one of the two names
+    /// (and a file it replaced comes back with the old name).
+    fn rename(&self, from: &Path, to: &Path) -> i32 {
+        let open_inos = self.open_inos();
+        let mut st = self.disk.inner.state.lock();
+        for p in [from, to] {
+            if st.dirs.contains(p) || (!st.files.contains_key(p) && p.is_dir()) {
+                return -libc::EISDIR;
             }
-        } else {
-            forget(&mut st, f, &open_inos);
         }
+        if !st.files.contains_key(from) && !import(&mut st, from).unwrap_or(false) {
+            return -libc::ENOENT;
+        }
+        let parent = to.parent().unwrap_or(Path::new("/"));
+        if !st.dirs.contains(parent) && !parent.is_dir() {
+            return -libc::ENOENT;
+        }
+        if from == to {
+            return 0;
+        }
+        // What was at `to` leaves the namespace (a crash may bring it back).
+        if !st.files.contains_key(to) {
+            let _ = import(&mut st, to);
+        }
+        if let Some(old) = st.files.remove(to) {
+            if old.entry == Entry::Durable {
+                if let Some(older) = st.replaced.insert(to.to_path_buf(), old) {
+                    forget(&mut st, older, &open_inos);
+                }
+            } else {
+                leave_namespace(&mut st, to, old, &open_inos);
+            }
+        }
+        let mut f = st.files.remove(from).expect("present");
+        let durable_name = match std::mem::replace(&mut f.entry, Entry::New) {
+            Entry::Durable => Some(from.to_path_buf()),
+            Entry::Renamed { from } => Some(from),
+            Entry::New => None,
+        };
+        f.pending_dirs = [parent].into_iter().map(Path::to_path_buf).collect();
+        match durable_name {
+            // Back under the name the media has: nothing to sync.
+            Some(name) if name == to => {
+                f.entry = Entry::Durable;
+                f.pending_dirs.clear();
+            }
+            Some(name) => {
+                f.pending_dirs
+                    .insert(name.parent().unwrap_or(Path::new("/")).to_path_buf());
+                f.entry = Entry::Renamed { from: name };
+            }
+            None => {}
+        }
+        st.tombstones.insert(from.to_path_buf());
+        st.tombstones.remove(to);
+        st.insert_file(to, f);
         0
     }
 
@@ -466,6 +533,31 @@ fn import(st: &mut DiskState, path: &Path) -> std::io::Result<bool> {
     Ok(true)
 }
 
+/// A file whose name `path` went (unlinked, or replaced by a rename): its durable entry, if
+/// it has one (at `path`, or at the name it was renamed from), may come back at a crash
+/// until its directory is synced; a file with none is gone.
+fn leave_namespace(st: &mut DiskState, path: &Path, f: SimFile, open_inos: &BTreeSet<u64>) {
+    let durable_name = match &f.entry {
+        Entry::Durable => path.to_path_buf(),
+        Entry::Renamed { from } => from.clone(),
+        Entry::New => return forget(st, f, open_inos),
+    };
+    if let Some(old) = st.removed.insert(durable_name, f) {
+        forget(st, old, open_inos);
+    }
+}
+
+/// The path at `p`.
+///
+/// # Safety
+///
+/// `p` is a valid NUL-terminated string.
+unsafe fn path_at(p: *const libc::c_char) -> PathBuf {
+    // SAFETY: the caller guarantees the string (contract).
+    let c = unsafe { std::ffi::CStr::from_ptr(p) };
+    PathBuf::from(std::ffi::OsStr::from_bytes(c.to_bytes()))
+}
+
 /// A file that left the namespace for good: kept as an orphan while `open_inos` (the
 /// subsystem's open descriptors) has one on it, else dropped.
 fn forget(st: &mut DiskState, f: SimFile, open_inos: &BTreeSet<u64>) {
@@ -484,7 +576,9 @@ fn create(st: &mut DiskState, path: &Path, open_inos: &BTreeSet<u64>) -> std::io
     if let Some(old) = st.removed.remove(path) {
         forget(st, old, open_inos);
     }
-    st.insert_file(path, SimFile::new(Vec::new(), false)?);
+    let mut f = SimFile::new(Vec::new(), false)?;
+    f.pending_dirs.insert(parent.to_path_buf());
+    st.insert_file(path, f);
     Ok(())
 }
 

@@ -182,7 +182,7 @@ impl ReqCell {
         use dbaio_sys::{Op, Request, perform};
         let r = Ordering::Relaxed;
         let op = match Op::from_stored(self.op.load(r) as u8) {
-            Op::Unlink | Op::Invalid => return -libc::EINVAL,
+            Op::Unlink | Op::Rename | Op::Invalid => return -libc::EINVAL,
             op => op,
         };
         let n = (self.iovcnt.load(r) as usize).min(MAX_IOV);

@@ -29,9 +29,9 @@ use crate::tally::WakeTally;
 use control::{
     Control, DONE, FREE, LOST, Layout, MAGIC, QUEUED, RUNNING, W_ABSENT, W_BUSY, W_IDLE, W_STARTING,
 };
+use dbaio_sys::Request;
 use dbaio_sys::arena::{self, SharedArena};
 use dbaio_sys::futex;
-use dbaio_sys::{Op, Request};
 use nix::sys::memfd::{MemFdCreateFlag, memfd_create};
 use parking_lot::Mutex;
 use std::io;
@@ -352,7 +352,8 @@ impl ProcessPool {
 
     /// Queues handle `slot`'s request `req` (generation `generation`) for the workers; false
     /// when it cannot go to a process (its memory is not in the shared arena, it has too many
-    /// iovecs, names no open file, or unlinks a path): the caller runs it, and it is counted.
+    /// iovecs, names no open file, or unlinks or renames a path): the caller runs it, and it
+    /// is counted.
     ///
     /// # Safety
     ///
@@ -361,7 +362,7 @@ impl ProcessPool {
     pub unsafe fn try_queue(&self, slot: u32, generation: u32, req: &Request) -> bool {
         let inner = &*self.inner;
         let ctl = &inner.ctl;
-        let queueable = !matches!(req.op, Op::Unlink) && req.iovcnt as usize <= MAX_IOV;
+        let queueable = !req.op.on_path() && req.iovcnt as usize <= MAX_IOV;
         let file = ctl.files().get(req.file as usize);
         let epoch = file.map_or(0, |f| f.epoch.load(Ordering::Acquire));
         let Some(c) = ctl.reqs().get(slot as usize) else {

@@ -117,3 +117,44 @@ fn nor_behind_its_poll_before_sleeping() {
     }
     foreign_waiter_is_not_held_behind_a_slow_io(10_000);
 }
+
+/// A completion slower than the safety net (its completion work, here an injected 150 ms
+/// delay, runs while the reaping thread holds the ring): the other thread waiting on the I/O
+/// waits that long, and its wait is counted as long, never as a missed wake-up. Guards
+/// against the follower's classification (found by a caller-side attack, 2026-12-06): its
+/// I/O had left the ring for the completion, so at the safety net it looked as if what it
+/// waited for had happened, and `backstop_wakes` — the count that must stay 0 unless dbaio
+/// has a bug — counted 1 to 7 per 20 slow I/Os.
+#[test]
+fn a_slow_completion_is_a_long_wait_not_a_missed_wake() {
+    if !skips::io_uring_column("ring_waits slow completion") {
+        return;
+    }
+    let d = dir();
+    let data = d.path().join("data");
+    std::fs::write(&data, vec![3u8; 8 * 4096]).unwrap();
+    let aio = Aio::start(Settings {
+        io_method: IoMethodKind::IoUring,
+        ..Settings::default()
+    })
+    .unwrap();
+    aio.inject_fault(dbaio::FaultRule::new(dbaio::FaultAction::Delay(
+        std::time::Duration::from_millis(150),
+    )));
+    let me = aio.register_issuer("slow").unwrap();
+    // O_DIRECT: the read waits for the device, so the other thread follows the issuer,
+    // asleep in the kernel, before the completion comes and the 150 ms begin.
+    let f = aio.open(&data, &OpenOptions::read().direct(true)).unwrap();
+    for k in 0..8u64 {
+        let io = me.acquire().unwrap().read(&f, k * 4096, IoBuf::new(4096));
+        let wref = io.wait_ref();
+        std::thread::scope(|s| {
+            let other = s.spawn(|| aio.wait(wref).unwrap());
+            let c = me.wait(io);
+            c.check().unwrap();
+            assert!(c.into_buf().iter().all(|&b| b == 3));
+            other.join().unwrap();
+        });
+    }
+    assert_eq!(aio.backstop_wakes(), 0, "{:?}", aio.stats());
+}

@@ -633,11 +633,16 @@ impl Uring {
     }
 
     /// Sleeps on the issuer's bell as a follower until it rings after `seen`, unless `done`
-    /// holds once registered.
+    /// holds once registered. A follow the safety net ends while a thread still holds the
+    /// ring's completion side was waiting for that holder (a slow completion callback, an
+    /// I/O it completed and has not yet announced by letting go): slow, not a missed wake.
     fn follow(&self, issuer: u32, seen: u32, done: &dyn Fn() -> bool) {
-        let slept = self.shared.issuers[issuer as usize]
+        let mut slept = self.shared.issuers[issuer as usize]
             .bell
             .follow(seen, STD_FENCE, done);
+        if slept == Slept::Missed && self.ring(issuer).is_some_and(|r| r.is_reaping()) {
+            slept = Slept::Quiet;
+        }
         self.shared.note_sleep(issuer, slept);
     }
 

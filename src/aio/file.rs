@@ -145,8 +145,12 @@ impl File {
             Ordering::Relaxed,
         );
         s.segment_base.store(opts.segment_base, Ordering::Relaxed);
-        s.device
-            .store(crate::handle::files::device_of(fd), Ordering::Relaxed);
+        let identity = crate::handle::files::identity_of(fd);
+        s.device.store(identity.0, Ordering::Relaxed);
+        s.rmw_stripe.store(
+            crate::handle::files::rmw_stripe(identity),
+            Ordering::Relaxed,
+        );
         s.refs.store(1, Ordering::Relaxed);
         s.fd.store(fd, Ordering::Release);
         aio.method.file_opened(slot, fd);
@@ -231,9 +235,14 @@ impl File {
         Ok(fl)
     }
 
-    /// Held while a read-modify-write slice write runs on this file.
+    /// Held while a read-modify-write slice write runs on this file (shared by every open
+    /// of it in this subsystem: the lock goes by inode).
     pub(crate) fn rmw_lock(&self) -> parking_lot::MutexGuard<'_, ()> {
-        self.aio.shared.files.slots[self.slot as usize].rmw.lock()
+        let files = &self.aio.shared.files;
+        let stripe = files.slots[self.slot as usize]
+            .rmw_stripe
+            .load(Ordering::Relaxed);
+        files.rmw[stripe as usize].lock()
     }
 
     /// The path it was opened with.

@@ -65,11 +65,14 @@ impl Issuer {
         }
         let mut done = 0;
         while done < buf.len() {
+            let want = buf.len() - done;
             let n = self.read_once(file, offset + done as u64, &mut buf[done..])?;
-            if n == 0 {
+            done += n;
+            // An O_DIRECT read ends short only at the end of the file (where it stands now:
+            // reading on would start at an unaligned offset, which O_DIRECT refuses).
+            if n == 0 || (n < want && file.is_direct()) {
                 break;
             }
-            done += n;
         }
         Ok(done)
     }
@@ -228,15 +231,44 @@ impl Issuer {
         Ok(n)
     }
 
-    /// An unaligned O_DIRECT write: read-modify-write of the covering aligned blocks.
+    /// An unaligned O_DIRECT write: read-modify-write of the covering aligned blocks. A last
+    /// block that would reach past the end of the file is not padded: O_DIRECT would then
+    /// extend the file past the bytes asked, and cutting it back (`ftruncate`) would also cut
+    /// whatever another thread wrote past that point meanwhile — acknowledged data lost. Its
+    /// bytes go through a buffered descriptor of the same file instead, which changes only
+    /// them (the kernel keeps the page cache and O_DIRECT coherent; `fsync` covers both).
     fn write_bounced(&self, file: &File, offset: u64, data: &[u8]) -> Result<(), AioError> {
         let _serial = file.rmw_lock();
-        let start = offset - offset % DIRECT_ALIGN;
         let end_asked = offset + data.len() as u64;
         let end = end_asked.next_multiple_of(DIRECT_ALIGN);
         let len = file
             .len()
             .map_err(|e| AioError::from(stat_error(file, e)))?;
+        let last = end - DIRECT_ALIGN;
+        if end > len.max(end_asked) && self.aio.shared.storage.is_none() {
+            let split = last.max(offset);
+            let (head, tail) = data.split_at((split - offset) as usize);
+            if !head.is_empty() {
+                // Ends on a block boundary, at or before the end asked: pads nothing past it.
+                self.write_bounced_blocks(file, offset, head, len)?;
+            }
+            return write_buffered(file, split, tail);
+        }
+        self.write_bounced_blocks(file, offset, data, len)
+    }
+
+    /// The read-modify-write of `data` at `offset` on the aligned blocks that cover it, the
+    /// file `len` bytes long before it.
+    fn write_bounced_blocks(
+        &self,
+        file: &File,
+        offset: u64,
+        data: &[u8],
+        len: u64,
+    ) -> Result<(), AioError> {
+        let start = offset - offset % DIRECT_ALIGN;
+        let end_asked = offset + data.len() as u64;
+        let end = end_asked.next_multiple_of(DIRECT_ALIGN);
         let mut bounce = IoBuf::new((end - start) as usize);
         // The partial first and last blocks keep what is there (zeros past the end).
         let last = end - DIRECT_ALIGN;
@@ -251,12 +283,82 @@ impl Issuer {
         bounce[skip..skip + data.len()].copy_from_slice(data);
         self.write_all_from(file, start, &bounce)?;
         if end > len.max(end_asked) {
-            // The aligned write went past the end the caller asked for: give the file the
-            // length a buffered write would have left.
+            // Only on a simulated disk (see `write_bounced`): the aligned write went past the
+            // end asked; give the file the length a buffered write would have left.
             let io = self.acquire()?.ftruncate(file, len.max(end_asked));
             self.wait(io).check()?;
         }
         Ok(())
+    }
+}
+
+/// Writes `data` at `offset` through a buffered descriptor of `file` (a new open of the
+/// same inode, by `/proc/self/fd`, with its O_DSYNC/O_SYNC flags), not through a handle:
+/// the one case is the unaligned end of an O_DIRECT write past the end of the file.
+fn write_buffered(file: &File, offset: u64, data: &[u8]) -> Result<(), AioError> {
+    let fail = |errno: i32, done: usize| -> AioError {
+        let mut e = write_error(file, offset, data.len(), errno);
+        e.transferred = done as u64;
+        e.into()
+    };
+    let fd = file.raw_fd();
+    // SAFETY: F_GETFL only reads the descriptor's flags.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    let sync = if flags < 0 {
+        0
+    } else {
+        flags & (libc::O_DSYNC | libc::O_SYNC)
+    };
+    let path = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).expect("no NUL");
+    // SAFETY: a NUL-terminated path and integer flags; open returns a new descriptor or -1.
+    let raw = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC | sync) };
+    if raw < 0 {
+        return Err(fail(errno(), 0));
+    }
+    // SAFETY: a fresh descriptor that we own.
+    let buffered = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+    let mut done = 0;
+    while done < data.len() {
+        let rest = &data[done..];
+        // SAFETY: `rest` is valid for reads of its length for the call.
+        let n = unsafe {
+            libc::pwrite(
+                std::os::fd::AsRawFd::as_raw_fd(&buffered),
+                rest.as_ptr().cast(),
+                rest.len(),
+                (offset + done as u64) as libc::off_t,
+            )
+        };
+        match n {
+            1.. => done += n as usize,
+            0 => return Err(fail(libc::ENOSPC, done)),
+            _ if errno() == libc::EINTR => {}
+            _ => return Err(fail(errno(), done)),
+        }
+    }
+    Ok(())
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+fn write_error(file: &File, offset: u64, len: usize, errno: i32) -> IoError {
+    IoError {
+        op: crate::Op::Writev,
+        path: file.path(),
+        new_path: None,
+        offset,
+        length: len as u64,
+        transferred: 0,
+        errno,
+        blocks: None,
+        detail: None,
+        message: None,
+        hint: None,
+        invalid_pages: 0,
     }
 }
 

@@ -13,16 +13,22 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 
 pub(crate) const NO_FILE: u32 = u32::MAX;
 
-/// The device (`st_dev`) of open file `fd`; 0 if `fstat` fails.
-pub(crate) fn device_of(fd: RawFd) -> u64 {
+/// The device and inode (`st_dev`, `st_ino`) of open file `fd`; zeros if `fstat` fails.
+pub(crate) fn identity_of(fd: RawFd) -> (u64, u64) {
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
     // SAFETY: `st` is a writable buffer the size of `struct stat`; fstat only writes it.
     if unsafe { libc::fstat(fd, st.as_mut_ptr()) } != 0 {
-        return 0;
+        return (0, 0);
     }
     // SAFETY: fstat succeeded, so it filled `st`.
-    unsafe { st.assume_init() }.st_dev
+    let st = unsafe { st.assume_init() };
+    (st.st_dev, st.st_ino)
 }
+
+/// Locks that serialize read-modify-write slice writes, by file (device and inode), so two
+/// opens of one file share one: striped (a file hashes to one of these; two files may
+/// share one, which only serializes them).
+const RMW_STRIPES: usize = 64;
 
 pub(crate) struct FileSlot {
     pub fd: AtomicI32,
@@ -38,12 +44,21 @@ pub(crate) struct FileSlot {
     /// The device the file is on (`st_dev`), for the readahead-advice budget.
     pub device: AtomicU64,
     pub path: RwLock<Option<Arc<Path>>>,
-    /// Serializes read-modify-write slice writes on an O_DIRECT file (`aio/slice.rs`).
-    pub rmw: Mutex<()>,
+    /// Which of the table's read-modify-write locks serializes this file's (by its inode).
+    pub rmw_stripe: AtomicU32,
+}
+
+/// The read-modify-write stripe of the file with identity `(dev, ino)`.
+pub(crate) fn rmw_stripe((dev, ino): (u64, u64)) -> u32 {
+    let h = (dev ^ ino.rotate_left(17)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (h >> 58) as u32 % RMW_STRIPES as u32
 }
 
 pub(crate) struct FileTable {
     pub slots: Box<[FileSlot]>,
+    /// Serialize read-modify-write slice writes on O_DIRECT files (`aio/slice.rs`): one per
+    /// stripe of files, so every open of one file takes the same.
+    pub rmw: Box<[Mutex<()>]>,
     pub(crate) free: Mutex<Vec<u32>>,
 }
 
@@ -58,11 +73,12 @@ impl FileTable {
                 segment_base: AtomicU32::new(0),
                 device: AtomicU64::new(0),
                 path: RwLock::new(None),
-                rmw: Mutex::new(()),
+                rmw_stripe: AtomicU32::new(0),
             })
             .collect();
         FileTable {
             slots,
+            rmw: (0..RMW_STRIPES).map(|_| Mutex::new(())).collect(),
             free: Mutex::new((0..n).rev().collect()),
         }
     }

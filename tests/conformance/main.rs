@@ -25,6 +25,7 @@ mod contiguous_reads;
 mod cross_method_data;
 mod detached;
 mod direct_path;
+mod direct_slice_races;
 mod drop_in_flight;
 mod errors;
 mod fault_kinds;

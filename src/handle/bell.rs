@@ -128,11 +128,29 @@ impl<F: FutexWord, A: Word32> Bell<F, A> {
         if done() || self.word.load(SeqCst) != seen {
             return Slept::Woken;
         }
+        let since = std::time::Instant::now();
         if !self.word.wait_for(seen, SAFETY_NET) {
             return Slept::Woken;
         }
-        // The safety net: a wake was missed if what we wait for happened meanwhile.
-        if done() { Slept::Missed } else { Slept::Quiet }
+        // The safety net: a wake was missed if what we wait for happened meanwhile and
+        // nobody rang (a ring after the limit changed the word: late, not missed).
+        safety_net_ended(since, done() && self.word.load(SeqCst) == seen)
+    }
+}
+
+/// How long after its limit a sleeper may run and still judge what the limit found: one
+/// that runs later (the CPUs busy) may find what it waited for done after the limit, its
+/// wake no longer anyone's to deliver.
+const PROMPT: Duration = Duration::from_millis(20);
+
+/// Classifies a sleep begun at `since` that the safety net ended, `done` saying whether
+/// what it waited for has happened: a missed wake only if so and the sleeper ran promptly
+/// after the limit (see [`PROMPT`]); otherwise a slow wait.
+pub(crate) fn safety_net_ended(since: std::time::Instant, done: bool) -> Slept {
+    if done && since.elapsed() < SAFETY_NET + PROMPT {
+        Slept::Missed
+    } else {
+        Slept::Quiet
     }
 }
 

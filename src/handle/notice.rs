@@ -27,7 +27,7 @@
 //! order; never on an issuer's or a worker's thread (a callback may then start I/O, or block,
 //! without stalling anyone). [`Aio::shutdown`](crate::Aio) runs the ones still queued.
 
-use super::bell::Slept;
+use super::bell::safety_net_ended;
 use super::error::IoError;
 use super::op::Op;
 use super::result::{IoResult, Status};
@@ -224,14 +224,11 @@ impl Shared {
         // It may have read the word before we stored it: deliver here, once its shared
         // callbacks are done.
         while st == HandleState::CompletedIo {
+            let since = std::time::Instant::now();
             let timed_out = s.sleep_while(st);
             st = s.state();
             if timed_out {
-                let slept = if st == HandleState::CompletedIo {
-                    Slept::Quiet
-                } else {
-                    Slept::Missed
-                };
+                let slept = safety_net_ended(since, st != HandleState::CompletedIo);
                 self.note_sleep(s.owner.load(Ordering::Relaxed), slept);
             }
         }

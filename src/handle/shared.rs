@@ -709,9 +709,10 @@ impl Shared {
     /// missed wake if the safety net finds it did.
     fn sleep_on_handle(&self, i: u32, generation: u64, st: HandleState) {
         let s = self.slot(i);
+        let since = Instant::now();
         if s.sleep_while(st) {
-            let missed = s.state() != st || s.generation.load(Ordering::Acquire) != generation;
-            let slept = if missed { Slept::Missed } else { Slept::Quiet };
+            let moved = s.state() != st || s.generation.load(Ordering::Acquire) != generation;
+            let slept = super::bell::safety_net_ended(since, moved);
             self.note_sleep(s.owner.load(Ordering::Relaxed), slept);
         }
     }

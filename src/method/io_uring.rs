@@ -42,7 +42,7 @@
 use super::IoMethod;
 use super::watcher::Watcher;
 use crate::handle::atomics::STD_FENCE;
-use crate::handle::bell::{SAFETY_NET, Slept};
+use crate::handle::bell::{SAFETY_NET, Slept, safety_net_ended};
 use crate::handle::error::AioError;
 use crate::handle::files::NO_FILE;
 use crate::handle::fixed_memory::{FixedMemory, RegisteredBuffers, RegisteredBuffersReader};
@@ -550,6 +550,7 @@ impl Uring {
                 return;
             }
         }
+        let since = std::time::Instant::now();
         match cq.submit_and_wait_one(submit, SAFETY_NET) {
             Ok(w) => {
                 if w.taken > 0 {
@@ -562,8 +563,7 @@ impl Uring {
                 if w.timed_out {
                     // Only a completion we reap could end what we wait for; if it ended
                     // without one, a completion went where we did not look.
-                    let missed = !(want.waiting)();
-                    let slept = if missed { Slept::Missed } else { Slept::Quiet };
+                    let slept = safety_net_ended(since, !(want.waiting)());
                     self.shared.note_sleep(issuer, slept);
                 }
             }

@@ -170,7 +170,7 @@ impl std::os::fd::AsRawFd for Ring {
 pub struct Waited {
     /// Entries the kernel took in the call.
     pub taken: usize,
-    /// The wait lasted its whole time limit (a completion may have come just at its end).
+    /// The time limit ended the wait (no completion came).
     pub timed_out: bool,
 }
 
@@ -598,10 +598,10 @@ impl Completion<'_> {
     /// as soon as it lets the completion side go, so a count could be left unreachable.
     pub fn submit_and_wait_one(&mut self, submit: bool, limit: Duration) -> io::Result<Waited> {
         let want = 1;
-        // A call that submits returns the count it submitted even when its wait timed out,
-        // and a wait that timed out with completions ready returns success: the clock tells
-        // the end of the limit from a completion.
-        let started = std::time::Instant::now();
+        // A call that submits returns the count it submitted even when its wait timed out:
+        // then the clock, and an empty queue, tell the end of the limit from a completion (a
+        // thread preempted after a completion woke it finds the completion there).
+        let started = submit.then(std::time::Instant::now);
         let submitter = self.ring.ring.submitter();
         if submit {
             if let e @ 1.. = self.ring.injected.load(Ordering::Relaxed) {
@@ -638,7 +638,7 @@ impl Completion<'_> {
             Ok(n) => {
                 let n = if submit { n } else { 0 };
                 self.ring.count_taken(n);
-                let timed_out = started.elapsed() >= limit;
+                let timed_out = started.is_some_and(|t| t.elapsed() >= limit) && self.ready() == 0;
                 Ok(waited(n, timed_out))
             }
             Err(e) if e.raw_os_error() == Some(libc::ETIME) => Ok(waited(0, true)),

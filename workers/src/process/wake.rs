@@ -93,8 +93,13 @@ impl<F: Futex32, W: Word64> Wake<'_, F, W> {
             // Against a poster: either it reads our target after its post, or we read its
             // done bit here.
             (self.fence)(SeqCst);
+            let since = std::time::Instant::now();
             if !any_done() && self.waiter_seq.wait(seq, WAIT_LIMIT) {
-                missed = needs() < need && self.waiter_seq.load(SeqCst) == seq;
+                // Missed: one of ours completed and no one woke us; judged only by a waiter
+                // that ran soon after its limit (a busy machine may run it much later, after
+                // a completion the limit did not see).
+                let prompt = since.elapsed() < WAIT_LIMIT + WAIT_LIMIT / 5;
+                missed = prompt && needs() < need && self.waiter_seq.load(SeqCst) == seq;
             }
         }
         self.waiters.fetch_sub(1, SeqCst);

@@ -121,7 +121,8 @@ pub use handle::fixed_memory::RegisteredBuffers;
 pub use handle::op::{HandleFlags, Op};
 pub use handle::result::{IoResult, Status};
 pub use handle::settings::{
-    HugePages, IoMethodKind, IoUringFallback, IoWorkerKind, Settings, SettingsError, SimLatency,
+    HugePages, IoMethodKind, IoUringFallback, IoWorkerKind, PoolPrefault, Settings, SettingsError,
+    SimLatency,
 };
 pub use handle::slot::{Executor, HandleState, MAX_CALLBACKS, WaitRef};
 pub use handle::wait_event::WaitEvent;

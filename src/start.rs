@@ -123,7 +123,7 @@ impl AioBuilder {
             )?),
             None => None,
         };
-        if settings.buffer_pool_prefault {
+        if settings.prefaults_buffer_pool() {
             pool.prefault_on_first_use();
         }
         Ok(Aio {

@@ -29,7 +29,7 @@ fn settings(registered: bool) -> Settings {
         io_uring_registered_buffers: registered,
         // Without the prefault thread the pool's memory is ready at once, so each ring
         // registers it when it is made (with it, once the thread is done: the last test).
-        buffer_pool_prefault: false,
+        buffer_pool_prefault: dbaio::PoolPrefault::Off,
         max_issuers: 4,
         ..Settings::default()
     }
@@ -220,7 +220,7 @@ fn with_the_prefault_thread_a_ring_registers_the_pool_once_its_pages_are_in() {
     let d = dir();
     let path = relation(d.path());
     let aio = Aio::start(Settings {
-        buffer_pool_prefault: true,
+        buffer_pool_prefault: dbaio::PoolPrefault::On,
         ..settings(true)
     })
     .unwrap();

@@ -59,8 +59,8 @@ fn kind(name: &str) -> Kind {
         "huge_pages" => Enum(&["try", "on", "off"]),
         "io_uring_fallback" => Enum(&["error", "worker", "sync"]),
         "sim_latency_distribution" => Enum(&["uniform", "exponential"]),
+        "buffer_pool_prefault" => Enum(&["auto", "on", "off"]),
         "direct_io"
-        | "buffer_pool_prefault"
         | "track_io_timing"
         | "transparent_huge_pages"
         | "io_uring_registered_files"
@@ -225,7 +225,8 @@ fn expected_set(name: &str, value: &str, block_size: i64) -> Result<Option<i64>,
         },
         Kind::Enum(values) => {
             let ok = values.iter().any(|v| v.eq_ignore_ascii_case(value.trim()))
-                || (name == "huge_pages" && is_bool(value).is_some());
+                || (matches!(name, "huge_pages" | "buffer_pool_prefault")
+                    && is_bool(value).is_some());
             if ok {
                 Ok(None)
             } else {
@@ -464,7 +465,8 @@ fn each_bad_value_is_refused_in_postgresql_words() {
             assert_eq!(e.to_string(), want, "{text:?}");
         }
     }
-    // Accepted spellings: any case, surrounding blanks, boolean words for huge_pages, units.
+    // Accepted spellings: any case, surrounding blanks, boolean words for huge_pages and
+    // buffer_pool_prefault, units.
     let mut s = Settings::default();
     for (name, value) in [
         (" IO_Method ", " IO_URING "),

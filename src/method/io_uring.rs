@@ -303,6 +303,18 @@ impl Uring {
         }
     }
 
+    /// On the issuer's way to submitting (either path): registers the pool's memory if its
+    /// ring is still waiting to (one load when it is not).
+    #[inline]
+    fn register_buffers_if_pending(&self, shared: &Shared, issuer: u32) {
+        if self.rings[issuer as usize]
+            .buffers_pending
+            .load(Ordering::Relaxed)
+        {
+            self.register_buffers(shared, issuer);
+        }
+    }
+
     /// What `io_uring_registered_buffers` achieved so far.
     fn registered_buffers(&self) -> RegisteredBuffers {
         let b = &self.buffers;
@@ -814,12 +826,7 @@ impl IoMethod for Uring {
     }
 
     fn submit(&self, shared: &Shared, issuer: u32, handles: &[u32]) {
-        if self.rings[issuer as usize]
-            .buffers_pending
-            .load(Ordering::Relaxed)
-        {
-            self.register_buffers(shared, issuer);
-        }
+        self.register_buffers_if_pending(shared, issuer);
         match self.ring(issuer).filter(|_| !self.retired(issuer)) {
             Some(ring) => self.push_and_flush(issuer, ring, handles),
             None => self.run_inline(handles),
@@ -962,12 +969,15 @@ impl IoMethod for UringMethod {
     }
     fn drive_many(
         &self,
-        _shared: &Shared,
+        shared: &Shared,
         issuer: u32,
         staged: &[u32],
         awaited: &[(u32, u64)],
         need: u32,
     ) -> Drive {
+        if !staged.is_empty() {
+            self.uring.register_buffers_if_pending(shared, issuer);
+        }
         self.uring
             .drive_many(issuer, staged, awaited, need, &|| self.watch_once(issuer))
     }

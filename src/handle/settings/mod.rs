@@ -75,6 +75,19 @@ pub enum IoUringFallback {
     Sync,
 }
 
+/// Whether the buffer pool's memory is faulted in on a background thread
+/// (`buffer_pool_prefault`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolPrefault {
+    /// With worker processes only (the default): their faults in the shared mapping cost
+    /// most; elsewhere the thread's faults slow the reads it races.
+    Auto,
+    /// Always.
+    On,
+    /// Never: pages are faulted in by the reads that first land in them.
+    Off,
+}
+
 /// How `io_method = sim` draws an I/O's latency between `sim_latency_min` and
 /// `sim_latency_max` (`sim_latency_distribution`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -200,9 +213,9 @@ pub struct Settings {
     pub buffer_pool_size: u64,
     /// `direct_io`: open data files with O_DIRECT (default off).
     pub direct_io: bool,
-    /// `buffer_pool_prefault`: fault the pool's memory in on a background thread from first use
-    /// (default on); off leaves it to the first reads (and the RSS grows as the pool fills).
-    pub buffer_pool_prefault: bool,
+    /// `buffer_pool_prefault`: whether a background thread faults the pool's memory in
+    /// from first use (default `auto`: with worker processes only).
+    pub buffer_pool_prefault: PoolPrefault,
     /// `huge_pages`: the pool's pages from reserved huge pages (`try`, `on`, `off`).
     pub huge_pages: HugePages,
     /// `track_io_timing`: time every I/O (default on) for the statistics' latencies and the
@@ -222,7 +235,7 @@ pub struct Settings {
     /// `io_uring_registered_files`: register files with each ring (default on).
     pub io_uring_registered_files: bool,
     /// `io_uring_registered_buffers`: register the buffer pool's memory with each ring, so
-    /// its reads and writes are fixed ones (default on).
+    /// its reads and writes are fixed ones (default off: docs/settings.md says why).
     pub io_uring_registered_buffers: bool,
     /// `io_uring_spin`: microseconds a thread about to sleep for io_uring completions polls
     /// the ring first (0..10000, default 50; adaptive, see docs/design.md "Methods").
@@ -344,7 +357,7 @@ impl Settings {
             block_size: 8192,
             buffer_pool_size: 0,
             direct_io: false,
-            buffer_pool_prefault: false,
+            buffer_pool_prefault: PoolPrefault::Off,
             huge_pages: HugePages::Try,
             track_io_timing: false,
             transparent_huge_pages: false,
@@ -579,6 +592,15 @@ impl Settings {
                     .max(self.maintenance_io_concurrency))
             .clamp(256, 16384),
             v => v.clamp(0, 1 << 20) as u32,
+        }
+    }
+
+    /// Whether the pool's memory is faulted in on a background thread, `auto` resolved.
+    pub fn prefaults_buffer_pool(&self) -> bool {
+        match self.buffer_pool_prefault {
+            PoolPrefault::Auto => self.worker_processes(),
+            PoolPrefault::On => true,
+            PoolPrefault::Off => false,
         }
     }
 

@@ -28,29 +28,7 @@ impl Shared {
         let r = Ordering::Relaxed;
         let file = s.file.load(r);
         let op = s.op();
-        let path_at = |p: *const libc::c_char| {
-            // SAFETY: an unlink's or rename's paths are parked with the I/O's memory (in its
-            // issuer, or in its notice) until the handle is recycled, and the caller describes
-            // a handle that is complete and not yet recycled.
-            let text = unsafe { std::ffi::CStr::from_ptr(p) }
-                .to_string_lossy()
-                .into_owned();
-            Arc::<std::path::Path>::from(std::path::Path::new(&text))
-        };
-        let path_ptr = s.path.load(r) as *const libc::c_char;
-        // SAFETY: a rename's two paths are stored back to back (as above).
-        let new_path = (op == Op::Rename).then(|| {
-            // SAFETY: as above.
-            let to = path_at(unsafe { dbaio_sys::second_path(path_ptr) });
-            Box::new(to.to_path_buf())
-        });
-        let path = if op.on_path() {
-            path_at(path_ptr)
-        } else if let Some(p) = foreign {
-            Arc::clone(p)
-        } else {
-            shared.files.path(file)
-        };
+        let (path, new_path) = self.paths_of(idx, foreign);
         let errno = result.errno().unwrap_or(0);
         let direct = file != NO_FILE && shared.files.slots[file as usize].direct.load(r);
         let first = s.first_block.load(r);
@@ -58,36 +36,9 @@ impl Shared {
         let cb = (result.callback_id != 0)
             .then(|| shared.callbacks.get(result.callback_id))
             .flatten();
-        let detail = cb.map(|cb| cb.report(&result)).or_else(|| {
-            if result.panicked() {
-                Some("the thread executing it panicked (see the log)".to_string())
-            } else if result.worker_lost() {
-                // A worker killed after its system call changed the file still counts as
-                // lost: the change may have happened (as after a device error).
-                let changes = op.changes_file();
-                Some(format!(
-                    "worker process {} died while executing it, and so did the two before \
-                     it{}",
-                    match crate::handle::slot::Executor::decode(s.executor.load(r)) {
-                        crate::handle::slot::Executor::Worker(w) => w.to_string(),
-                        _ => "?".to_string(),
-                    },
-                    if changes {
-                        "; whether it changed the file is unknown"
-                    } else {
-                        ""
-                    }
-                ))
-            } else if result.submit_failed() {
-                let os = std::io::Error::from_raw_os_error(errno).to_string();
-                let os = os.split(" (os error").next().unwrap_or(&os).to_string();
-                Some(format!(
-                    "io_uring_enter refused to submit it: {os} (errno {errno})"
-                ))
-            } else {
-                None
-            }
-        });
+        let detail = cb
+            .map(|cb| cb.report(&result))
+            .or_else(|| self.executor_detail(idx, result));
         let message = cb.and_then(|cb| {
             let (relation, base) = shared.files.relation(file);
             let first = if first == crate::handle::slot::NO_BLOCK {
@@ -122,6 +73,73 @@ impl Shared {
             } else {
                 (errno == libc::EINVAL && direct).then_some(DIRECT_HINT)
             },
+        }
+    }
+
+    /// The path an I/O's error names (for unlink and rename, the path it was given; for a
+    /// rename, also the new one), and the new path of a rename.
+    fn paths_of(
+        &self,
+        idx: u32,
+        foreign: Option<&Arc<std::path::Path>>,
+    ) -> (Arc<std::path::Path>, Option<Box<std::path::PathBuf>>) {
+        let s = self.slot(idx);
+        let op = s.op();
+        let path_at = |p: *const libc::c_char| {
+            // SAFETY: an unlink's or rename's paths are parked with the I/O's memory (in its
+            // issuer, or in its notice) until the handle is recycled, and the caller describes
+            // a handle that is complete and not yet recycled.
+            let text = unsafe { std::ffi::CStr::from_ptr(p) }
+                .to_string_lossy()
+                .into_owned();
+            Arc::<std::path::Path>::from(std::path::Path::new(&text))
+        };
+        let path_ptr = s.path.load(Ordering::Relaxed) as *const libc::c_char;
+        let new_path = (op == Op::Rename).then(|| {
+            // SAFETY: a rename's two paths are stored back to back (as above).
+            let to = path_at(unsafe { dbaio_sys::second_path(path_ptr) });
+            Box::new(to.to_path_buf())
+        });
+        let path = if op.on_path() {
+            path_at(path_ptr)
+        } else if let Some(p) = foreign {
+            Arc::clone(p)
+        } else {
+            self.files.path(s.file.load(Ordering::Relaxed))
+        };
+        (path, new_path)
+    }
+
+    /// What went wrong in executing the I/O rather than in the I/O itself, if anything: the
+    /// executing thread panicked, its worker process died, or io_uring refused it.
+    fn executor_detail(&self, idx: u32, result: IoResult) -> Option<String> {
+        let s = self.slot(idx);
+        let errno = result.errno().unwrap_or(0);
+        if result.panicked() {
+            Some("the thread executing it panicked (see the log)".to_string())
+        } else if result.worker_lost() {
+            // A worker killed after its system call changed the file still counts as lost:
+            // the change may have happened (as after a device error).
+            Some(format!(
+                "worker process {} died while executing it, and so did the two before it{}",
+                match crate::handle::slot::Executor::decode(s.executor.load(Ordering::Relaxed)) {
+                    crate::handle::slot::Executor::Worker(w) => w.to_string(),
+                    _ => "?".to_string(),
+                },
+                if s.op().changes_file() {
+                    "; whether it changed the file is unknown"
+                } else {
+                    ""
+                }
+            ))
+        } else if result.submit_failed() {
+            let os = std::io::Error::from_raw_os_error(errno).to_string();
+            let os = os.split(" (os error").next().unwrap_or(&os).to_string();
+            Some(format!(
+                "io_uring_enter refused to submit it: {os} (errno {errno})"
+            ))
+        } else {
+            None
         }
     }
 }

@@ -65,12 +65,15 @@ impl Issuer {
         }
         let mut done = 0;
         while done < buf.len() {
-            let want = buf.len() - done;
             let n = self.read_once(file, offset + done as u64, &mut buf[done..])?;
             done += n;
-            // An O_DIRECT read ends short only at the end of the file (where it stands now:
-            // reading on would start at an unaligned offset, which O_DIRECT refuses).
-            if n == 0 || (n < want && file.is_direct()) {
+            // A short O_DIRECT read that stops off the alignment ended at the end of the file
+            // (where it stands now): reading on would start where O_DIRECT refuses to.
+            let rest = &buf[done..];
+            if n == 0
+                || (file.is_direct()
+                    && !direct_ready(offset + done as u64, rest.as_ptr(), rest.len()))
+            {
                 break;
             }
         }
@@ -237,6 +240,8 @@ impl Issuer {
     /// whatever another thread wrote past that point meanwhile — acknowledged data lost. Its
     /// bytes go through a buffered descriptor of the same file instead, which changes only
     /// them (the kernel keeps the page cache and O_DIRECT coherent; `fsync` covers both).
+    /// Where that descriptor cannot be had (no `/proc`), or on a simulated disk, the block is
+    /// padded and the file cut back, as before.
     fn write_bounced(&self, file: &File, offset: u64, data: &[u8]) -> Result<(), AioError> {
         let _serial = file.rmw_lock();
         let end_asked = offset + data.len() as u64;
@@ -245,16 +250,23 @@ impl Issuer {
             .len()
             .map_err(|e| AioError::from(stat_error(file, e)))?;
         let last = end - DIRECT_ALIGN;
-        if end > len.max(end_asked) && self.aio.shared.storage.is_none() {
-            let split = last.max(offset);
-            let (head, tail) = data.split_at((split - offset) as usize);
-            if !head.is_empty() {
-                // Ends on a block boundary, at or before the end asked: pads nothing past it.
-                self.write_bounced_blocks(file, offset, head, len)?;
-            }
-            return write_buffered(file, split, tail);
+        let twin = (end > len.max(end_asked) && self.aio.shared.storage.is_none())
+            .then(|| buffered_twin(file))
+            .flatten();
+        let Some(twin) = twin else {
+            return self.write_bounced_blocks(file, offset, data, len);
+        };
+        let split = last.max(offset);
+        let (head, tail) = data.split_at((split - offset) as usize);
+        if !head.is_empty() {
+            // Ends on a block boundary, at or before the end asked: pads nothing past it.
+            self.write_bounced_blocks(file, offset, head, len)?;
         }
-        self.write_bounced_blocks(file, offset, data, len)
+        std::os::unix::fs::FileExt::write_all_at(&twin, tail, split).map_err(|e| {
+            let errno = e.raw_os_error().unwrap_or(libc::EIO);
+            let err = slice_error(file, crate::Op::Writev, split, tail.len() as u64, 0);
+            AioError::from(IoError { errno, ..err })
+        })
     }
 
     /// The read-modify-write of `data` at `offset` on the aligned blocks that cover it, the
@@ -283,82 +295,13 @@ impl Issuer {
         bounce[skip..skip + data.len()].copy_from_slice(data);
         self.write_all_from(file, start, &bounce)?;
         if end > len.max(end_asked) {
-            // Only on a simulated disk (see `write_bounced`): the aligned write went past the
-            // end asked; give the file the length a buffered write would have left.
+            // Only on a simulated disk, or with no buffered twin (see `write_bounced`): the
+            // aligned write went past the end asked; give the file the length a buffered
+            // write would have left.
             let io = self.acquire()?.ftruncate(file, len.max(end_asked));
             self.wait(io).check()?;
         }
         Ok(())
-    }
-}
-
-/// Writes `data` at `offset` through a buffered descriptor of `file` (a new open of the
-/// same inode, by `/proc/self/fd`, with its O_DSYNC/O_SYNC flags), not through a handle:
-/// the one case is the unaligned end of an O_DIRECT write past the end of the file.
-fn write_buffered(file: &File, offset: u64, data: &[u8]) -> Result<(), AioError> {
-    let fail = |errno: i32, done: usize| -> AioError {
-        let mut e = write_error(file, offset, data.len(), errno);
-        e.transferred = done as u64;
-        e.into()
-    };
-    let fd = file.raw_fd();
-    // SAFETY: F_GETFL only reads the descriptor's flags.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    let sync = if flags < 0 {
-        0
-    } else {
-        flags & (libc::O_DSYNC | libc::O_SYNC)
-    };
-    let path = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).expect("no NUL");
-    // SAFETY: a NUL-terminated path and integer flags; open returns a new descriptor or -1.
-    let raw = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC | sync) };
-    if raw < 0 {
-        return Err(fail(errno(), 0));
-    }
-    // SAFETY: a fresh descriptor that we own.
-    let buffered = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
-    let mut done = 0;
-    while done < data.len() {
-        let rest = &data[done..];
-        // SAFETY: `rest` is valid for reads of its length for the call.
-        let n = unsafe {
-            libc::pwrite(
-                std::os::fd::AsRawFd::as_raw_fd(&buffered),
-                rest.as_ptr().cast(),
-                rest.len(),
-                (offset + done as u64) as libc::off_t,
-            )
-        };
-        match n {
-            1.. => done += n as usize,
-            0 => return Err(fail(libc::ENOSPC, done)),
-            _ if errno() == libc::EINTR => {}
-            _ => return Err(fail(errno(), done)),
-        }
-    }
-    Ok(())
-}
-
-fn errno() -> i32 {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
-}
-
-fn write_error(file: &File, offset: u64, len: usize, errno: i32) -> IoError {
-    IoError {
-        op: crate::Op::Writev,
-        path: file.path(),
-        new_path: None,
-        offset,
-        length: len as u64,
-        transferred: 0,
-        errno,
-        blocks: None,
-        detail: None,
-        message: None,
-        hint: None,
-        invalid_pages: 0,
     }
 }
 
@@ -367,14 +310,31 @@ fn direct_ready(offset: u64, ptr: *const u8, len: usize) -> bool {
     aligned(offset) && aligned(ptr as u64) && aligned(len as u64)
 }
 
-fn short_read(file: &File, offset: u64, asked: usize, got: usize) -> IoError {
+/// A buffered descriptor of `file`'s inode (a new open by `/proc/self/fd`, write-only, with
+/// the file's O_DSYNC/O_SYNC flags); None where that open fails (no `/proc`, no write
+/// permission on the inode).
+fn buffered_twin(file: &File) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let fd = file.raw_fd();
+    // SAFETY: F_GETFL only reads the descriptor's flags.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(flags.max(0) & (libc::O_DSYNC | libc::O_SYNC))
+        .open(format!("/proc/self/fd/{fd}"))
+        .ok()
+}
+
+/// A slice I/O's error with no handle behind it: `op` of `length` bytes at `offset` of
+/// `file`, `transferred` of them done.
+fn slice_error(file: &File, op: crate::Op, offset: u64, length: u64, transferred: u64) -> IoError {
     IoError {
-        op: crate::Op::Readv,
+        op,
         path: file.path(),
         new_path: None,
         offset,
-        length: asked as u64,
-        transferred: got as u64,
+        length,
+        transferred,
         errno: 0,
         blocks: None,
         detail: None,
@@ -384,21 +344,16 @@ fn short_read(file: &File, offset: u64, asked: usize, got: usize) -> IoError {
     }
 }
 
+fn short_read(file: &File, offset: u64, asked: usize, got: usize) -> IoError {
+    slice_error(file, crate::Op::Readv, offset, asked as u64, got as u64)
+}
+
 fn stat_error(file: &File, e: std::io::Error) -> IoError {
     IoError {
-        op: crate::Op::Writev,
-        path: file.path(),
-        new_path: None,
-        offset: 0,
-        length: 0,
-        transferred: 0,
         errno: e.raw_os_error().unwrap_or(libc::EIO),
-        blocks: None,
         detail: Some(
             format!("could not get the file's length for a read-modify-write: {e}").into(),
         ),
-        message: None,
-        hint: None,
-        invalid_pages: 0,
+        ..slice_error(file, crate::Op::Writev, 0, 0, 0)
     }
 }

@@ -138,16 +138,11 @@ impl<F: FutexWord, A: Word32> Bell<F, A> {
     }
 }
 
-/// How long after its limit a sleeper may run and still judge what the limit found: one
-/// that runs later (the CPUs busy) may find what it waited for done after the limit, its
-/// wake no longer anyone's to deliver.
-const PROMPT: Duration = Duration::from_millis(20);
-
 /// Classifies a sleep begun at `since` that the safety net ended, `done` saying whether
 /// what it waited for has happened: a missed wake only if so and the sleeper ran promptly
-/// after the limit (see [`PROMPT`]); otherwise a slow wait.
+/// after the limit (`dbaio_sys::futex::ran_promptly`); otherwise a slow wait.
 pub(crate) fn safety_net_ended(since: std::time::Instant, done: bool) -> Slept {
-    if done && since.elapsed() < SAFETY_NET + PROMPT {
+    if done && dbaio_sys::futex::ran_promptly(since, SAFETY_NET) {
         Slept::Missed
     } else {
         Slept::Quiet

@@ -86,13 +86,12 @@ impl Shared {
         let s = self.slot(idx);
         let op = s.op();
         let path_at = |p: *const libc::c_char| {
+            use std::os::unix::ffi::OsStrExt;
             // SAFETY: an unlink's or rename's paths are parked with the I/O's memory (in its
             // issuer, or in its notice) until the handle is recycled, and the caller describes
             // a handle that is complete and not yet recycled.
-            let text = unsafe { std::ffi::CStr::from_ptr(p) }
-                .to_string_lossy()
-                .into_owned();
-            Arc::<std::path::Path>::from(std::path::Path::new(&text))
+            let bytes = unsafe { std::ffi::CStr::from_ptr(p) }.to_bytes();
+            Arc::<std::path::Path>::from(std::path::Path::new(std::ffi::OsStr::from_bytes(bytes)))
         };
         let path_ptr = s.path.load(Ordering::Relaxed) as *const libc::c_char;
         let new_path = (op == Op::Rename).then(|| {

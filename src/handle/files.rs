@@ -29,6 +29,10 @@ pub(crate) fn identity_of(fd: RawFd) -> (u64, u64) {
 /// opens of one file share one: striped (a file hashes to one of these; two files may
 /// share one, which only serializes them).
 const RMW_STRIPES: usize = 64;
+const _: () = assert!(
+    RMW_STRIPES == 1 << 6,
+    "rmw_stripe takes the hash's top 6 bits"
+);
 
 pub(crate) struct FileSlot {
     pub fd: AtomicI32,
@@ -51,7 +55,7 @@ pub(crate) struct FileSlot {
 /// The read-modify-write stripe of the file with identity `(dev, ino)`.
 pub(crate) fn rmw_stripe((dev, ino): (u64, u64)) -> u32 {
     let h = (dev ^ ino.rotate_left(17)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (h >> 58) as u32 % RMW_STRIPES as u32
+    (h >> 58) as u32 // the top 6 bits: 0 .. RMW_STRIPES
 }
 
 pub(crate) struct FileTable {

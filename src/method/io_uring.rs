@@ -11,8 +11,9 @@
 //!
 //! - A handle is *in the ring* ([`Uring::in_ring`]) from the moment its issuer pushes it
 //!   (marked before the claim that makes it SUBMITTED, so a waiter that sees it submitted
-//!   sees it in the ring) until the thread that reaps its completion clears the mark, under
-//!   the completion lock.
+//!   sees it in the ring; if a waiter wins the claim instead, the mark is cleared and a no-op
+//!   wakes a holder that went to sleep in the kernel for it) until the thread that reaps its
+//!   completion clears the mark, under the completion lock.
 //!   A thread holding that lock and seeing the mark knows the I/O completes only through a
 //!   completion it will reap itself. An I/O not in the ring — run by its issuer (a buffered
 //!   write ext4 cannot do without blocking, an op the kernel lacks, a retired ring), claimed
@@ -57,6 +58,10 @@ use parking_lot::Mutex;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
+
+/// The user data of a no-op pushed only to wake a thread asleep in the kernel (see
+/// [`Uring::push`]); its completion is no handle's.
+const WAKE_NOP: u64 = u64::MAX;
 
 /// Buffered I/Os beyond this many in flight may be punted to io-wq (`IOSQE_ASYNC`), as
 /// PostgreSQL does so that io-wq's threads copy from the page cache in parallel — but only
@@ -348,9 +353,12 @@ impl Uring {
             self.in_ring[i as usize].store(true, Ordering::Relaxed);
             if !shared.claim_submit(i) {
                 // A waiter claimed it to run it itself: not ours, never in the ring. Anyone
-                // who followed it meanwhile looks again.
+                // who followed it meanwhile looks again, and a holder that went to sleep in
+                // the kernel for it is woken by a no-op (if the queue has room; else by the
+                // next completion of the entries in the kernel, which it waits for).
                 self.in_ring[i as usize].store(false, Ordering::Release);
                 self.tell_followers(issuer);
+                let _ = sq.push_nop(WAKE_NOP);
                 continue;
             }
             let req = shared.request(i);
@@ -470,6 +478,9 @@ impl Uring {
         // The completions reaped together are timed by one clock reading.
         self.shared.one_clock(|| {
             cq.drain(|user_data, res| {
+                if user_data == WAKE_NOP {
+                    return;
+                }
                 let i = user_data as u32;
                 slot.in_flight.fetch_sub(1, Ordering::Relaxed);
                 self.in_ring[i as usize].store(false, Ordering::Release);

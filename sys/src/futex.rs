@@ -5,7 +5,18 @@
 //! private futex would not wake a waiter in another process.
 
 use std::sync::atomic::AtomicU32;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// How long after its time limit a sleeper may run and still judge what the limit found: one
+/// that runs later (the CPUs busy) may find done what finished after the limit, its wake no
+/// longer anyone's to deliver.
+pub const PROMPT: Duration = Duration::from_millis(20);
+
+/// Whether a sleep begun at `since` with time limit `limit`, which the limit ended, returned
+/// to its thread promptly enough (see [`PROMPT`]) to call what it then finds a missed wake.
+pub fn ran_promptly(since: Instant, limit: Duration) -> bool {
+    since.elapsed() < limit + PROMPT
+}
 
 /// Blocks while `*word == expected`, or until woken, a signal arrives, or `timeout` passes;
 /// returns true if it returned because `timeout` passed. Spurious returns are allowed;

@@ -475,6 +475,14 @@ impl Submission<'_> {
         unsafe { self.sq.push(&e) }.map_err(|_| QueueFull)
     }
 
+    /// Queues a no-op with `user_data`: it completes at once, so a thread asleep in the
+    /// kernel for one completion of this ring wakes (and looks again at what it waits for).
+    pub fn push_nop(&mut self, user_data: u64) -> Result<(), QueueFull> {
+        let e = opcode::Nop::new().build().user_data(user_data);
+        // SAFETY: a no-op names no memory.
+        unsafe { self.sq.push(&e) }.map_err(|_| QueueFull)
+    }
+
     /// Number of entries queued and not yet submitted.
     pub fn pending(&self) -> usize {
         self.sq.len()
@@ -597,7 +605,6 @@ impl Completion<'_> {
     /// more than one completion: another thread may reap or run what the caller waits for
     /// as soon as it lets the completion side go, so a count could be left unreachable.
     pub fn submit_and_wait_one(&mut self, submit: bool, limit: Duration) -> io::Result<Waited> {
-        let want = 1;
         // A call that submits returns the count it submitted even when its wait timed out:
         // then the clock, and an empty queue, tell the end of the limit from a completion (a
         // thread preempted after a completion woke it finds the completion there).
@@ -620,7 +627,7 @@ impl Completion<'_> {
                 unsafe {
                     submitter.enter::<types::SubmitArgs<'_, '_>>(
                         0,
-                        want,
+                        1,
                         ENTER_GETEVENTS | ENTER_EXT_ARG,
                         Some(&args),
                     )
@@ -631,7 +638,7 @@ impl Completion<'_> {
         } else {
             // SAFETY: `enter` with to_submit = 0 and no argument only waits for completions;
             // it touches no user memory.
-            unsafe { submitter.enter::<libc::sigset_t>(0, want, ENTER_GETEVENTS, None) }
+            unsafe { submitter.enter::<libc::sigset_t>(0, 1, ENTER_GETEVENTS, None) }
         };
         let waited = |taken, timed_out| Waited { taken, timed_out };
         match r {

@@ -274,8 +274,16 @@ impl SimDisk {
             for path in &names {
                 let at = match (st.files[path].entry.clone(), pass) {
                     (Entry::Durable, 0) => path.clone(),
-                    (Entry::Renamed { from }, 1) if st.rng.below(2) == 0 => from,
-                    (Entry::Renamed { .. }, 1) => path.clone(),
+                    // Under one of its two names, never neither: the other if a durable
+                    // entry holds the one drawn.
+                    (Entry::Renamed { from }, 1) => {
+                        let (a, b) = if st.rng.below(2) == 0 {
+                            (from, path.clone())
+                        } else {
+                            (path.clone(), from)
+                        };
+                        if out.files.contains_key(&a) { b } else { a }
+                    }
                     (Entry::New, 2) if st.rng.below(2) == 0 => path.clone(),
                     _ => continue,
                 };

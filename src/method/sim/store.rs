@@ -311,11 +311,25 @@ impl SimStore {
                         now_durable.push(p.clone());
                     }
                 }
-                // A rename made durable: the file it replaced is gone for good.
-                for p in now_durable {
-                    if let Some(old) = st.replaced.remove(&p) {
-                        forget(&mut st, old, &open_inos);
-                    }
+                // A file a rename replaced is gone for good once no rename onto its name is
+                // still waiting for a sync: the rename made durable, or the file that took
+                // the name gone too (unlinked, renamed on) and this directory synced.
+                let settled: Vec<PathBuf> = st
+                    .replaced
+                    .keys()
+                    .filter(|p| {
+                        now_durable.contains(*p)
+                            || (p.parent() == Some(dir)
+                                && !st
+                                    .files
+                                    .get(*p)
+                                    .is_some_and(|f| matches!(f.entry, Entry::Renamed { .. })))
+                    })
+                    .cloned()
+                    .collect();
+                for p in settled {
+                    let old = st.replaced.remove(&p).expect("listed");
+                    forget(&mut st, old, &open_inos);
                 }
                 let gone: Vec<PathBuf> = st
                     .removed

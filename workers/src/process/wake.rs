@@ -98,7 +98,7 @@ impl<F: Futex32, W: Word64> Wake<'_, F, W> {
                 // Missed: one of ours completed and no one woke us; judged only by a waiter
                 // that ran soon after its limit (a busy machine may run it much later, after
                 // a completion the limit did not see).
-                let prompt = since.elapsed() < WAIT_LIMIT + WAIT_LIMIT / 5;
+                let prompt = dbaio_sys::futex::ran_promptly(since, WAIT_LIMIT);
                 missed = prompt && needs() < need && self.waiter_seq.load(SeqCst) == seq;
             }
         }

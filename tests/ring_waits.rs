@@ -54,6 +54,7 @@ fn foreign_waiter_is_not_held_behind_a_slow_io(spin_us: u32) {
     let slow_file = aio.open(&pipe, &OpenOptions::read()).unwrap();
     // O_DIRECT: a page-cache hit would complete inside the submitting call, before any wait.
     let fast_file = aio.open(&data, &OpenOptions::read().direct(true)).unwrap();
+    let seen_asleep = std::sync::atomic::AtomicU32::new(0);
     for round in 0..20 {
         me.begin_batch().unwrap();
         let slow = me.acquire().unwrap().read(&slow_file, 0, IoBuf::new(512));
@@ -64,7 +65,9 @@ fn foreign_waiter_is_not_held_behind_a_slow_io(spin_us: u32) {
         let holder = unsafe { libc::gettid() };
         std::thread::scope(|s| {
             let foreign = s.spawn(|| {
-                wait_until_in_ring_wait(holder);
+                if wait_until_in_ring_wait(holder) {
+                    seen_asleep.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
                 aio.wait(fast_ref).unwrap();
                 // Only now is the slow read released: if the holder sleeps until both are
                 // done, this thread waits for the safety net.
@@ -81,6 +84,14 @@ fn foreign_waiter_is_not_held_behind_a_slow_io(spin_us: u32) {
         fast.check().unwrap();
         assert!(fast.into_buf().iter().all(|&b| b == 7));
     }
+    // The shape under test needs the holder asleep in the kernel when the foreign wait
+    // begins; a run that never saw it so tested nothing.
+    let seen = seen_asleep.into_inner();
+    assert!(
+        seen >= 1,
+        "the holder was never seen asleep in io_cqring_wait in 20 rounds"
+    );
+    eprintln!("ring_waits: holder seen asleep in the kernel in {seen} of 20 rounds");
     // No I/O here takes anywhere near 100 ms: a wait the safety net ended is the stall.
     assert_eq!(
         (aio.long_waits(), aio.backstop_wakes()),
@@ -91,15 +102,17 @@ fn foreign_waiter_is_not_held_behind_a_slow_io(spin_us: u32) {
 }
 
 /// Waits (up to 2 s, then goes on regardless) until thread `tid` sleeps in the kernel for
-/// ring completions, so that it holds the ring when the foreign wait begins.
-fn wait_until_in_ring_wait(tid: i32) {
+/// ring completions, so that it holds the ring when the foreign wait begins; says whether it
+/// was seen so.
+fn wait_until_in_ring_wait(tid: i32) -> bool {
     let wchan = format!("/proc/self/task/{tid}/wchan");
     for _ in 0..20_000 {
         if std::fs::read_to_string(&wchan).is_ok_and(|w| w.contains("io_cqring_wait")) {
-            return;
+            return true;
         }
         std::thread::sleep(std::time::Duration::from_micros(100));
     }
+    false
 }
 
 #[test]

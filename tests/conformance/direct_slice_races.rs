@@ -10,11 +10,21 @@
 
 use crate::support::*;
 use dbaio::{IoBuf, IoMethodKind, OpenOptions};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 
 const BLK: usize = 4096;
 const FAR: u64 = 1 << 20;
+
+/// Sets its flag when dropped, so a thread looping on it stops even when the test fails (a
+/// panic would otherwise leave the scope waiting for it forever).
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
 
 fn block(k: u64) -> Vec<u8> {
     (0..BLK)
@@ -33,6 +43,7 @@ fn appends_keep_a_concurrent_extension(m: IoMethodKind) {
         .unwrap();
     let bar = Barrier::new(2);
     let stop = AtomicBool::new(false);
+    let appended = AtomicU64::new(0);
     let records = std::thread::scope(|s| {
         let appender = s.spawn(|| {
             let me = aio.register_issuer("appender").unwrap();
@@ -42,19 +53,30 @@ fn appends_keep_a_concurrent_extension(m: IoMethodKind) {
                 me.write_all_from(&file, 100 + n * 10, &[(n % 251) as u8; 10])
                     .unwrap();
                 n += 1;
+                appended.store(n, Ordering::Relaxed);
             }
             n
         });
+        let stop_guard = StopOnDrop(&stop);
         let me = aio.register_issuer("far").unwrap();
         bar.wait();
         for k in 0..100 {
+            // Each far write follows a fresh append, so the two interleave whatever the
+            // scheduler does (the appender stops at 20,000, far above 100).
+            while appended.load(Ordering::Relaxed) <= k && !appender.is_finished() {
+                std::thread::yield_now();
+            }
             let at = FAR + k * BLK as u64;
             me.write_all_at(&file, at, IoBuf::from_slice(&block(k)))
                 .unwrap();
         }
-        stop.store(true, Ordering::Relaxed);
+        drop(stop_guard);
         appender.join().unwrap()
     });
+    assert!(
+        records > 100,
+        "{m}: the appends ran beside the far writes ({records})"
+    );
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(bytes.len() as u64, FAR + 100 * BLK as u64, "{m}: length");
     for k in 0..100u64 {
@@ -80,6 +102,7 @@ fn reads_of_a_changing_file_end_short_not_in_error(m: IoMethodKind) {
     let me = aio.register_issuer("reader").unwrap();
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
+        let _stop = StopOnDrop(&stop);
         s.spawn(|| {
             let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
             let mut n = 0u64;
@@ -93,7 +116,6 @@ fn reads_of_a_changing_file_end_short_not_in_error(m: IoMethodKind) {
             let n = me.read_into(&file, 0, &mut buf).unwrap();
             assert!(n == 110 || n == BLK, "{m}: read {n} bytes");
         }
-        stop.store(true, Ordering::Relaxed);
     });
 }
 

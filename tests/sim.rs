@@ -808,3 +808,77 @@ fn a_rename_across_directories_needs_both_synced() {
     }
     assert!(at_old > 0 && at_new > 0, "old {at_old} new {at_new}");
 }
+
+/// A file renamed over a durable one, then unlinked, then its directory synced: after a crash
+/// the name holds nothing, on every seed. Guards against the crash model keeping the file the
+/// rename replaced until that rename itself was made durable — which, the name gone, it never
+/// was — so that a crash brought the replaced version back (found in review, 2026-12-06).
+#[test]
+fn a_replaced_file_stays_gone_once_its_name_was_unlinked_and_the_directory_synced() {
+    let d = dir();
+    for seed in 0..48 {
+        let name = d.path().join(format!("gone-{seed}"));
+        let tmp = d.path().join(format!("gone-{seed}.tmp"));
+        std::fs::write(&name, [1u8; 512]).unwrap(); // durable, to be replaced
+        let disk = SimDisk::new(seed);
+        {
+            let aio = start(Some(disk.clone()), seed, |_| {});
+            let me = aio.register_issuer("w").unwrap();
+            let t = aio.open(&tmp, &OpenOptions::read_write()).unwrap();
+            me.write_all_from(&t, 0, &[2u8; 512]).unwrap();
+            me.fsync(&t).unwrap();
+            drop(t);
+            me.rename(&tmp, &name).unwrap();
+            me.unlink(&name).unwrap();
+            let dirf = aio.open(d.path(), &OpenOptions::read()).unwrap();
+            me.fsync(&dirf).unwrap();
+        }
+        let image = disk.crash();
+        assert_eq!(image.contents(&name), None, "seed {seed}: the name");
+        assert_eq!(
+            image.contents(&tmp),
+            None,
+            "seed {seed}: the temporary name"
+        );
+    }
+}
+
+/// A durable file renamed into another directory, and a new file made durable under its old
+/// name (synced, and its directory synced) before the new directory is: after a crash the new
+/// file holds the old name, on every seed, and the renamed one is under its new name. Guards
+/// against the crash model putting a renamed file back under its old name when that name was
+/// taken — overwriting a file that was fully synced (found in review, 2026-12-06).
+#[test]
+fn a_renamed_file_never_lands_on_a_name_a_synced_file_holds() {
+    let d = dir();
+    let (src, dst) = (d.path().join("src"), d.path().join("dst"));
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::create_dir_all(&dst).unwrap();
+    for seed in 0..48 {
+        let from = src.join(format!("f-{seed}"));
+        let to = dst.join(format!("f-{seed}"));
+        std::fs::write(&from, [5u8; 512]).unwrap();
+        let disk = SimDisk::new(seed);
+        {
+            let aio = start(Some(disk.clone()), seed, |_| {});
+            let me = aio.register_issuer("w").unwrap();
+            me.rename(&from, &to).unwrap();
+            let f = aio.open(&from, &OpenOptions::read_write()).unwrap();
+            me.write_all_from(&f, 0, &[6u8; 512]).unwrap();
+            me.fsync(&f).unwrap();
+            let dirf = aio.open(&src, &OpenOptions::read()).unwrap();
+            me.fsync(&dirf).unwrap();
+        }
+        let image = disk.crash();
+        assert_eq!(
+            image.contents(&from),
+            Some(vec![6u8; 512]),
+            "seed {seed}: the synced file under the old name"
+        );
+        assert_eq!(
+            image.contents(&to),
+            Some(vec![5u8; 512]),
+            "seed {seed}: the renamed file"
+        );
+    }
+}

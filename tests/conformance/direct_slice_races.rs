@@ -155,7 +155,31 @@ fn two_opens_share_one_read_modify_write(m: IoMethodKind) {
     }
 }
 
+/// An aligned O_DIRECT `read_into` that comes back short at an aligned count in the middle
+/// of the file (as the kernel ends a read over 2 GiB; here an injected `Short`) reads on.
+/// Guards against taking every short O_DIRECT read for the end of the file.
+fn a_short_aligned_read_is_not_the_end_of_the_file(m: IoMethodKind) {
+    let d = dir();
+    let path = d.path().join("s");
+    let data: Vec<u8> = (0..4).flat_map(block).collect();
+    std::fs::write(&path, &data).unwrap();
+    let aio = start(m);
+    let file = aio.open(&path, &OpenOptions::read().direct(true)).unwrap();
+    let me = aio.register_issuer("reader").unwrap();
+    aio.inject_fault(
+        dbaio::FaultRule::new(dbaio::FaultAction::Short(BLK as u32))
+            .on_file(&file)
+            .times(1),
+    );
+    let mut buf = IoBuf::new(4 * BLK);
+    let n = me.read_into(&file, 0, &mut buf).unwrap();
+    aio.clear_faults();
+    assert_eq!(n, 4 * BLK, "{m}: read on after the short read");
+    assert!(buf[..] == data[..], "{m}: the bytes");
+}
+
 fn scenario(m: IoMethodKind) {
+    a_short_aligned_read_is_not_the_end_of_the_file(m);
     appends_keep_a_concurrent_extension(m);
     reads_of_a_changing_file_end_short_not_in_error(m);
     two_opens_share_one_read_modify_write(m);

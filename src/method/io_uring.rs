@@ -170,9 +170,14 @@ impl Retries {
 
 /// The handles one push queued, in order (a submission is at most a batch of 32).
 struct Pushed {
+    /// One per entry queued, in order: a handle, or [`NOP_MARK`] for a wake-up no-op (so
+    /// that a count of entries the kernel took maps onto this list).
     ids: [u32; PUSH_GROUP],
     n: usize,
 }
+
+/// In a [`Pushed`] list: a no-op queued to wake a sleeper, not a handle.
+const NOP_MARK: u32 = u32::MAX;
 
 impl Pushed {
     fn new() -> Pushed {
@@ -339,8 +344,9 @@ impl Uring {
     // ---- submitting ------------------------------------------------------------------
 
     /// Claims each of `handles` (at most [`PUSH_GROUP`]; STAGED → SUBMITTED), marks it in
-    /// the ring and queues it on the locked submission side; returns the handles pushed, in
-    /// order. A handle someone else claimed (a waiter that runs it) is skipped.
+    /// the ring and queues it on the locked submission side; returns the entries queued, in
+    /// order. A handle someone else claimed (a waiter that runs it) is not queued; a wake-up
+    /// no-op is, in its place ([`NOP_MARK`]).
     fn push(&self, issuer: u32, sq: &mut Submission<'_>, handles: &[u32]) -> Pushed {
         debug_assert!(handles.len() <= PUSH_GROUP);
         let shared = &*self.shared;
@@ -358,7 +364,11 @@ impl Uring {
                 // next completion of the entries in the kernel, which it waits for).
                 self.in_ring[i as usize].store(false, Ordering::Release);
                 self.tell_followers(issuer);
-                let _ = sq.push_nop(WAKE_NOP);
+                if sq.push_nop(WAKE_NOP).is_ok() {
+                    // Listed, so the flush that hands this group over hands it over too.
+                    pushed.ids[pushed.n] = NOP_MARK;
+                    pushed.n += 1;
+                }
                 continue;
             }
             let req = shared.request(i);
@@ -386,7 +396,7 @@ impl Uring {
         pushed
     }
 
-    /// Hands the queued entries (the handles `pushed`, in order) to the kernel. Refusals that
+    /// Hands the queued entries (`pushed`, in order: handles and [`NOP_MARK`]s) to the kernel. Refusals that
     /// pass (EAGAIN, EBUSY: the completion queue is full) are retried, reaping first when the
     /// completion side is free. A refusal that does not pass retires the ring and fails the
     /// entries not taken. Followers waiting for the entries to reach the kernel are told.
@@ -431,15 +441,16 @@ impl Uring {
     fn retire(&self, issuer: u32, sq: &mut Submission<'_>, lost: &[u32], errno: i32) {
         let slot = &self.rings[issuer as usize];
         slot.retired.store(errno, Ordering::Release);
+        let lost = lost.iter().copied().filter(|&i| i != NOP_MARK);
         tracing::error!(
             issuer,
             "io_uring_enter refused to submit {} I/O(s): {}; they fail, and this issuer's \
              later I/Os run synchronously",
-            lost.len(),
+            lost.clone().count(),
             std::io::Error::from_raw_os_error(errno)
         );
         sq.abandon();
-        for &i in lost {
+        for i in lost {
             slot.in_flight.fetch_sub(1, Ordering::Relaxed);
             self.in_ring[i as usize].store(false, Ordering::Release);
             let base = IoResult {

@@ -288,6 +288,13 @@ impl Aio {
         self.inner.method.inject_submit_error(errno);
     }
 
+    /// Makes the next submission to the kernel only (of each issuer's ring) fail with
+    /// `errno`, as a refusal that passes would. For tests of that path.
+    #[doc(hidden)]
+    pub fn inject_submit_error_once(&self, errno: i32) {
+        self.inner.method.inject_submit_error_once(errno);
+    }
+
     /// How many faults have been injected so far.
     pub fn faults_injected(&self) -> u64 {
         self.inner.shared.faults.hits()

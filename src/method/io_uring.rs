@@ -430,7 +430,17 @@ impl Uring {
     /// Pushes and submits `handles` (any number) on the issuer's ring.
     fn push_and_flush(&self, issuer: u32, ring: &Ring, handles: &[u32]) {
         let mut sq = ring.submission();
-        for group in handles.chunks(PUSH_GROUP) {
+        for (k, group) in handles.chunks(PUSH_GROUP).enumerate() {
+            if self.retired(issuer) {
+                // A refusal retired the ring while it took an earlier group: nothing more may
+                // be submitted on it (the abandoned entries are still in its memory, and the
+                // next submit would hand them over too). The rest run here. (Unreached while
+                // a batch is at most `SUBMIT_BATCH_SIZE`, which is `PUSH_GROUP`; kept so that
+                // a larger one cannot resubmit what was failed.)
+                drop(sq);
+                self.run_inline(&handles[k * PUSH_GROUP..]);
+                return;
+            }
             let pushed = self.push(issuer, &mut sq, group);
             self.flush(issuer, ring, &mut sq, pushed.as_slice());
         }
@@ -565,23 +575,35 @@ impl Uring {
             self.follow(issuer, seen, &|| !(want.waiting)() || ring.in_kernel() > 0);
             return;
         }
-        self.wait_in_kernel(issuer, ring, &mut cq, &want);
+        let handed = self.wait_in_kernel(issuer, ring, &mut cq, &want);
         self.drain(issuer, &mut cq, &mut retries);
         self.release(issuer, ring, (cq, retries));
+        // What the kernel did not take yet goes now, where a full completion queue can be
+        // reaped to make room.
+        self.submit_published(issuer, ring, &want.submit[handed..]);
     }
 
     /// Holding the completion side with nothing ready: sleeps in the kernel for one
     /// completion (submitting the issuer's published entries in the same call), bounded by
-    /// the safety net.
-    fn wait_in_kernel(&self, issuer: u32, ring: &Ring, cq: &mut Completion<'_>, want: &Want<'_>) {
-        let mut submit = !want.submit.is_empty();
+    /// the safety net. Returns how many of the published entries are handed over: the rest
+    /// (refused for now — no request could be had, completions backed up) the caller hands
+    /// over once it has let the completion side go.
+    fn wait_in_kernel(
+        &self,
+        issuer: u32,
+        ring: &Ring,
+        cq: &mut Completion<'_>,
+        want: &Want<'_>,
+    ) -> usize {
+        let all = want.submit.len();
+        let mut submit = all > 0;
         if self.spin_first(issuer, ring) {
             if submit {
                 self.submit_published(issuer, ring, want.submit);
                 submit = false;
             }
             if self.spin(issuer, cq, (want.at_least)()) {
-                return;
+                return all;
             }
         }
         let since = std::time::Instant::now();
@@ -590,24 +612,29 @@ impl Uring {
                 if w.taken > 0 {
                     self.tell_followers(issuer);
                 }
-                if submit && w.taken < want.submit.len() {
-                    let mut sq = ring.submission();
-                    self.flush(issuer, ring, &mut sq, &want.submit[w.taken..]);
-                }
                 if w.timed_out {
                     // Only a completion we reap could end what we wait for; if it ended
                     // without one, a completion went where we did not look.
                     let slept = safety_net_ended(since, !(want.waiting)());
                     self.shared.note_sleep(issuer, slept);
                 }
+                if submit { w.taken.min(all) } else { all }
             }
             Err(e) if submit => {
                 let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                if matches!(errno, libc::EAGAIN | libc::EBUSY) {
+                    // Nothing taken, for now: `flush` retries (reaping) after the let-go.
+                    return 0;
+                }
                 let mut sq = ring.submission();
                 self.retire(issuer, &mut sq, want.submit, errno);
                 self.tell_followers(issuer);
+                all
             }
-            Err(e) => tracing::warn!("waiting on io_uring failed: {e}; waiting again"),
+            Err(e) => {
+                tracing::warn!("waiting on io_uring failed: {e}; waiting again");
+                all
+            }
         }
     }
 
@@ -861,6 +888,12 @@ impl IoMethod for Uring {
         }
     }
 
+    fn inject_submit_error_once(&self, errno: i32) {
+        for r in self.rings.iter().filter_map(|r| r.ring.get()) {
+            r.inject_submit_error_once(errno);
+        }
+    }
+
     fn poll(&self, _shared: &Shared, issuer: u32) {
         let Some(ring) = self.ring(issuer) else {
             return;
@@ -1005,6 +1038,9 @@ impl IoMethod for UringMethod {
     }
     fn inject_submit_error(&self, errno: i32) {
         self.uring.inject_submit_error(errno)
+    }
+    fn inject_submit_error_once(&self, errno: i32) {
+        self.uring.inject_submit_error_once(errno)
     }
     fn poll(&self, shared: &Shared, issuer: u32) {
         self.uring.poll(shared, issuer)

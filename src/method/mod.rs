@@ -85,6 +85,9 @@ pub(crate) trait IoMethod: Send + Sync {
     /// method that does not submit to the kernel ignores it.
     fn inject_submit_error(&self, _errno: i32) {}
 
+    /// Optional, for tests. Makes the next submission to the kernel only fail with `errno`.
+    fn inject_submit_error_once(&self, _errno: i32) {}
+
     /// Optional. Completes whatever of `issuer`'s I/Os are ready, without blocking.
     fn poll(&self, _shared: &Shared, _issuer: u32) {}
 

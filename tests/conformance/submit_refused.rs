@@ -72,4 +72,71 @@ fn scenario(m: IoMethodKind) {
     assert_eq!((read.count, read.errors), (11, failed));
 }
 
-crate::for_every_method!(scenario);
+/// Counts panics "completing an I/O that is not submitted" in this process (caught where an
+/// I/O completes, so they fail no test by themselves): a completion that reached a handle
+/// twice. The hook chains to the one before it.
+fn double_completions() -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static SEEN: AtomicUsize = AtomicUsize::new(0);
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let before = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if info
+                .to_string()
+                .contains("completing an I/O that is not submitted")
+            {
+                SEEN.fetch_add(1, Ordering::SeqCst);
+            }
+            before(info);
+        }));
+    });
+    SEEN.load(Ordering::SeqCst)
+}
+
+/// A refusal that passes (EAGAIN: no request could be had) of the submission an issuer makes
+/// in the same call as its wait for staged I/Os (`wait_for_completions`) is retried, not
+/// reported. Guards against that refusal retiring the ring and failing the batch with EAGAIN
+/// (found in review, 2026-12-06).
+fn a_passing_refusal_while_waiting_on_staged_ios_is_retried(m: IoMethodKind) {
+    let d = dir();
+    let path = data_file(&d, "h", 8 * 4096);
+    let aio = start(m);
+    let me = aio.register_issuer("refused for now").unwrap();
+    let f = aio.open(&path, &OpenOptions::read()).unwrap();
+    let twice = double_completions();
+    // (The ring exists once the issuer has submitted.)
+    let first = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));
+    assert_pattern(&me.wait(first).into_buf(), 0);
+    aio.inject_submit_error_once(libc::EAGAIN);
+    me.begin_batch().unwrap();
+    let ios: Vec<_> = (0..4u64)
+        .map(|k| me.acquire().unwrap().read(&f, k * 4096, IoBuf::new(4096)))
+        .collect();
+    // Still staged: the wait hands them to the method with itself.
+    me.wait_for_completions(4);
+    for (k, io) in ios.into_iter().enumerate() {
+        let c = me.wait(io);
+        c.check().unwrap();
+        assert_pattern(&c.into_buf(), k as u64 * 4096);
+    }
+    me.end_batch();
+    assert_pattern(
+        &me.read_exact_at(&f, 4 * 4096, IoBuf::new(4096)).unwrap(),
+        4 * 4096,
+    );
+    drop(me);
+    drop(aio);
+    assert_eq!(
+        double_completions(),
+        twice,
+        "{m}: a completion reached a handle twice"
+    );
+}
+
+fn scenario_refusals(m: IoMethodKind) {
+    scenario(m);
+    a_passing_refusal_while_waiting_on_staged_ios_is_retried(m);
+}
+
+crate::for_every_method!(scenario_refusals);

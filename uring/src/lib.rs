@@ -19,7 +19,7 @@ use parking_lot::{Mutex, MutexGuard};
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// `IORING_ENTER_GETEVENTS`: wait for completions.
@@ -127,6 +127,8 @@ pub struct Ring {
     in_kernel: AtomicI64,
     /// An errno the next submissions fail with instead of entering the kernel (tests).
     injected: AtomicI32,
+    /// The injected refusal is for the next submission only.
+    inject_once: AtomicBool,
     /// Set once `enter` refused a timeout (a kernel before 5.11).
     no_timeouts: AtomicU32,
     /// The registered buffers, in index order (see [`Ring::register_buffers`]).
@@ -223,6 +225,7 @@ impl Ring {
             fixed_files,
             in_kernel: AtomicI64::new(0),
             injected: AtomicI32::new(0),
+            inject_once: AtomicBool::new(false),
             no_timeouts: AtomicU32::new(0),
             fixed_buffers: OnceLock::new(),
             fixed_entries: AtomicU64::new(0),
@@ -314,7 +317,26 @@ impl Ring {
     /// called with 0. For tests of the submission error path.
     #[doc(hidden)]
     pub fn inject_submit_error(&self, errno: i32) {
+        self.inject_once.store(false, Ordering::SeqCst);
         self.injected.store(errno, Ordering::SeqCst);
+    }
+
+    /// Makes the next submission only fail with `errno` (a refusal that passes, such as
+    /// EAGAIN when no request could be had). For tests of the submission error path.
+    #[doc(hidden)]
+    pub fn inject_submit_error_once(&self, errno: i32) {
+        self.inject_once.store(true, Ordering::SeqCst);
+        self.injected.store(errno, Ordering::SeqCst);
+    }
+
+    /// The injected refusal for this submission, if any (0: none); a one-shot one is spent.
+    fn injected_refusal(&self) -> i32 {
+        let e = self.injected.load(Ordering::Relaxed);
+        if e != 0 && self.inject_once.load(Ordering::Relaxed) {
+            self.injected.swap(0, Ordering::SeqCst)
+        } else {
+            e
+        }
     }
 
     /// Size of the registered-file table (0 when files are not registered).
@@ -495,7 +517,7 @@ impl Submission<'_> {
     pub fn submit(&mut self) -> io::Result<usize> {
         self.sq.sync();
         loop {
-            let r = match self.ring.injected.load(Ordering::Relaxed) {
+            let r = match self.ring.injected_refusal() {
                 0 => self.ring.ring.submitter().submit(),
                 errno => Err(io::Error::from_raw_os_error(errno)),
             };
@@ -611,7 +633,7 @@ impl Completion<'_> {
         let started = submit.then(std::time::Instant::now);
         let submitter = self.ring.ring.submitter();
         if submit {
-            if let e @ 1.. = self.ring.injected.load(Ordering::Relaxed) {
+            if let e @ 1.. = self.ring.injected_refusal() {
                 return Err(io::Error::from_raw_os_error(e));
             }
         }

@@ -50,6 +50,20 @@ fn dir() -> tempfile::TempDir {
 }
 
 /// A PostgreSQL page for block `blk`: a sane header, `fill` in its free space, its checksum.
+/// Syncs directory `path` through `me` (what makes its entries durable on the simulated disk).
+fn sync_directory(aio: &Aio, me: &dbaio::Issuer, path: &Path) {
+    let dirf = aio.open(path, &OpenOptions::read()).unwrap();
+    me.fsync(&dirf).unwrap();
+}
+
+/// Two real directories `src` and `dst` under `d`, for renames across directories.
+fn two_dirs(d: &tempfile::TempDir) -> (PathBuf, PathBuf) {
+    let (src, dst) = (d.path().join("src"), d.path().join("dst"));
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::create_dir_all(&dst).unwrap();
+    (src, dst)
+}
+
 fn page(blk: u32, fill: u8) -> Vec<u8> {
     let mut p = vec![fill; BLOCK];
     p[..24].fill(0);
@@ -425,8 +439,7 @@ fn synced_data_survives_every_crash() {
             let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
             me.write_all_from(&f, 0, &[9u8; 8192]).unwrap();
             me.fsync(&f).unwrap();
-            let dirf = aio.open(d.path(), &OpenOptions::read()).unwrap();
-            me.fsync(&dirf).unwrap();
+            sync_directory(&aio, &me, d.path());
         }
         let after = disk.crash();
         assert_eq!(after.contents(&path), Some(vec![9u8; 8192]), "seed {seed}");
@@ -456,8 +469,7 @@ fn a_new_file_needs_its_directory_synced_to_survive() {
                 me.write_all_from(&f, 0, &[4u8; 512]).unwrap();
                 me.fsync(&f).unwrap();
                 if sync_dir {
-                    let dirf = aio.open(d.path(), &OpenOptions::read()).unwrap();
-                    me.fsync(&dirf).unwrap();
+                    sync_directory(&aio, &me, d.path());
                 }
             }
             let after = disk.crash().contents(&path);
@@ -484,8 +496,7 @@ fn a_crashed_subsystem_fails_every_io_and_writes_nothing_more() {
     let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
     me.write_all_from(&f, 0, &[1u8; 4096]).unwrap();
     me.fsync(&f).unwrap();
-    let dirf = aio.open(d.path(), &OpenOptions::read()).unwrap();
-    me.fsync(&dirf).unwrap();
+    sync_directory(&aio, &me, d.path());
     // Writes in flight (submitted, not yet executed: nobody has waited) at the crash.
     let ios: Vec<_> = (1..4u64)
         .map(|i| {
@@ -691,8 +702,7 @@ fn an_fsync_acknowledged_before_a_crash_from_another_thread_is_in_the_image() {
         let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
         me.write_all_from(&f, 0, &[0u8; 512]).unwrap();
         me.fsync(&f).unwrap();
-        let dirf = aio.open(d.path(), &OpenOptions::read()).unwrap();
-        me.fsync(&dirf).unwrap();
+        sync_directory(&aio, &me, d.path());
         let started = disk.ios();
         let crasher = {
             let disk = disk.clone();
@@ -753,8 +763,7 @@ fn a_rename_over_a_file_is_atomic_and_durable_once_its_directory_is_synced() {
                 me.fsync(&t).unwrap();
                 me.rename(&tmp, &name).unwrap();
                 if sync_dir {
-                    let dirf = aio.open(d.path(), &OpenOptions::read()).unwrap();
-                    me.fsync(&dirf).unwrap();
+                    sync_directory(&aio, &me, d.path());
                 }
             }
             let image = disk.crash();
@@ -777,9 +786,7 @@ fn a_rename_over_a_file_is_atomic_and_durable_once_its_directory_is_synced() {
 #[test]
 fn a_rename_across_directories_needs_both_synced() {
     let d = dir();
-    let (src, dst) = (d.path().join("src"), d.path().join("dst"));
-    std::fs::create_dir_all(&src).unwrap();
-    std::fs::create_dir_all(&dst).unwrap();
+    let (src, dst) = two_dirs(&d);
     let (mut at_old, mut at_new) = (0, 0);
     for seed in 0..48 {
         for synced in [0, 1, 2] {
@@ -793,8 +800,7 @@ fn a_rename_across_directories_needs_both_synced() {
                 me.rename(&from, &to).unwrap();
                 // 1: only the new directory synced; 2: both.
                 for dir in [&dst, &src].into_iter().take(synced) {
-                    let dirf = aio.open(dir, &OpenOptions::read()).unwrap();
-                    me.fsync(&dirf).unwrap();
+                    sync_directory(&aio, &me, dir);
                 }
             }
             let image = disk.crash();
@@ -830,8 +836,7 @@ fn a_replaced_file_stays_gone_once_its_name_was_unlinked_and_the_directory_synce
             drop(t);
             me.rename(&tmp, &name).unwrap();
             me.unlink(&name).unwrap();
-            let dirf = aio.open(d.path(), &OpenOptions::read()).unwrap();
-            me.fsync(&dirf).unwrap();
+            sync_directory(&aio, &me, d.path());
         }
         let image = disk.crash();
         assert_eq!(image.contents(&name), None, "seed {seed}: the name");
@@ -851,9 +856,7 @@ fn a_replaced_file_stays_gone_once_its_name_was_unlinked_and_the_directory_synce
 #[test]
 fn a_renamed_file_never_lands_on_a_name_a_synced_file_holds() {
     let d = dir();
-    let (src, dst) = (d.path().join("src"), d.path().join("dst"));
-    std::fs::create_dir_all(&src).unwrap();
-    std::fs::create_dir_all(&dst).unwrap();
+    let (src, dst) = two_dirs(&d);
     for seed in 0..48 {
         let from = src.join(format!("f-{seed}"));
         let to = dst.join(format!("f-{seed}"));
@@ -866,8 +869,7 @@ fn a_renamed_file_never_lands_on_a_name_a_synced_file_holds() {
             let f = aio.open(&from, &OpenOptions::read_write()).unwrap();
             me.write_all_from(&f, 0, &[6u8; 512]).unwrap();
             me.fsync(&f).unwrap();
-            let dirf = aio.open(&src, &OpenOptions::read()).unwrap();
-            me.fsync(&dirf).unwrap();
+            sync_directory(&aio, &me, &src);
         }
         let image = disk.crash();
         assert_eq!(

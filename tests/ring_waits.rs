@@ -171,3 +171,102 @@ fn a_slow_completion_is_a_long_wait_not_a_missed_wake() {
     }
     assert_eq!(aio.backstop_wakes(), 0, "{:?}", aio.stats());
 }
+
+/// A thread that reaps a ring without waiting and finds nothing there lets the completion
+/// side go, and a waiter that found the side taken meanwhile follows the bell until that
+/// let-go: so every let-go must ring. Guards against the silent one (2026-12-06, the last
+/// missed wake of the adversarial long pass, `mesh` on io_uring, once in 20 repetitions):
+/// `reap_now` — the watcher thread's reap, and the issuer's while some of its I/Os run on
+/// other threads — returned without ringing when the queue was empty, so such a follower
+/// slept until the 100 ms safety net, and nothing else rang when its issuer was busy
+/// elsewhere. Here the watcher (the ring is watched: a detached I/O with an error callback)
+/// is stopped holding an empty queue; the follower waits on a FIFO read; the watcher is let
+/// go; the follower must then take the ring and sleep in the kernel for its completion, not
+/// on the bell until the safety net.
+#[test]
+fn a_reap_that_finds_nothing_still_tells_the_followers_when_it_lets_go() {
+    if !skips::io_uring_column("ring_waits empty reap") {
+        return;
+    }
+    let d = dir();
+    let data = d.path().join("data");
+    std::fs::write(&data, vec![5u8; 4096]).unwrap();
+    let pipe = d.path().join("pipe");
+    fifo(&pipe);
+    let mut writer = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&pipe)
+        .unwrap();
+    let aio = Aio::start(Settings {
+        io_method: IoMethodKind::IoUring,
+        ..Settings::default()
+    })
+    .unwrap();
+    let me = aio.register_issuer("watched").unwrap();
+    let fast_file = aio.open(&data, &OpenOptions::read().direct(true)).unwrap();
+    let slow_file = aio.open(&pipe, &OpenOptions::read()).unwrap();
+    // The ring is watched from now on: the watcher reaps it when completions arrive, and
+    // when its own sleep runs out.
+    me.acquire()
+        .unwrap()
+        .read(&fast_file, 0, IoBuf::new(4096))
+        .on_error(|e| panic!("the watched read failed: {e}"));
+    let slow = me.acquire().unwrap().read(&slow_file, 0, IoBuf::new(512));
+    let slow_ref = slow.wait_ref();
+    aio.hold_next_empty_reap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !aio.empty_reap_held() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no thread reaped the watched ring in 10 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    std::thread::scope(|s| {
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let aio = &aio;
+        let follower = s.spawn(move || {
+            // SAFETY: gettid has no arguments and cannot fail.
+            tid_tx.send(unsafe { libc::gettid() }).unwrap();
+            aio.wait(slow_ref).unwrap();
+        });
+        let tid = tid_rx.recv().unwrap();
+        // The completion side is held, so the follower follows the bell (a futex sleep).
+        let asleep_on_the_bell = wait_until_wchan(tid, "futex");
+        aio.release_empty_reap();
+        if asleep_on_the_bell {
+            // Told by the let-go, it takes the ring and sleeps in the kernel for the read.
+            assert!(
+                wait_until_in_ring_wait(tid),
+                "the follower never took the ring"
+            );
+        } else {
+            eprintln!("the follower was never seen asleep on the bell; the shape untested");
+        }
+        writer.write_all(&[9u8; 512]).unwrap();
+        follower.join().unwrap();
+    });
+    let slow = me.wait(slow);
+    slow.check().unwrap();
+    assert!(slow.into_buf().iter().all(|&b| b == 9));
+    assert_eq!(
+        aio.backstop_wakes(),
+        0,
+        "the follower slept until the safety net although the ring was let go: {:?}",
+        aio.stats()
+    );
+}
+
+/// Waits (up to 2 s) until thread `tid`'s kernel wait channel contains `what`; says whether
+/// it was seen so.
+fn wait_until_wchan(tid: i32, what: &str) -> bool {
+    let wchan = format!("/proc/self/task/{tid}/wchan");
+    for _ in 0..20_000 {
+        if std::fs::read_to_string(&wchan).is_ok_and(|w| w.contains(what)) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    false
+}

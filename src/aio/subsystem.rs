@@ -295,6 +295,33 @@ impl Aio {
         self.inner.method.inject_submit_error_once(errno);
     }
 
+    /// Tests only (io_uring; other methods ignore it): the next thread that reaps an
+    /// issuer's ring without waiting and finds nothing there stops while it still holds the
+    /// ring's completion side, until [`Aio::release_empty_reap`].
+    #[doc(hidden)]
+    pub fn hold_next_empty_reap(&self) {
+        if let Some(h) = self.inner.method.empty_reap_hold() {
+            h.arm();
+        }
+    }
+
+    /// Tests only: whether a thread is stopped by [`Aio::hold_next_empty_reap`] now.
+    #[doc(hidden)]
+    pub fn empty_reap_held(&self) -> bool {
+        self.inner
+            .method
+            .empty_reap_hold()
+            .is_some_and(|h| h.holding())
+    }
+
+    /// Tests only: lets the thread stopped by [`Aio::hold_next_empty_reap`] go on.
+    #[doc(hidden)]
+    pub fn release_empty_reap(&self) {
+        if let Some(h) = self.inner.method.empty_reap_hold() {
+            h.release();
+        }
+    }
+
     /// How many faults have been injected so far.
     pub fn faults_injected(&self) -> u64 {
         self.inner.shared.faults.hits()

@@ -40,8 +40,8 @@
 //!   I/Os it held fail with the error, and the issuer's later I/Os run synchronously. Their
 //!   entries stay in the ring's memory, never to be submitted.
 
-use super::IoMethod;
 use super::watcher::Watcher;
+use super::{IoMethod, TestHold};
 use crate::handle::atomics::STD_FENCE;
 use crate::handle::bell::{SAFETY_NET, Slept, safety_net_ended};
 use crate::handle::error::AioError;
@@ -121,6 +121,8 @@ struct Uring {
     spin_ns: u64,
     /// `io_uring_registered_buffers`, and what came of it.
     buffers: FixedBuffers,
+    /// Tests: stops a [`Uring::reap_now`] that found nothing, holding the completion side.
+    empty_reap_hold: TestHold,
 }
 
 /// `io_uring_registered_buffers`: the attachment's memory (the buffer pool) registered with
@@ -206,6 +208,39 @@ struct Want<'a> {
     at_least: &'a dyn Fn() -> u32,
 }
 
+/// The completion side of an issuer's ring, held ([`Uring::try_hold`]); the only way this
+/// module holds it. Letting it go — dropping this — tells the issuer's followers, after the
+/// lock is free: a waiter that found the side taken follows the bell until the holder lets
+/// go (registered, then checking [`Ring::is_reaping`]: Dekker's pattern with this ring), so
+/// no let-go may be silent, even one that reaped nothing. (One was: a reap that found the
+/// queue empty returned without a word, and a follower slept until the safety net.)
+struct Held<'r> {
+    cq: std::mem::ManuallyDrop<Completion<'r>>,
+    uring: &'r Uring,
+    issuer: u32,
+}
+
+impl<'r> std::ops::Deref for Held<'r> {
+    type Target = Completion<'r>;
+    fn deref(&self) -> &Completion<'r> {
+        &self.cq
+    }
+}
+
+impl std::ops::DerefMut for Held<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.cq
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `cq` is dropped here, once, and not touched again: `self` is going away.
+        unsafe { std::mem::ManuallyDrop::drop(&mut self.cq) };
+        self.uring.tell_followers(self.issuer);
+    }
+}
+
 impl Uring {
     /// Probes io_uring; `Err` is the refusal in words.
     fn start(settings: &Settings, shared: &Arc<Shared>) -> Result<Uring, String> {
@@ -242,11 +277,22 @@ impl Uring {
                 bytes: AtomicUsize::new(0),
                 refused: OnceLock::new(),
             },
+            empty_reap_hold: TestHold::default(),
         })
     }
 
     fn ring(&self, issuer: u32) -> Option<&Ring> {
         self.rings.get(issuer as usize).and_then(|r| r.ring.get())
+    }
+
+    /// Takes `issuer`'s completion side if nobody holds it; letting it go tells the
+    /// followers ([`Held`]).
+    fn try_hold<'r>(&'r self, issuer: u32, ring: &'r Ring) -> Option<Held<'r>> {
+        ring.try_completion().map(|cq| Held {
+            cq: std::mem::ManuallyDrop::new(cq),
+            uring: self,
+            issuer,
+        })
     }
 
     fn retired(&self, issuer: u32) -> bool {
@@ -414,7 +460,7 @@ impl Uring {
             };
             tries += 1;
             if matches!(errno, libc::EAGAIN | libc::EBUSY) && tries < SUBMIT_TRIES {
-                if let Some(cq) = ring.try_completion() {
+                if let Some(cq) = self.try_hold(issuer, ring) {
                     self.release(issuer, ring, self.drain_held(issuer, cq));
                 } else {
                     std::thread::yield_now();
@@ -513,7 +559,7 @@ impl Uring {
     }
 
     /// Drains the held completion side and hands it back with what to retry.
-    fn drain_held<'r>(&self, issuer: u32, mut cq: Completion<'r>) -> (Completion<'r>, Retries) {
+    fn drain_held<'r>(&self, issuer: u32, mut cq: Held<'r>) -> (Held<'r>, Retries) {
         let mut retries = Retries::new();
         self.drain(issuer, &mut cq, &mut retries);
         (cq, retries)
@@ -522,9 +568,8 @@ impl Uring {
     /// Lets the completion side go: tells followers (one of them may reap now), looks once
     /// more for completions that arrived meanwhile if the watcher relies on every arrival
     /// being reaped, and executes `retries` again, outside the lock.
-    fn release(&self, issuer: u32, ring: &Ring, (cq, retries): (Completion<'_>, Retries)) {
+    fn release(&self, issuer: u32, ring: &Ring, (cq, retries): (Held<'_>, Retries)) {
         drop(cq);
-        self.tell_followers(issuer);
         if self.rings[issuer as usize].watched.load(Ordering::Acquire) {
             self.reap_now(issuer, ring);
         }
@@ -535,13 +580,13 @@ impl Uring {
 
     /// Reaps whatever is ready, without waiting, if nobody else is reaping.
     fn reap_now(&self, issuer: u32, ring: &Ring) {
-        while let Some(mut cq) = ring.try_completion() {
+        while let Some(mut cq) = self.try_hold(issuer, ring) {
             if cq.is_empty() {
+                self.empty_reap_hold.pass();
                 return;
             }
             let held = self.drain_held(issuer, cq);
             drop(held.0);
-            self.tell_followers(issuer);
             for i in held.1.iter() {
                 self.shared.run_here(i, Executor::Ring);
             }
@@ -556,7 +601,7 @@ impl Uring {
     fn reap_or_follow(&self, issuer: u32, ring: &Ring, want: Want<'_>) {
         let bell = &self.shared.issuers[issuer as usize].bell;
         let seen = bell.seen();
-        let Some(mut cq) = ring.try_completion() else {
+        let Some(mut cq) = self.try_hold(issuer, ring) else {
             self.submit_published(issuer, ring, want.submit);
             self.follow(issuer, seen, &|| !(want.waiting)() || !ring.is_reaping());
             return;
@@ -898,7 +943,7 @@ impl IoMethod for Uring {
         let Some(ring) = self.ring(issuer) else {
             return;
         };
-        if let Some(mut cq) = ring.try_completion() {
+        if let Some(mut cq) = self.try_hold(issuer, ring) {
             // Not blocking, so nothing else brings in completions whose task work the ring
             // holds back for the owner's next entry into the kernel: enter for them.
             cq.flush();
@@ -931,7 +976,7 @@ impl Drop for Uring {
                 continue;
             };
             while r.in_flight.load(Ordering::Relaxed) > 0 && ring.in_kernel() > 0 {
-                let Some(mut cq) = ring.try_completion() else {
+                let Some(mut cq) = self.try_hold(issuer as u32, ring) else {
                     break;
                 };
                 if cq.is_empty() && cq.submit_and_wait_one(false, SAFETY_NET).is_err() {
@@ -1041,6 +1086,9 @@ impl IoMethod for UringMethod {
     }
     fn inject_submit_error_once(&self, errno: i32) {
         self.uring.inject_submit_error_once(errno)
+    }
+    fn empty_reap_hold(&self) -> Option<&super::TestHold> {
+        Some(&self.uring.empty_reap_hold)
     }
     fn poll(&self, shared: &Shared, issuer: u32) {
         self.uring.poll(shared, issuer)

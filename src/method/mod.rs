@@ -20,6 +20,49 @@ use std::os::fd::RawFd;
 use std::sync::Arc;
 
 /// What a method must do.
+/// A point where a test can stop the next thread to pass, while it holds what it holds
+/// there, until the test lets it go: armed, then holding, then off.
+#[derive(Default)]
+pub(crate) struct TestHold(std::sync::atomic::AtomicU8);
+
+impl TestHold {
+    const OFF: u8 = 0;
+    const ARMED: u8 = 1;
+    const HOLDING: u8 = 2;
+
+    /// The next thread to pass the point stops there.
+    pub(crate) fn arm(&self) {
+        self.0
+            .store(Self::ARMED, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether a thread is stopped at the point now.
+    pub(crate) fn holding(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst) == Self::HOLDING
+    }
+
+    /// Lets the stopped thread go on (and disarms).
+    pub(crate) fn release(&self) {
+        self.0.store(Self::OFF, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The point: stops here if armed, until released. One load when not armed.
+    #[inline]
+    pub(crate) fn pass(&self) {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.0.load(SeqCst) == Self::ARMED
+            && self
+                .0
+                .compare_exchange(Self::ARMED, Self::HOLDING, SeqCst, SeqCst)
+                .is_ok()
+        {
+            while self.0.load(SeqCst) == Self::HOLDING {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+        }
+    }
+}
+
 pub(crate) trait IoMethod: Send + Sync {
     /// Which method this is.
     fn kind(&self) -> IoMethodKind;
@@ -87,6 +130,12 @@ pub(crate) trait IoMethod: Send + Sync {
 
     /// Optional, for tests. Makes the next submission to the kernel only fail with `errno`.
     fn inject_submit_error_once(&self, _errno: i32) {}
+
+    /// Optional, for tests. The hold on the next thread that finds an issuer's completion
+    /// queue empty while it reaps without waiting (io_uring only; see [`TestHold`]).
+    fn empty_reap_hold(&self) -> Option<&TestHold> {
+        None
+    }
 
     /// Optional. Completes whatever of `issuer`'s I/Os are ready, without blocking.
     fn poll(&self, _shared: &Shared, _issuer: u32) {}

@@ -128,6 +128,8 @@ pub use handle::slot::{Executor, HandleState, MAX_CALLBACKS, WaitRef};
 pub use handle::wait_event::WaitEvent;
 pub use introspect::stats::{AdviceRow, ExecutorRow, IssuerStatsRow, LatencyRow, OpStatsRow};
 pub use introspect::view::{AdviceBudgetRow, AioRow, WaitRow, WorkerPoolRow, WorkerRow};
+#[doc(hidden)]
+pub use method::TestPoint;
 pub use method::io_uring_available;
 pub use method::sim::SimDisk;
 pub use start::AioBuilder;

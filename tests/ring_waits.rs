@@ -12,7 +12,7 @@
 #[path = "common/skips.rs"]
 mod skips;
 
-use dbaio::{Aio, IoBuf, IoMethodKind, OpenOptions, Settings};
+use dbaio::{Aio, IoBuf, IoMethodKind, OpenOptions, Settings, TestPoint};
 use std::io::Write;
 use std::path::Path;
 
@@ -214,9 +214,9 @@ fn a_reap_that_finds_nothing_still_tells_the_followers_when_it_lets_go() {
         .on_error(|e| panic!("the watched read failed: {e}"));
     let slow = me.acquire().unwrap().read(&slow_file, 0, IoBuf::new(512));
     let slow_ref = slow.wait_ref();
-    aio.hold_next_empty_reap();
+    aio.hold_next(TestPoint::EmptyReap);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !aio.empty_reap_held() {
+    while !aio.held_at(TestPoint::EmptyReap) {
         assert!(
             std::time::Instant::now() < deadline,
             "no thread reaped the watched ring in 10 s"
@@ -234,7 +234,7 @@ fn a_reap_that_finds_nothing_still_tells_the_followers_when_it_lets_go() {
         let tid = tid_rx.recv().unwrap();
         // The completion side is held, so the follower follows the bell (a futex sleep).
         let asleep_on_the_bell = wait_until_wchan(tid, "futex");
-        aio.release_empty_reap();
+        aio.release_hold(TestPoint::EmptyReap);
         if asleep_on_the_bell {
             // Told by the let-go, it takes the ring and sleeps in the kernel for the read.
             assert!(
@@ -269,4 +269,154 @@ fn wait_until_wchan(tid: i32, what: &str) -> bool {
         std::thread::sleep(std::time::Duration::from_micros(100));
     }
     false
+}
+
+/// Writes to every FIFO when dropped, so that reads a failed test left waiting end.
+struct Unblock(Vec<std::fs::File>);
+
+impl Drop for Unblock {
+    fn drop(&mut self) {
+        for w in &mut self.0 {
+            let _ = w.write_all(&[0u8; 64]);
+        }
+    }
+}
+
+/// Records the name of the thread that woke it.
+struct NameWaker(std::sync::Mutex<Option<String>>);
+
+impl std::task::Wake for NameWaker {
+    fn wake(self: std::sync::Arc<Self>) {
+        let name = std::thread::current().name().unwrap_or("?").to_string();
+        *self.0.lock().unwrap() = Some(name);
+    }
+}
+
+/// A completion that arrives while a thread holds the ring's completion side, and that the
+/// watcher thread (woken by it) could not reap because of that, is reaped by the holder
+/// when it lets go. Guards against the watcher's wake being spent (found in review,
+/// 2026-12-06): it tried, found the side taken and went back to sleep, and the holder —
+/// here the issuer, in a wait whose I/Os run partly on another thread, stopped holding an
+/// empty queue — let go without looking again; a future's completion then waited for the
+/// watcher's next wake (up to the 100 ms safety net on a ring watched for good). The
+/// future here is woken on the issuer's thread, at its let-go.
+#[test]
+fn what_arrives_while_the_ring_is_held_is_reaped_when_it_is_let_go() {
+    if !skips::io_uring_column("ring_waits let-go reaps") {
+        return;
+    }
+    let d = dir();
+    let fifos: Vec<std::path::PathBuf> = (0..2).map(|k| d.path().join(format!("p{k}"))).collect();
+    let data = d.path().join("data");
+    std::fs::write(&data, vec![8u8; 4 * 4096]).unwrap();
+    let mut writers: Vec<std::fs::File> = fifos
+        .iter()
+        .map(|p| {
+            fifo(p);
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(p)
+                .unwrap()
+        })
+        .collect();
+    let aio = Aio::start(Settings {
+        io_method: IoMethodKind::IoUring,
+        ..Settings::default()
+    })
+    .unwrap();
+    // The read run on another thread lasts a second there (an injected delay).
+    aio.inject_fault(
+        dbaio::FaultRule::new(dbaio::FaultAction::Delay(std::time::Duration::from_secs(1)))
+            .offsets(8192..8193)
+            .times(1),
+    );
+    let me = aio.register_issuer("mixed").unwrap();
+    let files: Vec<dbaio::File> = fifos
+        .iter()
+        .map(|p| aio.open(p, &OpenOptions::read()).unwrap())
+        .collect();
+    // Should an assertion fail, the FIFOs are written before the issuer's drop waits for
+    // their reads (declared after it: dropped first).
+    let _unblock = Unblock(writers.iter().map(|w| w.try_clone().unwrap()).collect());
+    let issuer_thread = std::thread::current().name().unwrap_or("?").to_string();
+    // The future: its first poll has the watcher watch the ring for good.
+    let mut future = me
+        .acquire()
+        .unwrap()
+        .read(&files[1], 0, IoBuf::new(64))
+        .into_ticket();
+    let woke = std::sync::Arc::new(NameWaker(std::sync::Mutex::new(None)));
+    let waker = std::task::Waker::from(std::sync::Arc::clone(&woke));
+    use std::future::Future;
+    assert!(
+        std::pin::Pin::new(&mut future)
+            .poll(&mut std::task::Context::from_waker(&waker))
+            .is_pending()
+    );
+    // A batch of two reads: `in_ring` goes to the ring; `elsewhere` is claimed while staged
+    // by another thread, which runs it (and sleeps out its delay).
+    let data_file = aio.open(&data, &OpenOptions::read()).unwrap();
+    me.begin_batch().unwrap();
+    let in_ring = me.acquire().unwrap().read(&files[0], 0, IoBuf::new(64));
+    let elsewhere = me
+        .acquire()
+        .unwrap()
+        .read(&data_file, 8192, IoBuf::new(4096));
+    let elsewhere_ref = elsewhere.wait_ref();
+    std::thread::scope(|s| {
+        let aio = &aio;
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let claimer = s.spawn(move || {
+            // SAFETY: gettid has no arguments and cannot fail.
+            tid_tx.send(unsafe { libc::gettid() }).unwrap();
+            aio.wait(elsewhere_ref).unwrap();
+        });
+        let claimer_tid = tid_rx.recv().unwrap();
+        assert!(
+            wait_until_wchan(claimer_tid, "nanosleep"),
+            "the other thread never ran the staged read"
+        );
+        // SAFETY: gettid has no arguments and cannot fail.
+        let issuer_tid = unsafe { libc::gettid() };
+        let mut w = writers.split_off(1);
+        let woke = &woke;
+        let conductor = s.spawn(move || {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !aio.held_at(TestPoint::EmptyReap) {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the issuer never reaped"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            // The future's read completes while the issuer holds the ring; the watcher,
+            // woken by it, finds the ring taken. (The pause lets that happen.)
+            w[0].write_all(&[3u8; 64]).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            aio.release_hold(TestPoint::EmptyReap);
+            // The issuer lets go, then follows the bell (its other read runs elsewhere).
+            wait_until_wchan(issuer_tid, "futex");
+            let reaped_by = woke.0.lock().unwrap().clone();
+            (reaped_by, w)
+        });
+        me.end_batch();
+        // Reaps what is ready now (the no-op queued in place of the claimed read), so that
+        // the issuer's reap in `wait_any` finds the queue empty and stops there.
+        let _ = future.check_done();
+        aio.hold_next(TestPoint::EmptyReap);
+        me.wait_any();
+        let (reaped_by, _w) = conductor.join().unwrap();
+        claimer.join().unwrap();
+        assert_eq!(
+            reaped_by.as_deref(),
+            Some(issuer_thread.as_str()),
+            "the future's completion, arrived while the issuer held the ring, was not reaped at its let-go"
+        );
+    });
+    writers[0].write_all(&[1u8; 64]).unwrap();
+    me.wait(in_ring).check().unwrap();
+    me.wait(elsewhere).check().unwrap();
+    future.wait().check().unwrap();
+    assert_eq!(aio.backstop_wakes(), 0, "{:?}", aio.stats());
 }

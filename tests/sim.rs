@@ -884,3 +884,117 @@ fn a_renamed_file_never_lands_on_a_name_a_synced_file_holds() {
         );
     }
 }
+
+/// Whether `wake` was called.
+struct FlagWaker(std::sync::atomic::AtomicBool);
+
+impl std::task::Wake for FlagWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A future polled while its I/O is still staged in a batch completes, and wakes its task,
+/// when the batch is submitted — with nobody waiting. Guards against sim's watch completing
+/// only what was queued when the future was first polled (found in review, 2026-12-06): the
+/// I/O, queued later by `end_batch`, waited for a wait that an async task never makes, and
+/// no safety net ends that.
+#[test]
+fn a_future_polled_while_staged_completes_when_its_batch_is_submitted() {
+    let d = dir();
+    let aio = start(None, 3, |_| {});
+    let me = aio.register_issuer("async").unwrap();
+    let path = d.path().join("f");
+    let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
+    me.write_all_at(&f, 0, IoBuf::from_slice(&[4u8; 4096]))
+        .unwrap();
+    me.begin_batch().unwrap();
+    let mut ticket = me
+        .acquire()
+        .unwrap()
+        .read(&f, 0, IoBuf::new(4096))
+        .into_ticket();
+    let flag = Arc::new(FlagWaker(std::sync::atomic::AtomicBool::new(false)));
+    let waker = std::task::Waker::from(Arc::clone(&flag));
+    let mut cx = std::task::Context::from_waker(&waker);
+    use std::future::Future;
+    assert!(
+        std::pin::Pin::new(&mut ticket).poll(&mut cx).is_pending(),
+        "complete while staged"
+    );
+    me.end_batch();
+    assert!(
+        flag.0.load(std::sync::atomic::Ordering::SeqCst),
+        "the batch was submitted and nobody waits: the future must have been woken"
+    );
+    match std::pin::Pin::new(&mut ticket).poll(&mut cx) {
+        std::task::Poll::Ready(c) => {
+            c.check().unwrap();
+            assert!(c.into_buf().iter().all(|&b| b == 4));
+        }
+        std::task::Poll::Pending => panic!("woken, yet not ready"),
+    }
+}
+
+/// A thread waiting on an I/O its issuer is submitting right now — claimed (SUBMITTED) and
+/// not yet queued — finds it queued and drives it, rather than sleeping on a handle nobody
+/// else will move. Guards against the gap between claim and queue in sim's `submit` (found
+/// in review, 2026-12-06): the waiter saw SUBMITTED, did not find it queued, and slept on
+/// the state word; with its issuer then waiting for the waiter, only the 100 ms safety net
+/// ended the sleep. The issuer is stopped in that gap (`TestPoint::SimClaimed`) while the
+/// waiter starts.
+#[test]
+fn a_waiter_on_an_io_being_submitted_drives_it() {
+    let d = dir();
+    let aio = start(None, 4, |_| {});
+    let me = aio.register_issuer("submitting").unwrap();
+    let path = d.path().join("f");
+    let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
+    me.write_all_at(&f, 0, IoBuf::from_slice(&[6u8; 4096]))
+        .unwrap();
+    me.begin_batch().unwrap();
+    let io = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));
+    let wref = io.wait_ref();
+    aio.hold_next(dbaio::TestPoint::SimClaimed);
+    std::thread::scope(|s| {
+        let aio = &aio;
+        let conductor = s.spawn(move || {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !aio.held_at(dbaio::TestPoint::SimClaimed) {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the submission never came"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+            let waiter = s.spawn(move || {
+                // SAFETY: gettid has no arguments and cannot fail.
+                tid_tx.send(unsafe { libc::gettid() }).unwrap();
+                aio.wait(wref).unwrap();
+            });
+            let tid = tid_rx.recv().unwrap();
+            let wchan = format!("/proc/self/task/{tid}/wchan");
+            for _ in 0..20_000 {
+                if std::fs::read_to_string(&wchan).is_ok_and(|w| w.contains("futex")) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            }
+            aio.release_hold(dbaio::TestPoint::SimClaimed);
+            waiter
+        });
+        me.end_batch();
+        // The issuer now waits for the waiter, as an engine thread joining a helper would.
+        conductor.join().unwrap().join().unwrap();
+    });
+    let c = me.wait(io);
+    c.check().unwrap();
+    assert!(c.into_buf().iter().all(|&b| b == 6));
+    assert_eq!(
+        (aio.long_waits(), aio.backstop_wakes()),
+        (0, 0),
+        "the waiter slept until the safety net: {:?}",
+        aio.stats()
+    );
+}

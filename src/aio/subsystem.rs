@@ -295,29 +295,28 @@ impl Aio {
         self.inner.method.inject_submit_error_once(errno);
     }
 
-    /// Tests only (io_uring; other methods ignore it): the next thread that reaps an
-    /// issuer's ring without waiting and finds nothing there stops while it still holds the
-    /// ring's completion side, until [`Aio::release_empty_reap`].
+    /// Tests only: the next thread to pass `point` stops there, holding what it holds, until
+    /// [`Aio::release_hold`]. A method without that point ignores it.
     #[doc(hidden)]
-    pub fn hold_next_empty_reap(&self) {
-        if let Some(h) = self.inner.method.empty_reap_hold() {
+    pub fn hold_next(&self, point: crate::TestPoint) {
+        if let Some(h) = self.inner.method.test_hold(point) {
             h.arm();
         }
     }
 
-    /// Tests only: whether a thread is stopped by [`Aio::hold_next_empty_reap`] now.
+    /// Tests only: whether a thread is stopped at `point` now ([`Aio::hold_next`]).
     #[doc(hidden)]
-    pub fn empty_reap_held(&self) -> bool {
+    pub fn held_at(&self, point: crate::TestPoint) -> bool {
         self.inner
             .method
-            .empty_reap_hold()
+            .test_hold(point)
             .is_some_and(|h| h.holding())
     }
 
-    /// Tests only: lets the thread stopped by [`Aio::hold_next_empty_reap`] go on.
+    /// Tests only: lets the thread stopped at `point` go on ([`Aio::hold_next`]).
     #[doc(hidden)]
-    pub fn release_empty_reap(&self) {
-        if let Some(h) = self.inner.method.empty_reap_hold() {
+    pub fn release_hold(&self, point: crate::TestPoint) {
+        if let Some(h) = self.inner.method.test_hold(point) {
             h.release();
         }
     }

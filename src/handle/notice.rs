@@ -214,6 +214,8 @@ impl Shared {
         foreign: Option<&std::sync::Arc<std::path::Path>>,
     ) {
         let s = self.slot(i);
+        // The caller owns the handle: it is not recycled while this runs.
+        let generation = s.generation.load(Ordering::Acquire);
         s.notice
             .store(notice as *const Notice as usize, Ordering::SeqCst);
         fence(Ordering::SeqCst);
@@ -225,7 +227,7 @@ impl Shared {
         // callbacks are done.
         while st == HandleState::CompletedIo {
             let since = std::time::Instant::now();
-            let timed_out = s.sleep_while(st);
+            let timed_out = s.sleep_while(st, generation);
             st = s.state();
             if timed_out {
                 let slept = safety_net_ended(since, st != HandleState::CompletedIo);

@@ -710,7 +710,7 @@ impl Shared {
     fn sleep_on_handle(&self, i: u32, generation: u64, st: HandleState) {
         let s = self.slot(i);
         let since = Instant::now();
-        if s.sleep_while(st) {
+        if s.sleep_while(st, generation) {
             let moved = s.state() != st || s.generation.load(Ordering::Acquire) != generation;
             let slept = super::bell::safety_net_ended(since, moved);
             self.note_sleep(s.owner.load(Ordering::Relaxed), slept);

@@ -227,8 +227,12 @@ impl HandleSlot {
 
     /// Sleeps until the state differs from `seen` (or spuriously), for at most the safety
     /// net. The caller re-checks. True if the safety net ended the sleep.
-    pub(crate) fn sleep_while(&self, seen: HandleState) -> bool {
-        state_word::sleep_while(&self.state, seen)
+    /// Sleeps while the handle is in `seen` and its I/O is still `generation`'s (see
+    /// [`state_word::sleep_while`]).
+    pub(crate) fn sleep_while(&self, seen: HandleState, generation: u64) -> bool {
+        state_word::sleep_while(&self.state, seen, || {
+            self.generation.load(Ordering::Acquire) == generation
+        })
     }
 
     pub(crate) fn op(&self) -> Op {

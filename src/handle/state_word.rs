@@ -56,11 +56,23 @@ pub(crate) fn transition<W: FutexWord>(
 }
 
 /// Sleeps until the state differs from `seen` (or spuriously), for at most the safety net
-/// ([`SAFETY_NET`]). The caller re-checks. True if the safety net ended the sleep (the caller
-/// tells a slow I/O from a missed wake by what it finds).
-pub(crate) fn sleep_while<W: FutexWord>(word: &W, seen: HandleState) -> bool {
+/// ([`SAFETY_NET`]), if `same()` — the waiter's I/O is still the handle's — holds once the
+/// waiter bit is set. The caller re-checks. True if the safety net ended the sleep (the
+/// caller tells a slow I/O from a missed wake by what it finds).
+///
+/// `same` closes a gap the state alone leaves: between the caller's look and the bit, the
+/// I/O may complete and the handle be recycled into the same state for its next I/O (a
+/// LIFO idle list makes that quick), with no transition left to wake a sleeper on the old
+/// one. The recycling bumps the generation before its transitions (release), and the bit's
+/// read-modify-write orders after them or is seen by them: so either a transition wakes us
+/// or `same` sees the new generation.
+pub(crate) fn sleep_while<W: FutexWord>(
+    word: &W,
+    seen: HandleState,
+    same: impl Fn() -> bool,
+) -> bool {
     let w = word.fetch_or(WAITERS, Ordering::AcqRel) | WAITERS;
-    if HandleState::from_word(w) != seen {
+    if HandleState::from_word(w) != seen || !same() {
         return false;
     }
     word.wait_for(w, SAFETY_NET)
@@ -84,7 +96,7 @@ mod loom_tests {
             if st.is_complete() {
                 return;
             }
-            let _ = sleep_while(w, st);
+            let _ = sleep_while(w, st, || true);
         }
     }
 
@@ -132,6 +144,51 @@ mod loom_tests {
         let two = waiters_wake(2, Some(2));
         eprintln!(
             "loom: waiters_always_wake, two waiters, explored {two} executions (preemption bound 2)"
+        );
+    }
+
+    /// A waiter on one I/O of a handle that completes and is recycled into SUBMITTED for its
+    /// next I/O before the waiter sets its bit: the waiter must see the new generation and
+    /// not sleep on the next I/O (which here never completes: a sleep is a deadlock). Under
+    /// the old rule (the state alone re-checked) loom reports that deadlock.
+    #[test]
+    fn a_waiter_never_sleeps_on_the_handles_next_io() {
+        use loom::sync::atomic::AtomicU64;
+        static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(|| {
+            RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let w = Arc::new(LoomFutex::new(HandleState::Submitted as u32));
+            let generation = Arc::new(AtomicU64::new(0));
+            let waiter = {
+                let (w, generation) = (Arc::clone(&w), Arc::clone(&generation));
+                thread::spawn(move || {
+                    loop {
+                        let st = HandleState::from_word(w.load(Ordering::Acquire));
+                        if generation.load(Ordering::Acquire) != 0 || st.is_complete() {
+                            return;
+                        }
+                        let _ = sleep_while(&*w, st, || generation.load(Ordering::Acquire) == 0);
+                    }
+                })
+            };
+            use HandleState::*;
+            let step = |from, to| transition(&*w, from, to, LOOM_FENCE).unwrap();
+            step(Submitted, CompletedIo);
+            step(CompletedIo, CompletedShared);
+            step(CompletedShared, CompletedLocal);
+            generation.store(1, Ordering::Release);
+            step(CompletedLocal, Idle);
+            step(Idle, HandedOut);
+            step(HandedOut, Defined);
+            step(Defined, Staged);
+            step(Staged, Submitted);
+            waiter.join().unwrap();
+        });
+        eprintln!(
+            "loom: a_waiter_never_sleeps_on_the_handles_next_io explored {} executions (preemption bound 3)",
+            RUNS.load(std::sync::atomic::Ordering::Relaxed)
         );
     }
 

@@ -95,9 +95,13 @@ struct RingSlot {
     in_flight: AtomicU32,
     /// The errno of a submission the kernel refused: the ring is retired (0: it is not).
     retired: AtomicI32,
-    /// The watcher reaps this ring whenever completions arrive (futures, detached I/Os):
-    /// a reaper letting go then looks once more for completions that came meanwhile.
-    watched: AtomicBool,
+    /// A thread that wanted to reap without waiting (the watcher, an issuer whose awaited
+    /// I/Os run partly elsewhere) found the completion side taken, and left the reap to the
+    /// holder: whoever lets the side go reaps while this is set ([`Uring::let_go`]).
+    reap_wanted: AtomicBool,
+    /// The issuer's waits for I/Os some of which run on other threads (so it follows the
+    /// bell, not the ring): while any lasts, the watcher reaps the ring at every arrival.
+    mixed_waits: AtomicU32,
     /// Whether waits poll before sleeping (see [`Uring::spin_first`]): polls while >= 0.
     spin_credit: AtomicI32,
     /// The attachment's memory is to be registered with this ring once it is ready
@@ -210,11 +214,12 @@ struct Want<'a> {
 }
 
 /// The completion side of an issuer's ring, held ([`Uring::try_hold`]); the only way this
-/// module holds it. Letting it go — dropping this — tells the issuer's followers, after the
-/// lock is free: a waiter that found the side taken follows the bell until the holder lets
-/// go (registered, then checking [`Ring::is_reaping`]: Dekker's pattern with this ring), so
-/// no let-go may be silent, even one that reaped nothing. (One was: a reap that found the
-/// queue empty returned without a word, and a follower slept until the safety net.)
+/// module holds it, but for [`Uring::let_go`]'s own reaps. Letting it go — dropping this —
+/// runs [`Uring::let_go`] once the lock is free: it tells the issuer's followers (a waiter
+/// that found the side taken follows the bell until the holder lets go: registered, then
+/// checking [`Ring::is_reaping`], Dekker's pattern), so no let-go is silent, even one that
+/// reaped nothing (one was: a follower slept until the safety net); and it reaps for whoever
+/// left a reap to the holder.
 struct Held<'r> {
     cq: std::mem::ManuallyDrop<Completion<'r>>,
     uring: &'r Uring,
@@ -238,7 +243,7 @@ impl Drop for Held<'_> {
     fn drop(&mut self) {
         // SAFETY: `cq` is dropped here, once, and not touched again: `self` is going away.
         unsafe { std::mem::ManuallyDrop::drop(&mut self.cq) };
-        self.uring.tell_followers(self.issuer);
+        self.uring.let_go(self.issuer);
     }
 }
 
@@ -252,7 +257,8 @@ impl Uring {
                     ring: OnceLock::new(),
                     in_flight: AtomicU32::new(0),
                     retired: AtomicI32::new(0),
-                    watched: AtomicBool::new(false),
+                    reap_wanted: AtomicBool::new(false),
+                    mixed_waits: AtomicU32::new(0),
                     spin_credit: AtomicI32::new(0),
                     buffers_pending: AtomicBool::new(false),
                 })
@@ -462,7 +468,7 @@ impl Uring {
             tries += 1;
             if matches!(errno, libc::EAGAIN | libc::EBUSY) && tries < SUBMIT_TRIES {
                 if let Some(cq) = self.try_hold(issuer, ring) {
-                    self.release(issuer, ring, self.drain_held(issuer, cq));
+                    self.release(self.drain_held(issuer, cq));
                 } else {
                     std::thread::yield_now();
                 }
@@ -566,29 +572,57 @@ impl Uring {
         (cq, retries)
     }
 
-    /// Lets the completion side go: tells followers (one of them may reap now), looks once
-    /// more for completions that arrived meanwhile if the watcher relies on every arrival
-    /// being reaped, and executes `retries` again, outside the lock.
-    fn release(&self, issuer: u32, ring: &Ring, (cq, retries): (Held<'_>, Retries)) {
+    /// Lets the completion side go ([`Held`]: followers told, reaps left to the holder
+    /// done) and executes `retries` again, outside the lock.
+    fn release(&self, (cq, retries): (Held<'_>, Retries)) {
         drop(cq);
-        if self.rings[issuer as usize].watched.load(Ordering::Acquire) {
-            self.reap_now(issuer, ring);
-        }
         for i in retries.iter() {
             self.shared.run_here(i, Executor::Ring);
         }
     }
 
-    /// Reaps whatever is ready, without waiting, if nobody else is reaping.
+    /// Reaps whatever is ready, without waiting: here if the completion side is free, else
+    /// by its holder when it lets go (the want is left in `reap_wanted` first, so a holder
+    /// letting go either sees it or has let go before the try: Dekker's pattern, with the
+    /// fence in [`Uring::let_go`]).
     fn reap_now(&self, issuer: u32, ring: &Ring) {
-        while let Some(mut cq) = self.try_hold(issuer, ring) {
+        self.rings[issuer as usize]
+            .reap_wanted
+            .store(true, Ordering::SeqCst);
+        STD_FENCE(Ordering::SeqCst);
+        if let Some(mut cq) = self.try_hold(issuer, ring) {
             if cq.is_empty() {
                 self.empty_reap_hold.pass();
+            }
+            // The let-go reaps: the want is ours.
+            drop(cq);
+        }
+    }
+
+    /// After the completion side is let go: tells the followers, then, while a reap was
+    /// left to the holder (`reap_wanted`), takes the side again and reaps — unless someone
+    /// else holds it now, whose let-go will. Its own holds let go here too, with the same
+    /// steps, in the loop rather than through [`Held`].
+    fn let_go(&self, issuer: u32) {
+        let slot = &self.rings[issuer as usize];
+        loop {
+            // `ring_followers` begins with a SeqCst fence: the unlock before it, the look at
+            // `reap_wanted` after it.
+            self.tell_followers(issuer);
+            if !slot.reap_wanted.load(Ordering::SeqCst) {
                 return;
             }
-            let held = self.drain_held(issuer, cq);
-            drop(held.0);
-            for i in held.1.iter() {
+            let Some(ring) = slot.ring.get() else {
+                return;
+            };
+            let Some(mut cq) = ring.try_completion() else {
+                return; // the new holder lets go after us and sees the want
+            };
+            slot.reap_wanted.store(false, Ordering::SeqCst);
+            let mut retries = Retries::new();
+            self.drain(issuer, &mut cq, &mut retries);
+            drop(cq);
+            for i in retries.iter() {
                 self.shared.run_here(i, Executor::Ring);
             }
         }
@@ -610,20 +644,20 @@ impl Uring {
         let mut retries = Retries::new();
         let drained = self.drain(issuer, &mut cq, &mut retries);
         if drained > 0 || !retries.is_empty() || !(want.waiting)() {
-            self.release(issuer, ring, (cq, retries));
+            self.release((cq, retries));
             self.submit_published(issuer, ring, want.submit);
             return;
         }
         if want.submit.is_empty() && ring.in_kernel() <= 0 {
             // What we wait for is pushed but not in the kernel yet (its issuer is handing it
             // over) or being failed: follow until that changes.
-            self.release(issuer, ring, (cq, retries));
+            self.release((cq, retries));
             self.follow(issuer, seen, &|| !(want.waiting)() || ring.in_kernel() > 0);
             return;
         }
         let handed = self.wait_in_kernel(issuer, ring, &mut cq, &want);
         self.drain(issuer, &mut cq, &mut retries);
-        self.release(issuer, ring, (cq, retries));
+        self.release((cq, retries));
         // What the kernel did not take yet goes now, where a full completion queue can be
         // reaped to make room.
         self.submit_published(issuer, ring, &want.submit[handed..]);
@@ -643,13 +677,20 @@ impl Uring {
     ) -> usize {
         let all = want.submit.len();
         let mut submit = all > 0;
+        // Entries handed over before the poll (the rest go with the kernel wait).
+        let mut handed = 0;
         if self.spin_first(issuer, ring) {
             if submit {
-                self.submit_published(issuer, ring, want.submit);
+                handed = self.submit_once(issuer, ring, want.submit);
                 submit = false;
+                if handed < all {
+                    // Nothing sleeps holding entries not handed over: the caller lets go
+                    // and hands over the rest, reaping to make room.
+                    return handed;
+                }
             }
             if self.spin(issuer, cq, (want.at_least)()) {
-                return all;
+                return handed;
             }
         }
         let since = std::time::Instant::now();
@@ -664,7 +705,7 @@ impl Uring {
                     let slept = safety_net_ended(since, !(want.waiting)());
                     self.shared.note_sleep(issuer, slept);
                 }
-                if submit { w.taken.min(all) } else { all }
+                if submit { w.taken.min(all) } else { handed }
             }
             Err(e) if submit => {
                 let errno = e.raw_os_error().unwrap_or(libc::EIO);
@@ -679,7 +720,33 @@ impl Uring {
             }
             Err(e) => {
                 tracing::warn!("waiting on io_uring failed: {e}; waiting again");
-                all
+                handed
+            }
+        }
+    }
+
+    /// Holding the completion side: hands the published entries to the kernel in one try,
+    /// without `flush`'s retries (a refusal that passes waits for completions to be reaped,
+    /// which the holder is not doing; the caller hands the rest over once it lets go).
+    /// Returns how many were taken; a refusal that does not pass retires the ring (then all
+    /// count as handed: failed).
+    fn submit_once(&self, issuer: u32, ring: &Ring, published: &[u32]) -> usize {
+        let mut sq = ring.submission();
+        match sq.submit() {
+            Ok(n) => {
+                if n > 0 {
+                    self.tell_followers(issuer);
+                }
+                n.min(published.len())
+            }
+            Err(e) => {
+                let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                if matches!(errno, libc::EAGAIN | libc::EBUSY) {
+                    return 0;
+                }
+                self.retire(issuer, &mut sq, published, errno);
+                self.tell_followers(issuer);
+                published.len()
             }
         }
     }
@@ -863,9 +930,12 @@ impl Uring {
         // the rest completes in the ring, which the watcher reaps if no one else does.
         let seen = shared.issuers[issuer as usize].bell.seen();
         self.submit_published(issuer, ring, published.as_slice());
+        let mixed = &self.rings[issuer as usize].mixed_waits;
+        mixed.fetch_add(1, Ordering::SeqCst);
         self.reap_now(issuer, ring);
         watch_once();
         self.follow(issuer, seen, &|| satisfied() || all_in_ring());
+        mixed.fetch_sub(1, Ordering::SeqCst);
         Drive::Progressed
     }
 }
@@ -948,7 +1018,7 @@ impl IoMethod for Uring {
             // Not blocking, so nothing else brings in completions whose task work the ring
             // holds back for the owner's next entry into the kernel: enter for them.
             cq.flush();
-            self.release(issuer, ring, self.drain_held(issuer, cq));
+            self.release(self.drain_held(issuer, cq));
         }
     }
 
@@ -983,7 +1053,7 @@ impl Drop for Uring {
                 if cq.is_empty() && cq.submit_and_wait_one(false, SAFETY_NET).is_err() {
                     break;
                 }
-                self.release(issuer as u32, ring, self.drain_held(issuer as u32, cq));
+                self.release(self.drain_held(issuer as u32, cq));
             }
         }
     }
@@ -1013,11 +1083,18 @@ impl UringMethod {
             .get_or_init(|| {
                 let uring = Arc::clone(&self.uring);
                 let reap = move |issuer: u32| {
-                    if let Some(ring) = uring.ring(issuer) {
-                        // Never blocks: a thread holding the completion side reaps what
-                        // woke us, or tells the followers when it lets go.
-                        uring.reap_now(issuer, ring);
-                    }
+                    let Some(ring) = uring.ring(issuer) else {
+                        return false;
+                    };
+                    // Never blocks: if a thread holds the completion side, its let-go reaps
+                    // what woke us.
+                    uring.reap_now(issuer, ring);
+                    // Watched once for an issuer's wait that follows the bell: again, while
+                    // such a wait lasts, so that no arrival goes unreaped until it ends.
+                    uring.rings[issuer as usize]
+                        .mixed_waits
+                        .load(Ordering::SeqCst)
+                        != 0
                 };
                 match Watcher::start("dbaio-uring-watch", Box::new(reap)) {
                     Ok(w) => Some(w),
@@ -1032,7 +1109,8 @@ impl UringMethod {
             .as_ref()
     }
 
-    /// Has the watcher reap `issuer`'s ring once, when completions arrive.
+    /// Has the watcher reap `issuer`'s ring when completions arrive: once, and again at
+    /// each arrival while the issuer's wait that follows the bell lasts.
     fn watch_once(&self, issuer: u32) {
         let Some(ring) = self.uring.ring(issuer) else {
             return;
@@ -1088,8 +1166,8 @@ impl IoMethod for UringMethod {
     fn inject_submit_error_once(&self, errno: i32) {
         self.uring.inject_submit_error_once(errno)
     }
-    fn empty_reap_hold(&self) -> Option<&super::TestHold> {
-        Some(&self.uring.empty_reap_hold)
+    fn test_hold(&self, point: super::TestPoint) -> Option<&TestHold> {
+        (point == super::TestPoint::EmptyReap).then_some(&self.uring.empty_reap_hold)
     }
     fn poll(&self, shared: &Shared, issuer: u32) {
         self.uring.poll(shared, issuer)
@@ -1099,9 +1177,6 @@ impl IoMethod for UringMethod {
             return;
         };
         if let Some(w) = self.watcher() {
-            self.uring.rings[issuer as usize]
-                .watched
-                .store(true, Ordering::Release);
             w.watch(issuer, std::os::fd::AsRawFd::as_raw_fd(ring));
         }
     }

@@ -20,6 +20,18 @@ use std::os::fd::RawFd;
 use std::sync::Arc;
 
 /// What a method must do.
+/// Where a test can stop a thread ([`crate::Aio::hold_next`]). Tests only.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TestPoint {
+    /// io_uring: a reap without waiting that found the completion queue empty, still
+    /// holding the ring's completion side.
+    EmptyReap,
+    /// sim: a submission that has just claimed a handle (made it SUBMITTED) and not yet
+    /// queued it.
+    SimClaimed,
+}
+
 /// A point where a test can stop the next thread to pass, while it holds what it holds
 /// there, until the test lets it go: armed, then holding, then off.
 #[derive(Default)]
@@ -131,9 +143,9 @@ pub(crate) trait IoMethod: Send + Sync {
     /// Optional, for tests. Makes the next submission to the kernel only fail with `errno`.
     fn inject_submit_error_once(&self, _errno: i32) {}
 
-    /// Optional, for tests. The hold on the next thread that finds an issuer's completion
-    /// queue empty while it reaps without waiting (io_uring only; see [`TestHold`]).
-    fn empty_reap_hold(&self) -> Option<&TestHold> {
+    /// Optional, for tests. The method's hold at `point` ([`TestHold`]), if it has that
+    /// point.
+    fn test_hold(&self, _point: TestPoint) -> Option<&TestHold> {
         None
     }
 

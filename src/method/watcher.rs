@@ -1,5 +1,6 @@
 //! A thread that sleeps in `epoll` on a set of descriptors and calls `reap(key)` when one
-//! becomes readable. io_uring uses it for the rings of issuers whose I/Os must complete with
+//! becomes readable (for a descriptor watched once, `reap` says whether to watch it once
+//! more). io_uring uses it for the rings of issuers whose I/Os must complete with
 //! nobody waiting (a ticket awaited as a future, a detached I/O with an error callback): a
 //! ring's descriptor is readable while completions wait to be reaped.
 //!
@@ -23,13 +24,14 @@ const STOP: u64 = u64::MAX;
 pub(crate) struct Watcher {
     epoll: Arc<OwnedFd>,
     stop: OwnedFd,
-    /// How each key is in the set (indexed by key; grown on demand under the lock).
-    added: Arc<parking_lot::Mutex<Vec<Mode>>>,
+    /// How each key is in the set, and its descriptor (indexed by key; grown on demand
+    /// under the lock).
+    added: Arc<parking_lot::Mutex<Vec<(Mode, RawFd)>>>,
     thread: Option<JoinHandle<()>>,
     stopping: Arc<AtomicBool>,
 }
 
-/// How a descriptor is in the epoll set.
+/// How a descriptor is in the epoll set (with the descriptor, to re-arm a one-shot).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Absent,
@@ -70,10 +72,11 @@ fn add(epoll: RawFd, fd: RawFd, key: u64, flags: u32) -> std::io::Result<()> {
 
 impl Watcher {
     /// Starts the thread `name`, which calls `reap(key)` for each readable descriptor, and
-    /// for each one watched for good when its sleep runs into the safety net.
+    /// for each one watched for good when its sleep runs into the safety net. For a
+    /// descriptor watched once, `reap` returning true watches it once more.
     pub(crate) fn start(
         name: &str,
-        reap: Box<dyn Fn(u32) + Send + 'static>,
+        reap: Box<dyn Fn(u32) -> bool + Send + 'static>,
     ) -> std::io::Result<Watcher> {
         // SAFETY: plain system calls; the descriptors are wrapped at once.
         let epoll = OwnedFd(check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?);
@@ -117,9 +120,9 @@ impl Watcher {
         let mut added = self.added.lock();
         let k = key as usize;
         if added.len() <= k {
-            added.resize(k + 1, Mode::Absent);
+            added.resize(k + 1, (Mode::Absent, -1));
         }
-        let now = added[k];
+        let now = added[k].0;
         if now == Mode::Always {
             return;
         }
@@ -133,7 +136,7 @@ impl Watcher {
             libc::EPOLL_CTL_MOD
         };
         match ctl(self.epoll.0, op, fd, u64::from(key), flags) {
-            Ok(()) => added[k] = mode,
+            Ok(()) => added[k] = (mode, fd),
             Err(e) => tracing::warn!(
                 "could not watch descriptor {fd}: {e}; its I/Os complete when someone waits"
             ),
@@ -144,8 +147,8 @@ impl Watcher {
 fn run(
     epoll: &OwnedFd,
     stopping: &AtomicBool,
-    added: &parking_lot::Mutex<Vec<Mode>>,
-    reap: &dyn Fn(u32),
+    added: &parking_lot::Mutex<Vec<(Mode, RawFd)>>,
+    reap: &dyn Fn(u32) -> bool,
 ) {
     let mut events = [libc::epoll_event { events: 0, u64: 0 }; 16];
     let limit = SAFETY_NET.as_millis() as libc::c_int;
@@ -157,11 +160,11 @@ fn run(
                 return;
             }
             let always: Vec<u32> = (added.lock().iter().enumerate())
-                .filter(|&(_, &m)| m == Mode::Always)
+                .filter(|&(_, &(m, _))| m == Mode::Always)
                 .map(|(k, _)| k as u32)
                 .collect();
             for key in always {
-                reap(key);
+                let _ = reap(key);
             }
             continue;
         }
@@ -178,7 +181,20 @@ fn run(
             if key == STOP || stopping.load(Ordering::Acquire) {
                 return;
             }
-            reap(key as u32);
+            if reap(key as u32) {
+                rearm_once(epoll.0, added, key as u32);
+            }
+        }
+    }
+}
+
+/// Watches `key` once more if it is still watched once (not for good meanwhile).
+fn rearm_once(epoll: RawFd, added: &parking_lot::Mutex<Vec<(Mode, RawFd)>>, key: u32) {
+    let added = added.lock();
+    if let Some(&(Mode::Once, fd)) = added.get(key as usize) {
+        let flags = (libc::EPOLLIN | libc::EPOLLONESHOT) as u32;
+        if let Err(e) = ctl(epoll, libc::EPOLL_CTL_MOD, fd, u64::from(key), flags) {
+            tracing::warn!("could not watch descriptor {fd} again: {e}");
         }
     }
 }

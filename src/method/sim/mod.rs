@@ -55,6 +55,11 @@ pub(crate) struct SimMethod {
     latency_ns: (u64, u64),
     distribution: SimLatency,
     slow: f64,
+    /// Per issuer: its I/Os must complete with nobody waiting (a future, a detached I/O
+    /// with an error callback), so each of its submissions completes what is queued.
+    watched: Box<[std::sync::atomic::AtomicBool]>,
+    /// Tests: stops a submission between a handle's claim and its queueing.
+    claimed_hold: super::TestHold,
 }
 
 impl SimMethod {
@@ -71,6 +76,10 @@ impl SimMethod {
             latency_ns: (u64::from(lo) * 1000, u64::from(hi) * 1000),
             distribution: settings.sim_latency_distribution,
             slow: settings.sim_fault_slow,
+            watched: (0..settings.max_issuers)
+                .map(|_| std::sync::atomic::AtomicBool::new(false))
+                .collect(),
+            claimed_hold: super::TestHold::default(),
         }
     }
 
@@ -125,21 +134,33 @@ impl IoMethod for SimMethod {
         false
     }
 
-    fn submit(&self, shared: &Shared, _issuer: u32, handles: &[u32]) {
+    /// Queues each handle, claimed under the queue's lock: a waiter that sees it SUBMITTED
+    /// and looks for it in the queue ([`SimMethod::queued`], under the lock) finds it there,
+    /// rather than sleeping on a handle that nobody else would drive. A watched issuer's
+    /// submission then completes what is queued.
+    fn submit(&self, shared: &Shared, issuer: u32, handles: &[u32]) {
+        let mut q = self.queue.lock();
         for &i in handles {
             if !shared.claim_submit(i) {
                 continue; // a waiter found it staged and ran it
             }
+            self.claimed_hold.pass();
             shared
                 .slot(i)
                 .executor
                 .store(Executor::Sim.encode(), Ordering::Relaxed);
-            let latency = self.latency();
-            let mut q = self.queue.lock();
-            let due = q.clock_ns + latency;
+            let due = q.clock_ns + self.latency();
             q.seq += 1;
             let seq = q.seq;
             q.pending.push(Reverse((due, seq, i)));
+        }
+        drop(q);
+        if self
+            .watched
+            .get(issuer as usize)
+            .is_some_and(|w| w.load(Ordering::Acquire))
+        {
+            while self.complete_next() {}
         }
     }
 
@@ -191,9 +212,17 @@ impl IoMethod for SimMethod {
         self.complete_next();
     }
 
-    /// Completes everything queued: a future or a detached I/O must complete with nobody
-    /// waiting, and there is no thread to do it later.
-    fn watch(&self, _issuer: u32) {
+    fn test_hold(&self, point: super::TestPoint) -> Option<&super::TestHold> {
+        (point == super::TestPoint::SimClaimed).then_some(&self.claimed_hold)
+    }
+
+    /// Completes everything queued, now and at each of the issuer's later submissions: a
+    /// future or a detached I/O must complete with nobody waiting, and there is no thread
+    /// to do it later (one still staged when this is called is queued later).
+    fn watch(&self, issuer: u32) {
+        if let Some(w) = self.watched.get(issuer as usize) {
+            w.store(true, Ordering::Release);
+        }
         while self.complete_next() {}
     }
 }

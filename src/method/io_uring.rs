@@ -21,7 +21,9 @@
 //!   handle's state word (one I/O) or the issuer's bell (several).
 //! - One thread at a time reaps a ring: whoever takes the completion lock. Nobody ever
 //!   blocks on that lock, and every let-go of it rings the followers, even one that reaped
-//!   nothing ([`Held`], the only way the lock is held here). The holder drains, and if nothing was ready and the kernel holds
+//!   nothing ([`Held`], the only way the lock is held here). A reap without waiting (the
+//!   watcher's, an issuer's whose I/Os run partly elsewhere) that finds the lock taken leaves
+//!   it to the holder (`reap_wanted`): every let-go reaps while a reap was left to it. The holder drains, and if nothing was ready and the kernel holds
 //!   entries ([`Ring::in_kernel`] > 0, so a completion will come), sleeps in the kernel for
 //!   one completion, bounded by the safety net; then it drains again, lets go and rings the
 //!   bell. It never sleeps for more than one: a follower whose completion came first would

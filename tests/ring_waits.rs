@@ -215,6 +215,7 @@ fn a_reap_that_finds_nothing_still_tells_the_followers_when_it_lets_go() {
     let slow = me.acquire().unwrap().read(&slow_file, 0, IoBuf::new(512));
     let slow_ref = slow.wait_ref();
     aio.hold_next(TestPoint::EmptyReap);
+    let _release = ReleaseHold(&aio, TestPoint::EmptyReap);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while !aio.held_at(TestPoint::EmptyReap) {
         assert!(
@@ -269,6 +270,15 @@ fn wait_until_wchan(tid: i32, what: &str) -> bool {
         std::thread::sleep(std::time::Duration::from_micros(100));
     }
     false
+}
+
+/// Lets a held thread go when dropped, so that a failed test does not leave one stopped.
+struct ReleaseHold<'a>(&'a Aio, TestPoint);
+
+impl Drop for ReleaseHold<'_> {
+    fn drop(&mut self) {
+        self.0.release_hold(self.1);
+    }
 }
 
 /// Writes to every FIFO when dropped, so that reads a failed test left waiting end.
@@ -382,6 +392,8 @@ fn what_arrives_while_the_ring_is_held_is_reaped_when_it_is_let_go() {
         let mut w = writers.split_off(1);
         let woke = &woke;
         let conductor = s.spawn(move || {
+            // The held thread is the issuer: only this thread can let it go.
+            let _release = ReleaseHold(aio, TestPoint::EmptyReap);
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
             while !aio.held_at(TestPoint::EmptyReap) {
                 assert!(
@@ -391,9 +403,10 @@ fn what_arrives_while_the_ring_is_held_is_reaped_when_it_is_let_go() {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
             // The future's read completes while the issuer holds the ring; the watcher,
-            // woken by it, finds the ring taken. (The pause lets that happen.)
+            // woken by it, finds the ring taken and leaves the reap to the holder. (The
+            // pause lets that happen.)
             w[0].write_all(&[3u8; 64]).unwrap();
-            std::thread::sleep(std::time::Duration::from_millis(20));
+            std::thread::sleep(std::time::Duration::from_millis(100));
             aio.release_hold(TestPoint::EmptyReap);
             // The issuer lets go, then follows the bell (its other read runs elsewhere).
             wait_until_wchan(issuer_tid, "futex");
@@ -404,7 +417,7 @@ fn what_arrives_while_the_ring_is_held_is_reaped_when_it_is_let_go() {
         // Reaps what is ready now (the no-op queued in place of the claimed read), so that
         // the issuer's reap in `wait_any` finds the queue empty and stops there.
         let _ = future.check_done();
-        aio.hold_next(TestPoint::EmptyReap);
+        aio.hold_next_here(TestPoint::EmptyReap);
         me.wait_any();
         let (reaped_by, _w) = conductor.join().unwrap();
         claimer.join().unwrap();

@@ -955,10 +955,18 @@ fn a_waiter_on_an_io_being_submitted_drives_it() {
     me.begin_batch().unwrap();
     let io = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));
     let wref = io.wait_ref();
-    aio.hold_next(dbaio::TestPoint::SimClaimed);
+    aio.hold_next_here(dbaio::TestPoint::SimClaimed);
+    /// Lets the held issuer go should the conductor fail first (only it can).
+    struct ReleaseHold<'a>(&'a Aio);
+    impl Drop for ReleaseHold<'_> {
+        fn drop(&mut self) {
+            self.0.release_hold(dbaio::TestPoint::SimClaimed);
+        }
+    }
     std::thread::scope(|s| {
         let aio = &aio;
         let conductor = s.spawn(move || {
+            let _release = ReleaseHold(aio);
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
             while !aio.held_at(dbaio::TestPoint::SimClaimed) {
                 assert!(

@@ -300,7 +300,16 @@ impl Aio {
     #[doc(hidden)]
     pub fn hold_next(&self, point: crate::TestPoint) {
         if let Some(h) = self.inner.method.test_hold(point) {
-            h.arm();
+            h.arm(None);
+        }
+    }
+
+    /// Tests only: as [`Aio::hold_next`], but only the calling thread stops at `point`.
+    #[doc(hidden)]
+    pub fn hold_next_here(&self, point: crate::TestPoint) {
+        if let Some(h) = self.inner.method.test_hold(point) {
+            // SAFETY: gettid has no arguments and cannot fail.
+            h.arm(Some(unsafe { libc::gettid() }));
         }
     }
 

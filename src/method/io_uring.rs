@@ -592,13 +592,18 @@ impl Uring {
             .reap_wanted
             .store(true, Ordering::SeqCst);
         STD_FENCE(Ordering::SeqCst);
-        if let Some(mut cq) = self.try_hold(issuer, ring) {
-            if cq.is_empty() {
-                self.empty_reap_hold.pass();
-            }
-            // The let-go reaps: the want is ours.
-            drop(cq);
+        let Some(mut cq) = self.try_hold(issuer, ring) else {
+            return; // the holder's let-go reaps for us
+        };
+        // Ours to do now; a want left while we hold it is the let-go's.
+        self.rings[issuer as usize]
+            .reap_wanted
+            .swap(false, Ordering::SeqCst);
+        let mut retries = Retries::new();
+        if self.drain(issuer, &mut cq, &mut retries) == 0 && retries.is_empty() {
+            self.empty_reap_hold.pass();
         }
+        self.release((cq, retries));
     }
 
     /// After the completion side is let go: tells the followers, then, while a reap was
@@ -620,12 +625,16 @@ impl Uring {
             let Some(mut cq) = ring.try_completion() else {
                 return; // the new holder lets go after us and sees the want
             };
-            slot.reap_wanted.store(false, Ordering::SeqCst);
+            slot.reap_wanted.swap(false, Ordering::SeqCst);
             let mut retries = Retries::new();
             self.drain(issuer, &mut cq, &mut retries);
             drop(cq);
-            for i in retries.iter() {
-                self.shared.run_here(i, Executor::Ring);
+            if !retries.is_empty() {
+                // Followers first: an I/O executed again may take any time.
+                self.tell_followers(issuer);
+                for i in retries.iter() {
+                    self.shared.run_here(i, Executor::Ring);
+                }
             }
         }
     }

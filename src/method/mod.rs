@@ -19,7 +19,6 @@ use crate::handle::shared::{Drive, Shared};
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
-/// What a method must do.
 /// Where a test can stop a thread ([`crate::Aio::hold_next`]). Tests only.
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,17 +34,19 @@ pub enum TestPoint {
 /// A point where a test can stop the next thread to pass, while it holds what it holds
 /// there, until the test lets it go: armed, then holding, then off.
 #[derive(Default)]
-pub(crate) struct TestHold(std::sync::atomic::AtomicU8);
+pub(crate) struct TestHold(std::sync::atomic::AtomicU8, std::sync::atomic::AtomicI32);
 
 impl TestHold {
     const OFF: u8 = 0;
     const ARMED: u8 = 1;
     const HOLDING: u8 = 2;
 
-    /// The next thread to pass the point stops there.
-    pub(crate) fn arm(&self) {
-        self.0
-            .store(Self::ARMED, std::sync::atomic::Ordering::SeqCst);
+    /// The next thread to pass the point stops there — only thread `only` (a kernel
+    /// thread id) if given.
+    pub(crate) fn arm(&self, only: Option<i32>) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.1.store(only.unwrap_or(0), SeqCst);
+        self.0.store(Self::ARMED, SeqCst);
     }
 
     /// Whether a thread is stopped at the point now.
@@ -62,7 +63,13 @@ impl TestHold {
     #[inline]
     pub(crate) fn pass(&self) {
         use std::sync::atomic::Ordering::SeqCst;
+        let for_me = || match self.1.load(SeqCst) {
+            0 => true,
+            // SAFETY: gettid has no arguments and cannot fail.
+            tid => tid == unsafe { libc::gettid() },
+        };
         if self.0.load(SeqCst) == Self::ARMED
+            && for_me()
             && self
                 .0
                 .compare_exchange(Self::ARMED, Self::HOLDING, SeqCst, SeqCst)
@@ -75,6 +82,7 @@ impl TestHold {
     }
 }
 
+/// What a method must do.
 pub(crate) trait IoMethod: Send + Sync {
     /// Which method this is.
     fn kind(&self) -> IoMethodKind;

@@ -23,10 +23,27 @@ fn dir() -> tempfile::TempDir {
         .unwrap()
 }
 
-fn fifo(path: &Path) {
+/// Makes a FIFO at `path` and opens it for writing, kept open so that a read of it waits for
+/// data, not for a writer. (O_RDWR: Linux opens a FIFO so without waiting for the other end.)
+fn fifo(path: &Path) -> std::fs::File {
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: mkfifo reads the NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap()
+}
+
+/// A subsystem on io_uring, with default settings but for `tweak`.
+fn on_io_uring(tweak: impl FnOnce(&mut Settings)) -> Aio {
+    let mut settings = Settings {
+        io_method: IoMethodKind::IoUring,
+        ..Settings::default()
+    };
+    tweak(&mut settings);
+    Aio::start(settings).unwrap()
 }
 
 /// The issuer waits for a slow and a fast read with `wait_for_completions(2)`; another thread
@@ -36,20 +53,8 @@ fn foreign_waiter_is_not_held_behind_a_slow_io(spin_us: u32) {
     let data = d.path().join("data");
     std::fs::write(&data, vec![7u8; 4096]).unwrap();
     let pipe = d.path().join("pipe");
-    fifo(&pipe);
-    // Kept open for writing, so the ring's read of the FIFO waits for data, not for a writer.
-    // (O_RDWR: Linux opens a FIFO so without waiting for the other end.)
-    let mut writer = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&pipe)
-        .unwrap();
-    let aio = Aio::start(Settings {
-        io_method: IoMethodKind::IoUring,
-        io_uring_spin: spin_us,
-        ..Settings::default()
-    })
-    .unwrap();
+    let mut writer = fifo(&pipe);
+    let aio = on_io_uring(|s| s.io_uring_spin = spin_us);
     let me = aio.register_issuer("holder").unwrap();
     let slow_file = aio.open(&pipe, &OpenOptions::read()).unwrap();
     // O_DIRECT: a page-cache hit would complete inside the submitting call, before any wait.
@@ -105,14 +110,7 @@ fn foreign_waiter_is_not_held_behind_a_slow_io(spin_us: u32) {
 /// ring completions, so that it holds the ring when the foreign wait begins; says whether it
 /// was seen so.
 fn wait_until_in_ring_wait(tid: i32) -> bool {
-    let wchan = format!("/proc/self/task/{tid}/wchan");
-    for _ in 0..20_000 {
-        if std::fs::read_to_string(&wchan).is_ok_and(|w| w.contains("io_cqring_wait")) {
-            return true;
-        }
-        std::thread::sleep(std::time::Duration::from_micros(100));
-    }
-    false
+    wait_until_wchan(tid, "io_cqring_wait")
 }
 
 #[test]
@@ -146,11 +144,7 @@ fn a_slow_completion_is_a_long_wait_not_a_missed_wake() {
     let d = dir();
     let data = d.path().join("data");
     std::fs::write(&data, vec![3u8; 8 * 4096]).unwrap();
-    let aio = Aio::start(Settings {
-        io_method: IoMethodKind::IoUring,
-        ..Settings::default()
-    })
-    .unwrap();
+    let aio = on_io_uring(|_| {});
     aio.inject_fault(dbaio::FaultRule::new(dbaio::FaultAction::Delay(
         std::time::Duration::from_millis(150),
     )));
@@ -192,17 +186,8 @@ fn a_reap_that_finds_nothing_still_tells_the_followers_when_it_lets_go() {
     let data = d.path().join("data");
     std::fs::write(&data, vec![5u8; 4096]).unwrap();
     let pipe = d.path().join("pipe");
-    fifo(&pipe);
-    let mut writer = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&pipe)
-        .unwrap();
-    let aio = Aio::start(Settings {
-        io_method: IoMethodKind::IoUring,
-        ..Settings::default()
-    })
-    .unwrap();
+    let mut writer = fifo(&pipe);
+    let aio = on_io_uring(|_| {});
     let me = aio.register_issuer("watched").unwrap();
     let fast_file = aio.open(&data, &OpenOptions::read().direct(true)).unwrap();
     let slow_file = aio.open(&pipe, &OpenOptions::read()).unwrap();
@@ -319,22 +304,8 @@ fn what_arrives_while_the_ring_is_held_is_reaped_when_it_is_let_go() {
     let fifos: Vec<std::path::PathBuf> = (0..2).map(|k| d.path().join(format!("p{k}"))).collect();
     let data = d.path().join("data");
     std::fs::write(&data, vec![8u8; 4 * 4096]).unwrap();
-    let mut writers: Vec<std::fs::File> = fifos
-        .iter()
-        .map(|p| {
-            fifo(p);
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(p)
-                .unwrap()
-        })
-        .collect();
-    let aio = Aio::start(Settings {
-        io_method: IoMethodKind::IoUring,
-        ..Settings::default()
-    })
-    .unwrap();
+    let mut writers: Vec<std::fs::File> = fifos.iter().map(|p| fifo(p)).collect();
+    let aio = on_io_uring(|_| {});
     // The read run on another thread lasts a second there (an injected delay).
     aio.inject_fault(
         dbaio::FaultRule::new(dbaio::FaultAction::Delay(std::time::Duration::from_secs(1)))

@@ -885,6 +885,24 @@ fn a_renamed_file_never_lands_on_a_name_a_synced_file_holds() {
     }
 }
 
+/// A subsystem on a fresh disk of seed `seed`, an issuer `name`, and file `f` in `d` whose
+/// first 4 KiB hold `fill`.
+fn issuer_and_file(
+    d: &tempfile::TempDir,
+    seed: u64,
+    name: &str,
+    fill: u8,
+) -> (Aio, dbaio::Issuer, dbaio::File) {
+    let aio = start(None, seed, |_| {});
+    let me = aio.register_issuer(name).unwrap();
+    let f = aio
+        .open(d.path().join("f"), &OpenOptions::read_write())
+        .unwrap();
+    me.write_all_at(&f, 0, IoBuf::from_slice(&[fill; 4096]))
+        .unwrap();
+    (aio, me, f)
+}
+
 /// Whether `wake` was called.
 struct FlagWaker(std::sync::atomic::AtomicBool);
 
@@ -902,12 +920,7 @@ impl std::task::Wake for FlagWaker {
 #[test]
 fn a_future_polled_while_staged_completes_when_its_batch_is_submitted() {
     let d = dir();
-    let aio = start(None, 3, |_| {});
-    let me = aio.register_issuer("async").unwrap();
-    let path = d.path().join("f");
-    let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
-    me.write_all_at(&f, 0, IoBuf::from_slice(&[4u8; 4096]))
-        .unwrap();
+    let (_aio, me, f) = issuer_and_file(&d, 3, "async", 4);
     me.begin_batch().unwrap();
     let mut ticket = me
         .acquire()
@@ -946,12 +959,7 @@ fn a_future_polled_while_staged_completes_when_its_batch_is_submitted() {
 #[test]
 fn a_waiter_on_an_io_being_submitted_drives_it() {
     let d = dir();
-    let aio = start(None, 4, |_| {});
-    let me = aio.register_issuer("submitting").unwrap();
-    let path = d.path().join("f");
-    let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
-    me.write_all_at(&f, 0, IoBuf::from_slice(&[6u8; 4096]))
-        .unwrap();
+    let (aio, me, f) = issuer_and_file(&d, 4, "submitting", 6);
     me.begin_batch().unwrap();
     let io = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));
     let wref = io.wait_ref();

@@ -93,11 +93,10 @@ pub(crate) trait IoMethod: Send + Sync {
     fn needs_synchronous_execution(&self, shared: &Shared, i: u32) -> bool;
 
     /// Optional. True if an I/O its issuer is about to block on, staged and not yet handed
-    /// over, is better run on the issuer than handed to an executor and waited for (worker
-    /// threads: the hand-off costs a wakeup and two context switches for a result the issuer
-    /// would sleep through anyway). False where the hand-off is the point (worker processes
-    /// isolate I/O code from the embedder) or wakes no thread (io_uring: the kernel runs the
-    /// queue entry).
+    /// over, is better run on the issuer than handed to an executor and waited for (the
+    /// worker method, threads or processes: the hand-off costs a wakeup and two context
+    /// switches for a result the issuer would sleep through anyway). False where the hand-off
+    /// wakes no thread (io_uring: the kernel runs the queue entry).
     fn runs_awaited_io_here(&self) -> bool {
         false
     }

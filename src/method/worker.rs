@@ -272,8 +272,11 @@ impl IoMethod for WorkerMethod {
             .contains(HandleFlags::REFERENCES_LOCAL)
     }
 
+    /// Both kinds of worker: the issuer would sleep through the hand-off, and a worker
+    /// process's isolation is not at stake (the embedder's own `pread` into its own memory
+    /// — what a waiter that takes a request back does already).
     fn runs_awaited_io_here(&self) -> bool {
-        matches!(self.engine, Engine::Threads(_))
+        true
     }
 
     fn submit(&self, shared: &Shared, _issuer: u32, handles: &[u32]) {

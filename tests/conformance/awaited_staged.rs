@@ -1,13 +1,13 @@
 //! A staged I/O its issuer blocks on — `wait` on it in batch mode, or `wait_any` with it the
-//! only I/O in flight — runs on the issuer under worker threads: handing it to a worker would
-//! cost a wakeup and two context switches for a result the issuer sleeps through anyway. The
-//! other staged I/Os still go to the workers. Worker processes hand it over too (isolating
-//! I/O code from the embedder is their point), io_uring submits it with the rest, and `sync`
-//! ran it at `start`. Every I/O runs exactly once on every method.
+//! only I/O in flight — runs on the issuer under the worker method, threads or processes:
+//! handing it to a worker would cost a wakeup and two context switches (with processes, two
+//! more through the shared segment) for a result the issuer sleeps through anyway. The other
+//! staged I/Os still go to the workers. io_uring submits it with the rest, and `sync` ran it
+//! at `start`. Every I/O runs exactly once on every method.
 //! Guards against: an awaited staged I/O run twice (by the waiting issuer and by the worker it was
-//! also handed to) or handed to a worker thread anyway; the issuer's wait keeping the batch's other
-//! staged I/Os from the workers, so they finish only when waited for; and worker processes or
-//! io_uring running I/Os in the issuer after all.
+//! also handed to) or handed to a worker anyway; the issuer's wait keeping the batch's other
+//! staged I/Os from the workers, so they finish only when waited for; and io_uring running
+//! I/Os in the issuer after all.
 
 use crate::support::*;
 use dbaio::{IoBuf, IoMethodKind, OpenOptions};
@@ -21,7 +21,6 @@ fn scenario(m: IoMethodKind) {
     });
     let me = aio.register_issuer("awaits").unwrap();
     let f = aio.open(&path, &OpenOptions::read()).unwrap();
-    let threads = m == IoMethodKind::Worker && !on_processes();
     let by_issuer = || executed_by(&aio, "awaits", "issuer");
 
     // Three staged reads; the issuer blocks on the middle one.
@@ -43,7 +42,7 @@ fn scenario(m: IoMethodKind) {
     me.end_batch();
     let expected = match m {
         IoMethodKind::Sync => 3,
-        IoMethodKind::Worker if threads => 1,
+        IoMethodKind::Worker => 1,
         _ => 0,
     };
     assert_eq!(by_issuer(), expected, "{m:?}: reads run on the issuer");
@@ -65,12 +64,12 @@ fn scenario(m: IoMethodKind) {
     me.end_batch();
     let expected = match m {
         IoMethodKind::Sync => 4,
-        IoMethodKind::Worker if threads => 2,
+        IoMethodKind::Worker => 2,
         _ => 0,
     };
     assert_eq!(by_issuer(), expected, "{m:?}: the lone read under wait_any");
 
-    // Two staged reads under `wait_any`: not lone, both are handed over (a worker-thread
+    // Two staged reads under `wait_any`: not lone, both are handed over (a worker-method
     // issuer may still take one back rather than sleep: executor `waiter`, not `issuer`).
     me.begin_batch().unwrap();
     let a = me.acquire().unwrap().read(&f, 16384, IoBuf::new(4096));

@@ -73,7 +73,8 @@
 //! | **`start.rs`** | **[`Aio::start`], [`AioBuilder`]: puts the layers together** |
 //!
 //! Beneath the library: `sys/` (`dbaio-sys`, the foundation: the one [`Op`], the plain
-//! request, `perform` with its retry policy, the futex and the shared buffer arena),
+//! request, `perform` with its retry policy, the futex, the shared buffer arena and the
+//! registered-buffer slab),
 //! `workers/` (the worker engine: threads, or processes over a memfd control segment) and
 //! `uring/` (the io_uring engine), both standing on `sys/`. Beside it:
 //! `pg/` (PostgreSQL's page and cluster formats), `cli/` (the `dbaio` command) and `redb/`

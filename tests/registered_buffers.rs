@@ -1,9 +1,11 @@
 //! `io_uring_registered_buffers`: the buffer pool's memory is registered with every issuer's
 //! ring, reads into the pool are fixed ones and bring the right bytes, and a kernel that
 //! refuses the registration (`RLIMIT_MEMLOCK` without `CAP_IPC_LOCK`) costs a warning, not a
-//! read. Guards against fixed reads landing in the wrong memory (a buffer index or address
-//! off by one block), against a refusal that fails the subsystem or its reads, and against a
-//! setting that does nothing.
+//! read. `io_uring_registered_io_bufs`: `IoBuf`s come from memory every ring registers, chunk
+//! by chunk, and their reads and writes are fixed ones into and out of the right memory.
+//! Guards against fixed reads landing in the wrong memory (a buffer index or address off by
+//! one block or one chunk), against a refusal that fails the subsystem or its reads, and
+//! against a setting that does nothing.
 
 #[path = "common/skips.rs"]
 mod skips;
@@ -27,6 +29,7 @@ fn settings(registered: bool) -> Settings {
         // reads land everywhere in the registered memory, its last block included.
         buffer_pool_size: 64,
         io_uring_registered_buffers: registered,
+        io_uring_registered_io_bufs: registered,
         // Without the prefault thread the pool's memory is ready at once, so each ring
         // registers it when it is made (with it, once the thread is done: the last test).
         buffer_pool_prefault: dbaio::PoolPrefault::Off,
@@ -90,13 +93,78 @@ fn pool_reads_are_fixed_ones_into_the_right_buffers_on_every_ring() {
     // The pool's pages, rounded up to a huge page.
     assert!(r.bytes >= 64 * 8192 && r.bytes % 4096 == 0, "{r:?}");
     assert!(r.fixed_ios > 0, "no read went in as a fixed one: {r:?}");
-    // Memory outside the pool (an IoBuf) is not registered: its reads stay ordinary.
+    // An IoBuf made now comes from the registered slab: its read is a fixed one too.
     let before = r.fixed_ios;
     let me = aio.register_issuer("iobuf").unwrap();
     let f = aio.open(&path, &OpenOptions::read()).unwrap();
     let got = me.read_exact_at(&f, 8192, IoBuf::new(8192)).unwrap();
-    assert_eq!(got[0], byte_at(8192));
-    assert_eq!(aio.registered_buffers().unwrap().fixed_ios, before);
+    assert!((0..8192).all(|i| got[i] == byte_at(8192 + i as u64)));
+    let r = aio.registered_buffers().unwrap();
+    assert!(r.fixed_ios > before, "{r:?}");
+    assert!(r.io_buf_bytes >= 2 << 20, "{r:?}");
+}
+
+#[test]
+fn io_buf_reads_and_writes_are_fixed_ones_into_the_right_memory_in_every_chunk() {
+    if !skips::io_uring_column("registered io bufs") {
+        return;
+    }
+    let d = dir();
+    let path = d.path().join("iobufs");
+    let aio = Aio::start(Settings {
+        io_uring_registered_buffers: false,
+        ..settings(true)
+    })
+    .unwrap();
+    let me = aio.register_issuer("io bufs").unwrap();
+    let f = aio
+        .open(&path, &OpenOptions::read_write().direct(true))
+        .unwrap();
+    // Sizes from one block to the largest the slab holds, and one past it (the heap), with
+    // enough 1 MiB buffers alive at once that later ones land in later chunks.
+    let sizes = [
+        4096,
+        8192,
+        12288,
+        65536,
+        1 << 20,
+        1 << 20,
+        1 << 20,
+        (1 << 20) + 4096,
+    ];
+    let mut at = 0u64;
+    let mut written = Vec::new();
+    let mut kept = Vec::new();
+    for (k, &n) in sizes.iter().enumerate() {
+        let data: Vec<u8> = (0..n).map(|i| byte_at(at + i as u64) ^ k as u8).collect();
+        let buf = me.write_all_at(&f, at, IoBuf::from_slice(&data)).unwrap();
+        kept.push(buf);
+        written.push((at, data));
+        at += n as u64;
+    }
+    let after_writes = aio.registered_buffers().unwrap();
+    assert!(after_writes.fixed_ios >= 7, "{after_writes:?}");
+    // Read each range back into a fresh buffer, on this thread and on another issuer's.
+    let check = |me: &Issuer| {
+        let f = aio.open(&path, &OpenOptions::read()).unwrap();
+        for (at, data) in &written {
+            let got = me.read_exact_at(&f, *at, IoBuf::new(data.len())).unwrap();
+            assert!(got[..] == data[..], "{} bytes at {at}", data.len());
+        }
+    };
+    check(&me);
+    std::thread::scope(|s| {
+        s.spawn(|| check(&aio.register_issuer("io bufs 2").unwrap()));
+    });
+    drop(kept);
+    let r = aio.registered_buffers().unwrap();
+    assert_eq!(r.refused, None, "{r:?}");
+    assert_eq!(r.rings, 0, "the pool is not registered: {r:?}");
+    assert!(
+        r.io_buf_bytes >= 4 << 20,
+        "three 1 MiB buffers span two chunks: {r:?}"
+    );
+    assert!(r.fixed_ios >= after_writes.fixed_ios + 14, "{r:?}");
 }
 
 #[test]
@@ -155,9 +223,14 @@ fn refused_child(path: &Path) {
     std::thread::scope(|s| {
         s.spawn(|| read_all_and_check(&aio, &aio.register_issuer("refused-2").unwrap(), path));
     });
+    // An IoBuf's read goes on too, unregistered (its chunk is refused as well).
+    let f = aio.open(path, &OpenOptions::read()).unwrap();
+    let got = first.read_exact_at(&f, 8192, IoBuf::new(8192)).unwrap();
+    assert!((0..8192).all(|i| got[i] == byte_at(8192 + i as u64)));
     let r = aio.registered_buffers().unwrap();
     assert_eq!(r.rings, 0, "{r:?}");
     assert_eq!(r.fixed_ios, 0, "{r:?}");
+    assert_eq!(r.io_buf_bytes, 0, "{r:?}");
     let why = r.refused.expect("the refusal is kept");
     assert!(
         why.starts_with("the kernel refused to register the buffer pool's ")

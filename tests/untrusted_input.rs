@@ -65,6 +65,7 @@ fn kind(name: &str) -> Kind {
         | "transparent_huge_pages"
         | "io_uring_registered_files"
         | "io_uring_registered_buffers"
+        | "io_uring_registered_io_bufs"
         | "io_worker_try_cached" => Bool,
         "io_worker_program" | "introspection_socket" => Text,
         "io_workers" => int(Unit::None, 0, 32),

@@ -556,9 +556,10 @@ fn write_registered_buffers_line(o: &mut String, all: &All) {
         Some(why) => writeln!(o, "registered buffers: none ({why})"),
         None => writeln!(
             o,
-            "registered buffers: {} MiB with each of {} rings, {} fixed I/Os",
+            "registered buffers: pool {} MiB with each of {} rings, IoBufs {} MiB, {} fixed I/Os",
             r.bytes >> 20,
             r.rings,
+            r.io_buf_bytes >> 20,
             r.fixed_ios
         ),
     };

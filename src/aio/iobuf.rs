@@ -18,8 +18,19 @@ pub struct IoBuf {
     /// Bytes allocated (the length it was made with); `len` may be set lower to reuse it.
     capacity: usize,
     align: usize,
-    /// Carved from the shared arena (in a block of `arena::block_size(capacity)` bytes).
-    arena: bool,
+    /// Where the memory came from, and so where it goes back.
+    origin: Origin,
+}
+
+/// Where an [`IoBuf`]'s memory came from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// The global allocator.
+    Heap,
+    /// The shared arena (in a block of `arena::block_size(capacity)` bytes).
+    Arena,
+    /// The registered-buffer slab (in a block for `capacity` bytes at `align`).
+    Slab,
 }
 
 // SAFETY: IoBuf uniquely owns its allocation (like Box<[u8]>); moving it between threads moves
@@ -50,19 +61,27 @@ impl IoBuf {
 
     /// `len` bytes aligned to `align`, zeroed or not (the caller then writes every byte):
     /// from the shared arena once worker processes have started in this process (so that
-    /// they can reach it), otherwise, or when the arena is exhausted, from the heap.
+    /// they can reach it); else from the registered-buffer slab once an io_uring subsystem
+    /// that registers buffers has (so that its rings submit I/O into it as fixed transfers,
+    /// see `docs/design.md`, "Registered buffers"); otherwise, or when neither has room or
+    /// the buffer is over 1 MiB, from the heap.
     fn allocate(len: usize, align: usize, zeroed: bool) -> IoBuf {
+        let made = |ptr, origin| IoBuf {
+            ptr,
+            len,
+            capacity: len,
+            align,
+            origin,
+        };
         if let Some(a) = dbaio_sys::arena::installed() {
             if align <= dbaio_sys::arena::BLOCK_ALIGN {
                 if let Some((ptr, _)) = a.alloc(len, zeroed) {
-                    return IoBuf {
-                        ptr,
-                        len,
-                        capacity: len,
-                        align,
-                        arena: true,
-                    };
+                    return made(ptr, Origin::Arena);
                 }
+            }
+        } else if let Some(s) = dbaio_sys::slab::enabled() {
+            if let Some(ptr) = s.alloc(len, align, zeroed) {
+                return made(ptr, Origin::Slab);
             }
         }
         let layout = Layout::from_size_align(len.max(1), align)
@@ -76,13 +95,7 @@ impl IoBuf {
             }
         };
         let ptr = NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        IoBuf {
-            ptr,
-            len,
-            capacity: len,
-            align,
-            arena: false,
-        }
+        made(ptr, Origin::Heap)
     }
 
     /// Length in bytes.
@@ -127,7 +140,7 @@ impl IoBuf {
     /// shared runs in the issuer instead of a worker process.
     #[inline]
     pub fn is_shared(&self) -> bool {
-        self.arena
+        self.origin == Origin::Arena
     }
 
     pub(crate) fn raw(&self) -> *mut u8 {
@@ -155,13 +168,24 @@ impl std::ops::DerefMut for IoBuf {
 
 impl Drop for IoBuf {
     fn drop(&mut self) {
-        if self.arena {
-            if let Some(a) = dbaio_sys::arena::installed() {
-                // SAFETY: the block came from this arena's `alloc` with this size, and this
-                // IoBuf, its only owner, is going away.
-                unsafe { a.free(self.ptr, dbaio_sys::arena::block_size(self.capacity)) };
+        match self.origin {
+            Origin::Arena => {
+                if let Some(a) = dbaio_sys::arena::installed() {
+                    // SAFETY: the block came from this arena's `alloc` with this size, and
+                    // this IoBuf, its only owner, is going away.
+                    unsafe { a.free(self.ptr, dbaio_sys::arena::block_size(self.capacity)) };
+                }
+                return;
             }
-            return;
+            Origin::Slab => {
+                if let Some(s) = dbaio_sys::slab::enabled() {
+                    // SAFETY: the block came from the slab's `alloc` for this capacity and
+                    // alignment, and this IoBuf, its only owner, is going away.
+                    unsafe { s.free(self.ptr, self.capacity, self.align) };
+                }
+                return;
+            }
+            Origin::Heap => {}
         }
         let layout = Layout::from_size_align(self.capacity.max(1), self.align)
             .expect("layout was valid at allocation");

@@ -93,8 +93,8 @@ impl Aio {
         self.inner.method.kind()
     }
 
-    /// What `io_uring_registered_buffers` achieved so far: None unless the method is
-    /// io_uring with the setting on.
+    /// What `io_uring_registered_buffers` and `io_uring_registered_io_bufs` achieved so far:
+    /// None unless the method is io_uring with either on.
     pub fn registered_buffers(&self) -> Option<crate::RegisteredBuffers> {
         self.inner.method.registered_buffers().map(|read| read())
     }

@@ -21,14 +21,19 @@ pub(crate) enum FixedMemory {
 
 /// What `io_uring_registered_buffers` achieved: the buffer pool's memory registered with the
 /// rings made so far (each issuer's ring registers it when it is made, or at its first
-/// submission once the pool's pages are in), or the kernel's refusal, in the words the log
-/// gave it once.
+/// submission once the pool's pages are in), the `IoBuf` memory registered, or the kernel's
+/// refusal, in the words the log gave it once (the pool's first).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RegisteredBuffers {
     /// Rings that registered the pool's memory.
     pub rings: u32,
     /// Bytes registered with each of them (the pool's pages).
     pub bytes: usize,
+    /// Bytes of `IoBuf` memory (the registered-buffer slab, which `IoBuf`s made after an
+    /// io_uring subsystem with the setting on started come from) registered with the ring
+    /// that has registered the most.
+    #[serde(default)]
+    pub io_buf_bytes: usize,
     /// Reads and writes submitted as fixed ones (into or out of the registered memory).
     pub fixed_ios: u64,
     /// Why the kernel refused, if it did (rings made after a refusal do not try).

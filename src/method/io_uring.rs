@@ -133,14 +133,20 @@ struct Uring {
 }
 
 /// `io_uring_registered_buffers`: the attachment's memory (the buffer pool) registered with
-/// each ring as it is made, or the kernel's refusal, said once.
+/// each ring as it is made, and the registered-buffer slab's chunks (where `IoBuf`s come
+/// from) as its issuer submits, or the kernel's refusal, said once.
 struct FixedBuffers {
+    /// `io_uring_registered_buffers`: the pool's memory.
     wanted: bool,
-    /// Rings that registered it, and how many bytes each.
+    /// `io_uring_registered_io_bufs`: the slab's chunks.
+    io_bufs: bool,
+    /// Rings that registered the pool's memory, and how many bytes each.
     rings: AtomicU32,
     bytes: AtomicUsize,
-    /// The first refusal, in words (later rings do not try again).
+    /// The first refusal of the pool's memory, in words (later rings do not try again).
     refused: OnceLock<String>,
+    /// The first refusal of a slab chunk, in words (that ring registers no more chunks).
+    slab_refused: OnceLock<String>,
 }
 
 /// I/Os to execute again once the completion lock is released.
@@ -253,6 +259,10 @@ impl Uring {
     /// Probes io_uring; `Err` is the refusal in words.
     fn start(settings: &Settings, shared: &Arc<Shared>) -> Result<Uring, String> {
         let support = dbaio_uring::probe().map_err(|r| r.to_string())?;
+        if settings.io_uring_registered_io_bufs {
+            // IoBufs made from now on come from memory the rings register.
+            dbaio_sys::slab::enable();
+        }
         Ok(Uring {
             rings: (0..settings.max_issuers)
                 .map(|_| RingSlot {
@@ -282,9 +292,11 @@ impl Uring {
             spin_ns: u64::from(settings.io_uring_spin) * 1000,
             buffers: FixedBuffers {
                 wanted: settings.io_uring_registered_buffers,
+                io_bufs: settings.io_uring_registered_io_bufs,
                 rings: AtomicU32::new(0),
                 bytes: AtomicUsize::new(0),
                 refused: OnceLock::new(),
+                slab_refused: OnceLock::new(),
             },
             empty_reap_hold: TestHold::default(),
         })
@@ -324,7 +336,9 @@ impl Uring {
             return;
         };
         let b = &self.buffers;
-        if b.refused.get().is_some() {
+        // Not wanted (the setting off: the pool was registered regardless before this
+        // check, whenever its memory was ready when a ring was made), or refused before.
+        if !b.wanted || b.refused.get().is_some() {
             slot.buffers_pending.store(false, Ordering::Relaxed);
             return;
         }
@@ -369,30 +383,56 @@ impl Uring {
     }
 
     /// On the issuer's way to submitting (either path): registers the pool's memory if its
-    /// ring is still waiting to (one load when it is not).
+    /// ring is still waiting to, and the slab's new chunks (a few loads when neither is due).
     #[inline]
     fn register_buffers_if_pending(&self, shared: &Shared, issuer: u32) {
-        if self.rings[issuer as usize]
-            .buffers_pending
-            .load(Ordering::Relaxed)
-        {
+        let slot = &self.rings[issuer as usize];
+        if slot.buffers_pending.load(Ordering::Relaxed) {
             self.register_buffers(shared, issuer);
+        }
+        if !self.buffers.io_bufs {
+            return;
+        }
+        if let Some(ring) = slot.ring.get().filter(|r| r.slab_pending()) {
+            self.register_slab(ring);
+        }
+    }
+
+    /// Registers the slab's chunks made since `ring` last did (see `Ring::register_slab`);
+    /// a refusal is logged once and kept for the view.
+    #[cold]
+    fn register_slab(&self, ring: &Ring) {
+        if let Err(e) = ring.register_slab() {
+            let words = format!(
+                "the kernel refused to register a {} MiB chunk of I/O buffer memory with an io_uring ring ({e}){}; I/O into IoBufs from it goes on unregistered; io_uring_registered_buffers = off stops trying",
+                dbaio_sys::slab::CHUNK >> 20,
+                if e.raw_os_error() == Some(libc::ENOMEM) {
+                    ": RLIMIT_MEMLOCK (ulimit -l) is too low, or memory is short"
+                } else {
+                    ""
+                }
+            );
+            if self.buffers.slab_refused.set(words.clone()).is_ok() {
+                tracing::warn!("{words}");
+            }
         }
     }
 
     /// What `io_uring_registered_buffers` achieved so far.
     fn registered_buffers(&self) -> RegisteredBuffers {
         let b = &self.buffers;
+        let rings = || self.rings.iter().filter_map(|r| r.ring.get());
         RegisteredBuffers {
             rings: b.rings.load(Ordering::Relaxed),
             bytes: b.bytes.load(Ordering::Relaxed),
+            io_buf_bytes: rings().map(Ring::slab_bytes).max().unwrap_or(0),
             fixed_ios: self
                 .rings
                 .iter()
                 .filter_map(|r| r.ring.get())
                 .map(|r| r.fixed_entries())
                 .sum(),
-            refused: b.refused.get().cloned(),
+            refused: b.refused.get().or(b.slab_refused.get()).cloned(),
         }
     }
 
@@ -1139,9 +1179,8 @@ impl IoMethod for UringMethod {
 
     fn registered_buffers(&self) -> Option<RegisteredBuffersReader> {
         let uring = Arc::clone(&self.uring);
-        self.uring
-            .buffers
-            .wanted
+        let b = &self.uring.buffers;
+        (b.wanted || b.io_bufs)
             .then(|| Arc::new(move || uring.registered_buffers()) as RegisteredBuffersReader)
     }
 

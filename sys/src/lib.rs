@@ -9,6 +9,7 @@
 //!   is executed in all ([`retry_transient`]).
 //! - `futex.rs` — futex wait and wake on a 32-bit word (shared mappings too).
 //! - `arena.rs` — the shared buffer arena: memfd-backed memory that worker processes reach.
+//! - `slab.rs` — the registered-buffer slab: I/O buffers that io_uring rings register once.
 //!
 //! It imports no other dbaio crate; the engines (`dbaio-workers`, `dbaio-uring`) and the
 //! library sit on it. See `docs/design.md`, "Engines".
@@ -18,6 +19,7 @@ pub mod futex;
 mod op;
 mod request;
 mod retry;
+pub mod slab;
 
 pub use op::Op;
 pub use request::{Cached, Request, perform, second_path, try_read_cached};

@@ -133,9 +133,27 @@ pub struct Ring {
     no_timeouts: AtomicU32,
     /// The registered buffers, in index order (see [`Ring::register_buffers`]).
     fixed_buffers: OnceLock<Box<[FixedBuffer]>>,
+    /// Where `fixed_buffers` start in the ring's table: after the slab's entries, or at 0
+    /// on a kernel without sparse tables (which then registers no slab chunks).
+    pool_base: AtomicU32,
+    /// The sparse buffer table (`SLAB_ENTRIES + POOL_ENTRIES` entries), made on first need,
+    /// or the errno the kernel refused it with.
+    table: OnceLock<Result<(), i32>>,
+    /// Chunks of the registered-buffer slab registered with this ring: `0 .. slab_chunks`,
+    /// at table entries of the same numbers (see [`Ring::register_slab`]).
+    slab_chunks: AtomicU32,
+    /// The kernel refused a slab chunk: the ring registers no more of them.
+    slab_refused: AtomicBool,
+    /// Serialises registrations (the owner's submissions and `register_buffers`).
+    register_lock: Mutex<()>,
     /// Entries submitted as fixed transfers (written under the submission lock).
     fixed_entries: AtomicU64,
 }
+
+/// Table entries for the registered-buffer slab: one per chunk, entry `k` for chunk `k`.
+const SLAB_ENTRIES: u32 = dbaio_sys::slab::MAX_CHUNKS;
+/// Table entries for [`Ring::register_buffers`]' regions (pieces of at most 1 GiB).
+const POOL_ENTRIES: u32 = 256;
 
 /// One registered buffer: `len` bytes at address `base`.
 #[derive(Clone, Copy, Debug)]
@@ -146,6 +164,16 @@ struct FixedBuffer {
 
 /// The most bytes one registered buffer may span (the kernel's limit).
 const MAX_FIXED_BUFFER: usize = 1 << 30;
+
+/// The iovecs for (address, length) pairs, as the kernel's registration calls take them.
+fn iovecs(pieces: impl Iterator<Item = (usize, usize)>) -> Vec<libc::iovec> {
+    pieces
+        .map(|(base, len)| libc::iovec {
+            iov_base: base as *mut libc::c_void,
+            iov_len: len,
+        })
+        .collect()
+}
 
 /// The submission side, locked. Pushed entries go to the kernel on [`Submission::submit`].
 pub struct Submission<'a> {
@@ -228,6 +256,11 @@ impl Ring {
             inject_once: AtomicBool::new(false),
             no_timeouts: AtomicU32::new(0),
             fixed_buffers: OnceLock::new(),
+            pool_base: AtomicU32::new(SLAB_ENTRIES),
+            table: OnceLock::new(),
+            slab_chunks: AtomicU32::new(0),
+            slab_refused: AtomicBool::new(false),
+            register_lock: Mutex::new(()),
             fixed_entries: AtomicU64::new(0),
         })
     }
@@ -258,31 +291,105 @@ impl Ring {
                 done += n;
             }
         }
-        if pieces.is_empty() || pieces.len() > usize::from(u16::MAX) {
+        if pieces.is_empty() || pieces.len() > POOL_ENTRIES as usize {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
-        let iovecs: Vec<libc::iovec> = pieces
-            .iter()
-            .map(|p| libc::iovec {
-                iov_base: p.base as *mut libc::c_void,
-                iov_len: p.len,
-            })
-            .collect();
+        let iovecs = iovecs(pieces.iter().map(|p| (p.base, p.len)));
+        let _held = self.register_lock.lock();
         if self.fixed_buffers.get().is_some() {
             return Err(io::Error::from_raw_os_error(libc::EBUSY));
         }
-        // SAFETY: the regions stay mapped to the same pages while the ring lives (this
-        // function's contract); the kernel only reads the iovec array during the call.
-        unsafe { self.ring.submitter().register_buffers(&iovecs) }?;
+        match self.table() {
+            // SAFETY: the regions stay mapped to the same pages while the ring lives (this
+            // function's contract); the kernel only reads the iovec array during the call.
+            Ok(()) => unsafe {
+                self.ring
+                    .submitter()
+                    .register_buffers_update(SLAB_ENTRIES, &iovecs, None)
+            }?,
+            // A kernel before 5.13 has no sparse tables: the regions alone, from entry 0.
+            Err(_) => {
+                // SAFETY: as above.
+                unsafe { self.ring.submitter().register_buffers(&iovecs) }?;
+                self.pool_base.store(0, Ordering::Relaxed);
+            }
+        }
         let _ = self.fixed_buffers.set(pieces.into_boxed_slice());
         Ok(())
     }
 
-    /// Bytes registered as fixed buffers (0: none).
+    /// The ring's sparse buffer table, made on first need.
+    fn table(&self) -> io::Result<()> {
+        let made = self.table.get_or_init(|| {
+            self.ring
+                .submitter()
+                .register_buffers_sparse(SLAB_ENTRIES + POOL_ENTRIES)
+                .map_err(|e| e.raw_os_error().unwrap_or(libc::EINVAL))
+        });
+        made.map_err(io::Error::from_raw_os_error)
+    }
+
+    /// Whether the registered-buffer slab has chunks this ring has not registered yet (and
+    /// may still): then [`Ring::register_slab`] is due. A few loads.
+    #[inline]
+    pub fn slab_pending(&self) -> bool {
+        dbaio_sys::slab::enabled().is_some_and(|s| {
+            s.committed() > self.slab_chunks.load(Ordering::Relaxed)
+                && !self.slab_refused.load(Ordering::Relaxed)
+        })
+    }
+
+    /// Registers the slab's chunks committed since the last call (each at the table entry of
+    /// its number), so that reads and writes into buffers made from them go in as fixed
+    /// ones. A chunk is committed once and never returned (`dbaio_sys::slab`), so its pages
+    /// stay the registered ones for as long as the ring lives. After a refusal (`ENOMEM`
+    /// past `RLIMIT_MEMLOCK`, a kernel without sparse tables) the ring registers no more;
+    /// the error is returned once, and buffers in unregistered chunks go in as ordinary I/O.
+    pub fn register_slab(&self) -> io::Result<()> {
+        let Some(slab) = dbaio_sys::slab::enabled() else {
+            return Ok(());
+        };
+        let _held = self.register_lock.lock();
+        let have = self.slab_chunks.load(Ordering::Relaxed);
+        let now = slab.committed();
+        if now <= have || self.slab_refused.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let iovecs = iovecs((have..now).map(|k| {
+            let (p, n) = slab.chunk(k);
+            (p as usize, n)
+        }));
+        let done = self.table().and_then(|()| {
+            // SAFETY: committed chunks stay mapped to the same pages for the life of the
+            // process (`dbaio_sys::slab`); the kernel only reads the iovec array.
+            unsafe {
+                self.ring
+                    .submitter()
+                    .register_buffers_update(have, &iovecs, None)
+            }
+        });
+        match done {
+            Ok(_) => {
+                self.slab_chunks.store(now, Ordering::Release);
+                Ok(())
+            }
+            Err(e) => {
+                self.slab_refused.store(true, Ordering::Relaxed);
+                Err(e)
+            }
+        }
+    }
+
+    /// Bytes of the buffer pool registered as fixed buffers (0: none).
     pub fn fixed_buffer_bytes(&self) -> usize {
         self.fixed_buffers
             .get()
             .map_or(0, |b| b.iter().map(|p| p.len).sum())
+    }
+
+    /// Bytes of the registered-buffer slab registered with this ring.
+    pub fn slab_bytes(&self) -> usize {
+        self.slab_chunks.load(Ordering::Relaxed) as usize * dbaio_sys::slab::CHUNK
     }
 
     /// Entries submitted as fixed transfers so far.
@@ -291,15 +398,22 @@ impl Ring {
     }
 
     /// The registered buffer that holds all of `len` bytes at `addr`, if any; counts it as
-    /// one more fixed entry (called holding the submission lock, so a load and a store).
+    /// one more fixed entry (called holding the submission lock, so a load and a store). A
+    /// slab chunk is found from the address; the pool's pieces by a search (one, mostly).
     fn fixed_buffer_of(&self, addr: usize, len: usize) -> Option<u16> {
-        let pieces = self.fixed_buffers.get()?;
-        let k = pieces
-            .iter()
-            .position(|p| addr >= p.base && addr + len <= p.base + p.len)?;
+        let index = match dbaio_sys::slab::enabled().and_then(|s| s.chunk_of(addr, len)) {
+            Some(k) => (k < self.slab_chunks.load(Ordering::Acquire)).then_some(k)?,
+            None => {
+                let pieces = self.fixed_buffers.get()?;
+                let k = pieces
+                    .iter()
+                    .position(|p| addr >= p.base && addr + len <= p.base + p.len)?;
+                self.pool_base.load(Ordering::Relaxed) + k as u32
+            }
+        };
         let n = self.fixed_entries.load(Ordering::Relaxed);
         self.fixed_entries.store(n + 1, Ordering::Relaxed);
-        Some(k as u16)
+        Some(index as u16)
     }
 
     /// Entries the kernel has taken whose completions are not reaped yet. Read under the

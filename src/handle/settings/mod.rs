@@ -237,6 +237,10 @@ pub struct Settings {
     /// `io_uring_registered_buffers`: register the buffer pool's memory with each ring, so
     /// its reads and writes are fixed ones (default off: docs/settings.md says why).
     pub io_uring_registered_buffers: bool,
+    /// `io_uring_registered_io_bufs`: `IoBuf`s made after an io_uring subsystem with this on
+    /// started come from the registered-buffer slab, whose chunks each ring registers
+    /// (default on: docs/settings.md).
+    pub io_uring_registered_io_bufs: bool,
     /// `io_uring_spin`: microseconds a thread about to sleep for io_uring completions polls
     /// the ring first (0..10000, default 50; adaptive, see docs/design.md "Methods").
     pub io_uring_spin: u32,
@@ -364,6 +368,7 @@ impl Settings {
             io_uring_fallback: IoUringFallback::Error,
             io_uring_registered_files: false,
             io_uring_registered_buffers: false,
+            io_uring_registered_io_bufs: false,
             io_uring_spin: 0,
             io_worker_queue_size: 16,
             io_worker_try_cached: false,

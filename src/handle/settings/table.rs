@@ -567,6 +567,12 @@ pub const PARAMETERS: &[Parameter] = &[
         io_uring_registered_buffers,
         "register the buffer pool's memory with each ring, so that the kernel does not look up and pin its pages for every read into it (`READ_FIXED`); registering pins, and so commits, the whole pool (at the first ring, or once the prefault thread is done); where the kernel refuses (`RLIMIT_MEMLOCK`), a warning says so once and the pool's I/Os go on unregistered"
     ),
+    bool_param!(
+        "io_uring_registered_io_bufs",
+        "on",
+        io_uring_registered_io_bufs,
+        "`IoBuf`s made once an io_uring subsystem with this on has started come from memory each ring registers, 2 MiB at a time as buffers are made (128 MiB at most; larger buffers stay on the heap), so that their reads and writes are fixed ones (`READ_FIXED`); where the kernel refuses (`RLIMIT_MEMLOCK`), a warning says so once and their I/Os go on unregistered"
+    ),
     int_param!(
         "io_uring_spin",
         0,

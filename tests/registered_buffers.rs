@@ -179,6 +179,10 @@ fn with_the_setting_off_nothing_is_registered_and_reads_are_the_same() {
     assert_eq!(aio.registered_buffers(), None);
 }
 
+/// One memlock-limited child at a time: the kernel counts pinned memory per user, across
+/// processes, so one child's registered chunks would count against the other's limit.
+static MEMLOCK_CHILDREN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The child half of the refusal test: without `CAP_IPC_LOCK` and with a 64 KiB
 /// `RLIMIT_MEMLOCK`, the kernel refuses to pin the pool (512 KiB in a 2 MiB mapping).
 const CHILD: &str = "DBAIO_TEST_MEMLOCK_CHILD";
@@ -193,6 +197,7 @@ fn a_refused_registration_is_said_once_and_reads_go_on() {
     }
     let d = dir();
     let path = relation(d.path());
+    let _one = MEMLOCK_CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -213,11 +218,10 @@ fn a_refused_registration_is_said_once_and_reads_go_on() {
 fn refused_child(path: &Path) {
     drop_ipc_lock_and_limit_memlock(64 << 10);
     let sock = path.with_file_name("aio.sock");
-    let aio = Aio::start(Settings {
+    let aio = start_limited(Settings {
         introspection_socket: Some(sock.clone()),
         ..settings(true)
-    })
-    .unwrap();
+    });
     let first = aio.register_issuer("refused-1").unwrap();
     read_all_and_check(&aio, &first, path);
     std::thread::scope(|s| {
@@ -244,6 +248,97 @@ fn refused_child(path: &Path) {
     assert_eq!(all["registered_buffers"]["refused"], why.as_str(), "{all}");
     assert_eq!(all["registered_buffers"]["rings"], 0, "{all}");
     eprintln!("child ran: {why}");
+}
+
+/// The child half of the partial-refusal test.
+const PARTIAL_CHILD: &str = "DBAIO_TEST_MEMLOCK_PARTIAL_CHILD";
+
+/// Found by an attack from the caller's side: with a memlock limit that holds some chunks
+/// and not others, a ring that registered several new chunks in one call took the kernel's
+/// partial count for success, and I/O into the chunks past the limit went in as fixed ones
+/// on empty table entries (EFAULT). Ten 1 MiB buffers (five chunks) made before the ring's
+/// first submission, under a 5 MiB limit: every write and read succeeds with the right
+/// bytes, and the refusal is said, naming the setting that stops it.
+#[test]
+fn a_partly_refused_chunk_registration_leaves_no_fixed_io_on_an_empty_entry() {
+    if let Some(path) = std::env::var_os(PARTIAL_CHILD) {
+        return partly_refused_child(Path::new(&path));
+    }
+    if !skips::io_uring_column("registered io bufs partly refused") {
+        return;
+    }
+    let d = dir();
+    let _one = MEMLOCK_CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_partly_refused_chunk_registration_leaves_no_fixed_io_on_an_empty_entry",
+            "--nocapture",
+        ])
+        .env(PARTIAL_CHILD, d.path().join("partial"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed: {stderr}");
+    assert!(
+        stderr.contains("child ran"),
+        "the child did not run: {stderr}"
+    );
+}
+
+fn partly_refused_child(path: &Path) {
+    drop_ipc_lock_and_limit_memlock(5 << 20);
+    let aio = start_limited(Settings {
+        io_uring_registered_buffers: false,
+        ..settings(true)
+    });
+    let me = aio.register_issuer("partly refused").unwrap();
+    let f = aio
+        .open(path, &OpenOptions::read_write().direct(true))
+        .unwrap();
+    let bufs: Vec<IoBuf> = (0..10).map(|_| IoBuf::new(1 << 20)).collect();
+    for (k, b) in bufs.into_iter().enumerate() {
+        let data = vec![k as u8 + 1; 1 << 20];
+        let mut b = b;
+        b.copy_from_slice(&data);
+        me.write_all_at(&f, (k as u64) << 20, b)
+            .unwrap_or_else(|e| panic!("write {k}: {e}"));
+    }
+    for k in 0..10u64 {
+        let got = me.read_exact_at(&f, k << 20, IoBuf::new(1 << 20)).unwrap();
+        assert!(got.iter().all(|&b| b == k as u8 + 1), "read {k}");
+    }
+    let r = aio.registered_buffers().unwrap();
+    assert!(r.io_buf_bytes < 10 << 20, "{r:?}");
+    let why = r.refused.expect("the refusal is kept");
+    assert!(
+        why.contains("RLIMIT_MEMLOCK")
+            && why.ends_with("io_uring_registered_io_bufs = off stops trying"),
+        "{why}"
+    );
+    // Not a power of two: refused alike whether the buffer would come from the slab or the
+    // heap (the slab once returned a misaligned block).
+    assert!(std::panic::catch_unwind(|| IoBuf::with_alignment(100, 3000)).is_err());
+    eprintln!("child ran: {why}");
+}
+
+/// Starts a subsystem in a memlock-limited child. The kernel counts pinned memory per user
+/// and releases an exited process's rings in the background, so a child started right after
+/// another may find its limit still used up by the first for a moment: it tries again (for
+/// up to 20 s) while the refusal is the memlock one.
+fn start_limited(s: Settings) -> Aio {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        match Aio::start(s.clone()) {
+            Ok(aio) => return aio,
+            Err(e)
+                if e.to_string().contains("RLIMIT_MEMLOCK") && std::time::Instant::now() < end =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(e) => panic!("start: {e}"),
+        }
+    }
 }
 
 /// Drops `CAP_IPC_LOCK` from every thread's sets (capabilities are per thread, so before any

@@ -877,8 +877,12 @@ fn killed_at_a_step_of_retiring(step: RetireStep) {
         assert_eq!(p.retired - retired_before, 3, "{p:?}");
     }
     aio.hold_retiring_worker_processes(None);
-    // The count is right, so the pool grows to its maximum again.
-    load_until(&aio, &path, |aio| pool(aio).workers.len() == 4);
-    let p = pool(&aio);
-    assert_eq!(p.live, 4, "{p:?}");
+    // The count is right, so the pool grows to its maximum again: four running and four
+    // counted in one snapshot. (Checked on a later snapshot, the count could be caught
+    // mid-retirement on a loaded machine — live bit cleared, cell not yet marked — as it
+    // was once in CI; a count off for good would keep them apart and fail the watchdog.)
+    load_until(&aio, &path, |aio| {
+        let p = pool(aio);
+        p.workers.len() == 4 && p.live == 4
+    });
 }

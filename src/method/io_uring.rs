@@ -404,7 +404,7 @@ impl Uring {
     fn register_slab(&self, ring: &Ring) {
         if let Err(e) = ring.register_slab() {
             let words = format!(
-                "the kernel refused to register a {} MiB chunk of I/O buffer memory with an io_uring ring ({e}){}; I/O into IoBufs from it goes on unregistered; io_uring_registered_buffers = off stops trying",
+                "the kernel refused to register a {} MiB chunk of I/O buffer memory with an io_uring ring ({e}){}; I/O into IoBufs from it goes on unregistered; io_uring_registered_io_bufs = off stops trying",
                 dbaio_sys::slab::CHUNK >> 20,
                 if e.raw_os_error() == Some(libc::ENOMEM) {
                     ": RLIMIT_MEMLOCK (ulimit -l) is too low, or memory is short"

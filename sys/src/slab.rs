@@ -77,8 +77,12 @@ pub fn enabled() -> Option<&'static Slab> {
     SLAB.get()?.as_ref()
 }
 
-/// The size class and block size for `bytes` at `align`, if the slab holds such blocks.
+/// The size class and block size for `bytes` at `align`, if the slab holds such blocks (an
+/// alignment that is not a power of two is left to the heap, which refuses it).
 fn class_of(bytes: usize, align: usize) -> Option<(usize, usize)> {
+    if !align.is_power_of_two() {
+        return None;
+    }
     let size = bytes
         .max(align)
         .max(MIN_BLOCK)
@@ -236,6 +240,8 @@ mod tests {
         let big = s.alloc(100, 65536, false).unwrap();
         assert_eq!(big.as_ptr() as usize % 65536, 0);
         assert!(s.alloc(MAX_BLOCK + 1, 4096, false).is_none(), "too large");
+        assert!(s.alloc(100, 3000, false).is_none(), "not a power of two");
+        assert!(s.alloc(100, 12288, false).is_none(), "not a power of two");
         assert!(
             s.chunk_of(q.as_ptr() as usize + 4096, CHUNK).is_none(),
             "spans two chunks"

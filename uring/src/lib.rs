@@ -294,23 +294,27 @@ impl Ring {
         if pieces.is_empty() || pieces.len() > POOL_ENTRIES as usize {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
-        let iovecs = iovecs(pieces.iter().map(|p| (p.base, p.len)));
+        let pinned = iovecs(pieces.iter().map(|p| (p.base, p.len)));
         let _held = self.register_lock.lock();
         if self.fixed_buffers.get().is_some() {
             return Err(io::Error::from_raw_os_error(libc::EBUSY));
         }
         match self.table() {
-            // SAFETY: the regions stay mapped to the same pages while the ring lives (this
-            // function's contract); the kernel only reads the iovec array during the call.
-            Ok(()) => unsafe {
-                self.ring
-                    .submitter()
-                    .register_buffers_update(SLAB_ENTRIES, &iovecs, None)
-            }?,
+            Ok(()) => {
+                // SAFETY: the regions stay mapped to the same pages while the ring lives
+                // (this function's contract).
+                unsafe { self.update_entries(SLAB_ENTRIES, &pinned) }.map_err(|(done, e)| {
+                    // Empty the entries filled before the refusal: none is used.
+                    let blank = iovecs(std::iter::repeat_n((0, 0), done));
+                    // SAFETY: empty entries pin nothing.
+                    let _ = unsafe { self.update_entries(SLAB_ENTRIES, &blank) };
+                    e
+                })?
+            }
             // A kernel before 5.13 has no sparse tables: the regions alone, from entry 0.
             Err(_) => {
                 // SAFETY: as above.
-                unsafe { self.ring.submitter().register_buffers(&iovecs) }?;
+                unsafe { self.ring.submitter().register_buffers(&pinned) }?;
                 self.pool_base.store(0, Ordering::Relaxed);
             }
         }
@@ -359,25 +363,51 @@ impl Ring {
             let (p, n) = slab.chunk(k);
             (p as usize, n)
         }));
-        let done = self.table().and_then(|()| {
+        let done = self.table().map_err(|e| (0, e)).and_then(|()| {
             // SAFETY: committed chunks stay mapped to the same pages for the life of the
-            // process (`dbaio_sys::slab`); the kernel only reads the iovec array.
-            unsafe {
-                self.ring
-                    .submitter()
-                    .register_buffers_update(have, &iovecs, None)
-            }
+            // process (`dbaio_sys::slab`).
+            unsafe { self.update_entries(have, &iovecs) }
         });
         match done {
-            Ok(_) => {
+            Ok(()) => {
                 self.slab_chunks.store(now, Ordering::Release);
                 Ok(())
             }
-            Err(e) => {
+            Err((registered, e)) => {
+                // The chunks registered before the refusal are usable; none after.
+                self.slab_chunks
+                    .store(have + registered as u32, Ordering::Release);
                 self.slab_refused.store(true, Ordering::Relaxed);
                 Err(e)
             }
         }
+    }
+
+    /// Fills table entries from `first` with `iovecs`, one entry per call: the kernel may
+    /// fill some entries of a call and then refuse the next (`RLIMIT_MEMLOCK`), and says so
+    /// only by a count the `io-uring` crate drops, so a call of several could not tell
+    /// which entries hold memory. `Err` carries how many were filled before the refusal.
+    ///
+    /// # Safety
+    ///
+    /// Each iovec's memory must keep its pages for as long as the ring lives (or be empty).
+    unsafe fn update_entries(
+        &self,
+        first: u32,
+        iovecs: &[libc::iovec],
+    ) -> Result<(), (usize, io::Error)> {
+        for (k, v) in iovecs.iter().enumerate() {
+            // SAFETY: the caller's contract; the kernel reads the one iovec during the call.
+            unsafe {
+                self.ring.submitter().register_buffers_update(
+                    first + k as u32,
+                    std::slice::from_ref(v),
+                    None,
+                )
+            }
+            .map_err(|e| (k, e))?;
+        }
+        Ok(())
     }
 
     /// Bytes of the buffer pool registered as fixed buffers (0: none).

@@ -197,14 +197,20 @@ fn a_refused_registration_is_said_once_and_reads_go_on() {
     }
     let d = dir();
     let path = relation(d.path());
+    in_limited_child(
+        "a_refused_registration_is_said_once_and_reads_go_on",
+        CHILD,
+        &path,
+    );
+}
+
+/// Runs test `name` again in a child process with `var` set to `path` (the child runs its
+/// memlock-limited half), one such child at a time, and checks it ran and passed.
+fn in_limited_child(name: &str, var: &str, path: &Path) {
     let _one = MEMLOCK_CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "a_refused_registration_is_said_once_and_reads_go_on",
-            "--nocapture",
-        ])
-        .env(CHILD, &path)
+        .args(["--exact", name, "--nocapture"])
+        .env(var, path)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -268,21 +274,10 @@ fn a_partly_refused_chunk_registration_leaves_no_fixed_io_on_an_empty_entry() {
         return;
     }
     let d = dir();
-    let _one = MEMLOCK_CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "a_partly_refused_chunk_registration_leaves_no_fixed_io_on_an_empty_entry",
-            "--nocapture",
-        ])
-        .env(PARTIAL_CHILD, d.path().join("partial"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "child failed: {stderr}");
-    assert!(
-        stderr.contains("child ran"),
-        "the child did not run: {stderr}"
+    in_limited_child(
+        "a_partly_refused_chunk_registration_leaves_no_fixed_io_on_an_empty_entry",
+        PARTIAL_CHILD,
+        &d.path().join("partial"),
     );
 }
 

@@ -426,12 +426,7 @@ impl Uring {
             rings: b.rings.load(Ordering::Relaxed),
             bytes: b.bytes.load(Ordering::Relaxed),
             io_buf_bytes: rings().map(Ring::slab_bytes).max().unwrap_or(0),
-            fixed_ios: self
-                .rings
-                .iter()
-                .filter_map(|r| r.ring.get())
-                .map(|r| r.fixed_entries())
-                .sum(),
+            fixed_ios: rings().map(Ring::fixed_entries).sum(),
             refused: b.refused.get().or(b.slab_refused.get()).cloned(),
         }
     }

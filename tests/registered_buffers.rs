@@ -317,6 +317,87 @@ fn partly_refused_child(path: &Path) {
     eprintln!("child ran: {why}");
 }
 
+/// The child half of the sharing test.
+const SHARED_CHILD: &str = "DBAIO_TEST_MEMLOCK_SHARED_CHILD";
+
+/// Each ring used to pin (and count against `RLIMIT_MEMLOCK`) every chunk again: under a
+/// common 8 MiB limit the fifth ring was refused. Rings now share a chunk's entry from the
+/// first ring that registered it. Under a 5 MiB limit, one ring registers two chunks (4 MiB)
+/// and three more rings on other threads read into the same buffers: every read is a fixed
+/// one and nothing is refused. Needs Linux 6.12 (sharing an entry), else skipped visibly.
+#[test]
+fn rings_share_the_chunks_and_count_them_once_against_memlock() {
+    if let Some(path) = std::env::var_os(SHARED_CHILD) {
+        return shared_chunks_child(Path::new(&path));
+    }
+    if !skips::io_uring_column("registered io bufs shared") {
+        return;
+    }
+    let release = nix::sys::utsname::uname().unwrap();
+    let version: Vec<u32> = release
+        .release()
+        .to_string_lossy()
+        .split(['.', '-'])
+        .take(2)
+        .map(|n| n.parse().unwrap_or(0))
+        .collect();
+    if version < vec![6, 12] {
+        eprintln!(
+            "SKIPPED: sharing registered buffers between rings needs Linux 6.12 ({release:?})"
+        );
+        return;
+    }
+    let d = dir();
+    in_limited_child(
+        "rings_share_the_chunks_and_count_them_once_against_memlock",
+        SHARED_CHILD,
+        &d.path().join("shared"),
+    );
+}
+
+fn shared_chunks_child(path: &Path) {
+    drop_ipc_lock_and_limit_memlock(5 << 20);
+    let aio = start_limited(Settings {
+        io_uring_registered_buffers: false,
+        ..settings(true)
+    });
+    let me = aio.register_issuer("first").unwrap();
+    let f = aio
+        .open(path, &OpenOptions::read_write().direct(true))
+        .unwrap();
+    let mut bufs = Vec::new();
+    for k in 0..4u64 {
+        let mut b = IoBuf::new(1 << 20);
+        b.fill(k as u8 + 1);
+        bufs.push(me.write_all_at(&f, k << 20, b).unwrap());
+    }
+    for t in 0..3u8 {
+        bufs = std::thread::scope(|s| {
+            s.spawn(|| {
+                let other = aio.register_issuer(&format!("sharer {t}")).unwrap();
+                let f = aio.open(path, &OpenOptions::read().direct(true)).unwrap();
+                let mut back = Vec::new();
+                for (k, mut b) in bufs.into_iter().enumerate() {
+                    b.fill(0);
+                    let got = other.read_exact_at(&f, (k as u64) << 20, b).unwrap();
+                    assert!(
+                        got.iter().all(|&x| x == k as u8 + 1),
+                        "ring {t}, buffer {k}"
+                    );
+                    back.push(got);
+                }
+                back
+            })
+            .join()
+            .unwrap()
+        });
+    }
+    let r = aio.registered_buffers().unwrap();
+    assert_eq!(r.refused, None, "{r:?}");
+    assert!(r.fixed_ios >= 16, "every write and read a fixed one: {r:?}");
+    eprintln!("child ran: {r:?}");
+}
+
 /// Starts a subsystem in a memlock-limited child. The kernel counts pinned memory per user
 /// and releases an exited process's rings in the background, so a child started right after
 /// another may find its limit still used up by the first for a moment: it tries again (for

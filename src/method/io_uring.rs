@@ -147,6 +147,9 @@ struct FixedBuffers {
     refused: OnceLock<String>,
     /// The first refusal of a slab chunk, in words (that ring registers no more chunks).
     slab_refused: OnceLock<String>,
+    /// Per slab chunk: the issuer (+1; 0: none yet) whose ring registered it, from whose
+    /// table later rings share its entry instead of pinning it again.
+    slab_holders: Box<[AtomicU32]>,
 }
 
 /// I/Os to execute again once the completion lock is released.
@@ -297,6 +300,9 @@ impl Uring {
                 bytes: AtomicUsize::new(0),
                 refused: OnceLock::new(),
                 slab_refused: OnceLock::new(),
+                slab_holders: (0..dbaio_sys::slab::MAX_CHUNKS)
+                    .map(|_| AtomicU32::new(0))
+                    .collect(),
             },
             empty_reap_hold: TestHold::default(),
         })
@@ -394,15 +400,29 @@ impl Uring {
             return;
         }
         if let Some(ring) = slot.ring.get().filter(|r| r.slab_pending()) {
-            self.register_slab(ring);
+            self.register_slab(issuer, ring);
         }
     }
 
-    /// Registers the slab's chunks made since `ring` last did (see `Ring::register_slab`);
-    /// a refusal is logged once and kept for the view.
+    /// Registers the slab's chunks made since `ring` last did (see `Ring::register_slab`),
+    /// sharing each from the first ring that registered it; a refusal is logged once and
+    /// kept for the view.
     #[cold]
-    fn register_slab(&self, ring: &Ring) {
-        if let Err(e) = ring.register_slab() {
+    fn register_slab(&self, issuer: u32, ring: &Ring) {
+        let b = &self.buffers;
+        let holder = |k: u32| match b.slab_holders[k as usize].load(Ordering::Acquire) {
+            0 => None,
+            h => self.rings[h as usize - 1].ring.get(),
+        };
+        let registered = |k: u32| {
+            let _ = b.slab_holders[k as usize].compare_exchange(
+                0,
+                issuer + 1,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            );
+        };
+        if let Err(e) = ring.register_slab(&holder, &registered) {
             let words = format!(
                 "the kernel refused to register a {} MiB chunk of I/O buffer memory with an io_uring ring ({e}){}; I/O into IoBufs from it goes on unregistered; io_uring_registered_io_bufs = off stops trying",
                 dbaio_sys::slab::CHUNK >> 20,

@@ -17,7 +17,7 @@ use dbaio_sys::{Op, Request};
 use io_uring::{IoUring, Probe, opcode, squeue, types};
 use parking_lot::{Mutex, MutexGuard};
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -346,10 +346,19 @@ impl Ring {
     /// Registers the slab's chunks committed since the last call (each at the table entry of
     /// its number), so that reads and writes into buffers made from them go in as fixed
     /// ones. A chunk is committed once and never returned (`dbaio_sys::slab`), so its pages
-    /// stay the registered ones for as long as the ring lives. After a refusal (`ENOMEM`
+    /// stay the registered ones for as long as the ring lives.
+    ///
+    /// `holder(k)` names a ring of this process that has chunk `k` already: its entry is
+    /// shared (`IORING_REGISTER_CLONE_BUFFERS`, Linux 6.12), which pins and counts against
+    /// `RLIMIT_MEMLOCK` nothing more. Otherwise, or where sharing fails (an older kernel),
+    /// the chunk is registered anew, and `registered(k)` is told. After a refusal (`ENOMEM`
     /// past `RLIMIT_MEMLOCK`, a kernel without sparse tables) the ring registers no more;
     /// the error is returned once, and buffers in unregistered chunks go in as ordinary I/O.
-    pub fn register_slab(&self) -> io::Result<()> {
+    pub fn register_slab<'r>(
+        &self,
+        holder: &dyn Fn(u32) -> Option<&'r Ring>,
+        registered: &dyn Fn(u32),
+    ) -> io::Result<()> {
         let Some(slab) = dbaio_sys::slab::enabled() else {
             return Ok(());
         };
@@ -359,28 +368,45 @@ impl Ring {
         if now <= have || self.slab_refused.load(Ordering::Relaxed) {
             return Ok(());
         }
-        let iovecs = iovecs((have..now).map(|k| {
+        let refuse = |k: u32, e: io::Error| {
+            // The chunks registered before the refusal are usable; none after.
+            self.slab_chunks.store(k, Ordering::Release);
+            self.slab_refused.store(true, Ordering::Relaxed);
+            Err(e)
+        };
+        if let Err(e) = self.table() {
+            return refuse(have, e);
+        }
+        for k in have..now {
+            if holder(k).is_some_and(|src| self.share_entry(src, k)) {
+                continue;
+            }
             let (p, n) = slab.chunk(k);
-            (p as usize, n)
-        }));
-        let done = self.table().map_err(|e| (0, e)).and_then(|()| {
+            let iov = iovecs(std::iter::once((p as usize, n)));
             // SAFETY: committed chunks stay mapped to the same pages for the life of the
             // process (`dbaio_sys::slab`).
-            unsafe { self.update_entries(have, &iovecs) }
-        });
-        match done {
-            Ok(()) => {
-                self.slab_chunks.store(now, Ordering::Release);
-                Ok(())
+            if let Err((_, e)) = unsafe { self.update_entries(k, &iov) } {
+                return refuse(k, e);
             }
-            Err((registered, e)) => {
-                // The chunks registered before the refusal are usable; none after.
-                self.slab_chunks
-                    .store(have + registered as u32, Ordering::Release);
-                self.slab_refused.store(true, Ordering::Relaxed);
-                Err(e)
-            }
+            registered(k);
         }
+        self.slab_chunks.store(now, Ordering::Release);
+        Ok(())
+    }
+
+    /// Shares `src`'s table entry `k` as this ring's entry `k` (the same pinned pages, not
+    /// pinned or counted again); false if the kernel cannot (before Linux 6.12).
+    fn share_entry(&self, src: &Ring, k: u32) -> bool {
+        self.ring
+            .submitter()
+            .register_buffers_clone_offset(
+                src.ring.as_raw_fd(),
+                k,
+                k,
+                1,
+                types::CloneBuffersFlags::DST_REPLACE,
+            )
+            .is_ok()
     }
 
     /// Fills table entries from `first` with `iovecs`, one entry per call: the kernel may

@@ -8,8 +8,10 @@
 //! costing more than it gives (PostgreSQL 18 has only the first; a flood of advice from many
 //! clients is what its review found slower than none):
 //!
-//! 1. **No advice for sequential runs**: past the fourth block of a run of consecutive
-//!    blocks, the kernel's own readahead has the run (counted as suppressed).
+//! 1. **No advice for sequential runs**: a run of consecutive blocks is held back, unadvised,
+//!    until it is known to be short (it ends within [`SEQUENTIAL_RUN`] blocks: advised then)
+//!    or long (the kernel's own readahead has it: none of it is advised, counted as
+//!    suppressed). So a sequential stream sends no advice at all, not even at its start.
 //! 2. **One budget per device** for all issuers (`handle/advice_budget.rs`): a block is
 //!    advised only if the device's budget has room, and gives its share back when the stream
 //!    reads it or drops it unread. Without room (or without a free handle) the block is read
@@ -54,8 +56,8 @@ pub(crate) const PROBE_EVERY: u32 = 16;
 /// Probes per adaptation decision.
 const WINDOW: u32 = 8;
 /// A run of consecutive blocks longer than this is sequential: the kernel's readahead has
-/// seen it, and its further blocks are not advised. (The first blocks of a run are: two or
-/// three adjacent blocks among random ones are too short for the kernel to notice.)
+/// it, and none of its blocks is advised. A shorter run is advised once it ends (two or
+/// three adjacent blocks among random ones are too short for the kernel to notice).
 const SEQUENTIAL_RUN: u32 = 4;
 const NOT_ADVISED: u32 = u32::MAX;
 
@@ -77,6 +79,9 @@ pub(crate) struct StreamAdvice {
     /// blocks it ends (for the sequential rule).
     prev: Option<u32>,
     run: u32,
+    /// The newest entries of `ahead` that belong to the current run while it is not yet
+    /// known to be short or long (throttled only): not advised, not charged.
+    held: u32,
     /// Budget entry of each segment file (`NOT_ADVISED`: its device has none).
     devices: Vec<u32>,
     /// A run of advised blocks not yet sent: (segment, first block in it, count).
@@ -133,6 +138,7 @@ impl StreamAdvice {
             source_done: false,
             prev: None,
             run: 0,
+            held: 0,
             devices,
             pending: None,
             combine_limit: combine_limit.max(1),
@@ -164,9 +170,13 @@ impl StreamAdvice {
             }
             let b = source.next();
             self.source_done = b.is_none();
-            self.prev = b.or(self.prev);
+            if let Some(b) = b {
+                self.extend_run(b);
+            }
             return b;
         };
+        // A held block read before its run was judged is read without advice.
+        self.held = self.held.min(self.ahead.len() as u32);
         // (No run of advice is ever unsent here: `advise` sends its run before it returns.)
         if a.charged != NOT_ADVISED {
             if !self.unthrottled {
@@ -188,47 +198,51 @@ impl StreamAdvice {
         rel: &Relation,
         source: &mut impl Iterator<Item = u32>,
     ) {
-        let shared = &issuer.aio.shared;
         let mut sequential = 0u64;
         while !self.source_done && (self.ahead.len() as u32) < self.distance {
             let Some(block) = source.next() else {
                 self.source_done = true;
                 break;
             };
-            let follows = self.prev.is_some_and(|p| p.checked_add(1) == Some(block));
-            self.prev = Some(block);
-            self.run = if follows {
-                self.run.saturating_add(1)
-            } else {
-                1
-            };
-            let mut charged = NOT_ADVISED;
-            let seg = (block / rel.segment_blocks()) as usize;
-            let resident = || {
-                let f = &rel.segments()[seg];
-                issuer.pool().is_some_and(|p| {
-                    p.looks_resident(Tag {
-                        file: f.slot,
-                        block: block % rel.segment_blocks(),
-                    })
-                })
-            };
-            if seg >= self.devices.len() || resident() {
-                // Past the relation's end (the stream reports it when it gets there), or in
-                // the buffer pool already: nothing to advise.
-            } else if self.run > SEQUENTIAL_RUN && !self.unthrottled {
-                sequential += 1;
-            } else {
-                let dev = self.devices[seg];
-                if self.unthrottled || (dev != NOT_ADVISED && shared.advice.try_take(dev, 1)) {
-                    self.queue_advice(issuer, rel, seg, block);
-                    charged = if self.unthrottled { 0 } else { dev };
-                } else {
-                    self.refused_now += 1;
-                    self.refused += 1;
-                }
+            let follows = self.extend_run(block);
+            if self.unthrottled {
+                let charged = match self.candidate(issuer, rel, block) {
+                    Some(seg) => {
+                        self.queue_advice(issuer, rel, seg, block);
+                        0
+                    }
+                    None => NOT_ADVISED,
+                };
+                self.ahead.push_back(Ahead { block, charged });
+                continue;
             }
-            self.ahead.push_back(Ahead { block, charged });
+            if !follows {
+                // The run before this block ended short: advise it now.
+                self.advise_held(issuer, rel);
+            }
+            self.ahead.push_back(Ahead {
+                block,
+                charged: NOT_ADVISED,
+            });
+            if self.run <= SEQUENTIAL_RUN {
+                self.held += 1;
+                continue;
+            }
+            // Sequential: the kernel's readahead has this run; drop what was held of it. (Its
+            // blocks are counted without looking for them in the pool: a scan pays nothing
+            // per block for advice it does not give.)
+            let within = |b: u32| ((b / rel.segment_blocks()) as usize) < self.devices.len();
+            let judged = self.ahead.len() - self.held as usize - 1;
+            sequential += self
+                .ahead
+                .range(judged..)
+                .filter(|a| within(a.block))
+                .count() as u64;
+            self.held = 0;
+        }
+        if self.source_done {
+            // The stream's last run ended with it, short.
+            self.advise_held(issuer, rel);
         }
         self.flush(issuer, rel);
         let (issued, refused) = (
@@ -246,8 +260,56 @@ impl StreamAdvice {
         }
     }
 
-    /// Adds `block` (in segment `seg`; charged, and about to be pushed onto `ahead`) to the
-    /// run of advice to send, sending the run before it if `block` does not extend it.
+    /// Notes `block` as the caller's next; whether it extends the current run.
+    fn extend_run(&mut self, block: u32) -> bool {
+        let follows = self.prev.is_some_and(|p| p.checked_add(1) == Some(block));
+        self.prev = Some(block);
+        self.run = if follows {
+            self.run.saturating_add(1)
+        } else {
+            1
+        };
+        follows
+    }
+
+    /// The segment of `block` if advice could help it: within the relation and not in the
+    /// buffer pool already.
+    fn candidate(&self, issuer: &Issuer, rel: &Relation, block: u32) -> Option<usize> {
+        let seg = (block / rel.segment_blocks()) as usize;
+        let f = rel.segments().get(seg)?;
+        let resident = issuer.pool().is_some_and(|p| {
+            p.looks_resident(Tag {
+                file: f.slot,
+                block: block % rel.segment_blocks(),
+            })
+        });
+        (seg < self.devices.len() && !resident).then_some(seg)
+    }
+
+    /// Advises the held blocks (a run now known to be short, the newest entries of `ahead`)
+    /// that the device's budget has room for, and sends them at once.
+    fn advise_held(&mut self, issuer: &Issuer, rel: &Relation) {
+        let first = self.ahead.len() - self.held as usize;
+        self.held = 0;
+        for i in first..self.ahead.len() {
+            let block = self.ahead[i].block;
+            let Some(seg) = self.candidate(issuer, rel, block) else {
+                continue;
+            };
+            let dev = self.devices[seg];
+            if dev != NOT_ADVISED && issuer.aio.shared.advice.try_take(dev, 1) {
+                self.queue_advice(issuer, rel, seg, block);
+                self.ahead[i].charged = dev;
+            } else {
+                self.refused_now += 1;
+                self.refused += 1;
+            }
+        }
+        self.flush(issuer, rel);
+    }
+
+    /// Adds `block` (in segment `seg`; charged) to the run of advice to send, sending the run
+    /// before it if `block` does not extend it.
     fn queue_advice(&mut self, issuer: &Issuer, rel: &Relation, seg: usize, block: u32) {
         let b = block % rel.segment_blocks();
         if let Some((s, start, n)) = self.pending.as_mut() {
@@ -260,9 +322,9 @@ impl StreamAdvice {
         self.pending = Some((seg, b, 1));
     }
 
-    /// Sends the pending run of advice, whose blocks are the newest entries of `ahead`. With
-    /// no handle free (even after reclaiming finished ones) the run is not sent: its blocks
-    /// count as refused and give their budget back now.
+    /// Sends the pending run of advice. With no handle free (even after reclaiming finished
+    /// ones) the run is not sent: its blocks, the newest charged entries of `ahead` in its
+    /// range, count as refused and give their budget back now.
     fn flush(&mut self, issuer: &Issuer, rel: &Relation) {
         let Some((seg, start, n)) = self.pending.take() else {
             return;
@@ -288,8 +350,16 @@ impl StreamAdvice {
                 self.issued_now += u64::from(n);
             }
             None => {
-                for a in self.ahead.iter_mut().rev().take(n as usize) {
-                    if a.charged != NOT_ADVISED && !self.unthrottled {
+                let first = seg as u64 * u64::from(rel.segment_blocks()) + u64::from(start);
+                let run = first..first + u64::from(n);
+                let unsent = self
+                    .ahead
+                    .iter_mut()
+                    .rev()
+                    .filter(|a| a.charged != NOT_ADVISED && run.contains(&u64::from(a.block)))
+                    .take(n as usize);
+                for a in unsent {
+                    if !self.unthrottled {
                         issuer.aio.shared.advice.give_back(a.charged, 1);
                     }
                     a.charged = NOT_ADVISED;
@@ -354,5 +424,6 @@ impl StreamAdvice {
             }
         }
         self.pending = None;
+        self.held = 0;
     }
 }

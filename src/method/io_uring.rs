@@ -85,6 +85,12 @@ const SUBMIT_TRIES: u32 = 1000;
 const PUSH_GROUP: usize = 32;
 /// Fewer entries than this in the kernel: a wait sleeps without polling.
 const SPIN_MIN_IN_KERNEL: i64 = 4;
+/// More entries than this in the kernel: a wait sleeps without polling. The device has
+/// plenty queued and does not wait for the issuer to wake, so a poll buys only the issuer's
+/// reaction time and takes CPU the device's own kernel threads may need (on the CPU-bound
+/// device, 2 CPUs: depth 64 and 128 read 10% and 8% more without polling, at 0.7–1 µs less
+/// CPU per read; depth 32 5% less, depth 16 14% less).
+const SPIN_MAX_IN_KERNEL: i64 = 32;
 /// A poll before sleeping that ended empty-handed makes this many waits sleep at once.
 const SPIN_MISS_COST: i32 = 8;
 /// The most polls that paid a ring remembers: this many more polls may end empty-handed
@@ -819,11 +825,13 @@ impl Uring {
 
     /// Whether a wait on `issuer`'s ring polls before it sleeps (`io_uring_spin`): only
     /// with at least [`SPIN_MIN_IN_KERNEL`] entries in the kernel (completions then come
-    /// often, and a poll is short — at depth 1 it would last as long as the I/O), and while
+    /// often, and a poll is short — at depth 1 it would last as long as the I/O) and at most
+    /// [`SPIN_MAX_IN_KERNEL`] (beyond, the device is not kept waiting by a sleep), and while
     /// polls pay; after one ends empty-handed the ring sleeps at once for the next
     /// [`SPIN_MISS_COST`] waits, then polls again to see whether they pay now.
     fn spin_first(&self, issuer: u32, ring: &Ring) -> bool {
-        if self.spin_ns == 0 || ring.in_kernel() < SPIN_MIN_IN_KERNEL {
+        let in_kernel = ring.in_kernel();
+        if self.spin_ns == 0 || !(SPIN_MIN_IN_KERNEL..=SPIN_MAX_IN_KERNEL).contains(&in_kernel) {
             return false;
         }
         let credit = &self.rings[issuer as usize].spin_credit;

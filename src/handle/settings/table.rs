@@ -580,7 +580,7 @@ pub const PARAMETERS: &[Parameter] = &[
         Micros,
         "50us",
         io_uring_spin as u32,
-        "`io_method = io_uring`: how long a thread about to sleep for completions first polls its ring for them, spending CPU to save a sleep and a wake-up; a ring whose polls keep ending empty polls only now and then; 0: never"
+        "`io_method = io_uring`: how long a thread about to sleep for completions first polls its ring for them (with 4 to 32 entries in the kernel), spending CPU to save a sleep and a wake-up; a ring whose polls keep ending empty polls only now and then; 0: never"
     ),
     int_param!(
         "io_worker_queue_size",

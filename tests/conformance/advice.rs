@@ -1,8 +1,8 @@
 //! Readahead advice from read streams: 16 issuers streaming random blocks of files on two
 //! devices (the test directory and `/dev/shm`, when that is another device) never have more
 //! blocks advised and unread than `io_advice_budget` on either device, and give it all back;
-//! a sequential stream advises only the first blocks of its run; an O_DIRECT stream advises
-//! nothing; a stream dropped mid-scan and a stream whose reads fail give their budget back;
+//! a sequential stream advises nothing, runs of three blocks are advised and runs of six are
+//! not; an O_DIRECT stream advises nothing; a stream dropped mid-scan and a stream whose reads fail give their budget back;
 //! a block already in the buffer pool is not advised; `Advice::Off` advises nothing and
 //! `Advice::Unthrottled` ignores the budget.
 //! Guards against: more blocks advised than `io_advice_budget` on a device, one budget shared by

@@ -16,7 +16,7 @@
 #[allow(dead_code)]
 mod support;
 
-use dbaio::{Advice, IoMethodKind, OpenOptions, ReadStream, ReadStreamOptions, Relation};
+use dbaio::{Advice, Aio, IoMethodKind, OpenOptions, ReadStream, ReadStreamOptions, Relation};
 use proptest::prelude::*;
 use support::*;
 
@@ -129,4 +129,100 @@ fn long_runs_advise_nothing_and_short_runs_do() {
     let a = check((0..10).map(|i| (i * 9, 2)).collect(), None, 32, 16);
     assert!(a.issued > 0, "{a:?}");
     assert_eq!(a.suppressed_sequential, 0, "{a:?}");
+}
+
+/// Blocks of the relations of the tests below: 16 times the pool, so that most blocks a
+/// random stream names are not in it (a block in the pool is never advised).
+const BIG: u32 = 4096;
+
+/// A subsystem on `sync` with `budget` and `distance`, and a relation of `BIG` blocks.
+fn small(budget: i64, distance: u32) -> (tempfile::TempDir, Aio, std::path::PathBuf) {
+    let d = dir();
+    let path = d.path().join("rel");
+    std::fs::write(&path, vec![7u8; BIG as usize * BLOCK_SIZE]).unwrap();
+    let aio = start_with(IoMethodKind::Sync, |s| {
+        s.io_advice_budget = budget;
+        s.effective_io_concurrency = distance;
+        s.buffer_pool_size = 256;
+    });
+    (d, aio, path)
+}
+
+/// Random blocks, forever.
+fn random_blocks(salt: u32) -> impl Iterator<Item = u32> {
+    (0..u32::MAX).map(move |i| (i.wrapping_mul(2_654_435_761) ^ salt) % BIG)
+}
+
+/// At distance 1 (`effective_io_concurrency = 1`) a stream still advises. Guards against the
+/// newest block's run being judged only after that block was read, so that nothing was ever
+/// advised at distance 1.
+#[test]
+fn a_stream_at_distance_one_advises() {
+    let (_d, aio, path) = small(16, 1);
+    let me = aio.register_issuer("one").unwrap();
+    let rel = Relation::open(&aio, &path, &OpenOptions::read()).unwrap();
+    let stream = ReadStream::new(&me, &rel, random_blocks(0).take(500), Default::default());
+    assert_eq!(stream.advice_distance(), 1);
+    for b in stream {
+        b.unwrap();
+    }
+    let a = aio.advice_totals();
+    assert!(a.issued > 0, "{a:?}");
+}
+
+/// A stream whose distance the budget pushed down to 1 (another stream held it) grows it
+/// again once the budget has room. Guards against a distance stuck at 1 for good: no block
+/// advised, so no probe, so no decision to grow.
+#[test]
+fn the_distance_grows_back_once_the_budget_has_room() {
+    let (_d, aio, path) = small(2, 16);
+    let (ia, ib) = (
+        aio.register_issuer("a").unwrap(),
+        aio.register_issuer("b").unwrap(),
+    );
+    let rel = Relation::open(&aio, &path, &OpenOptions::read()).unwrap();
+    let mut a = ReadStream::new(&ia, &rel, random_blocks(0), Default::default());
+    let mut b = ReadStream::new(&ib, &rel, random_blocks(12_345), Default::default());
+    let mut steps = 0;
+    while a.advice_distance() > 1 && steps < 200_000 {
+        a.next_buffer().unwrap().unwrap();
+        b.next_buffer().unwrap().unwrap();
+        steps += 1;
+    }
+    assert_eq!(a.advice_distance(), 1, "pushed down to 1 in {steps} steps");
+    drop(b);
+    for _ in 0..50_000 {
+        a.next_buffer().unwrap().unwrap();
+    }
+    assert!(a.advice_distance() > 1, "after {steps} shared steps");
+    drop(a);
+    assert_eq!(aio.advice_budget()[0].in_use, 0);
+}
+
+/// Blocks past the relation's end are not advised (the stream reports them), and a block
+/// named again right after itself is advised once. Guards against budget spent on blocks
+/// that do not exist, refusing the real ones, and one block charged once per repeat.
+#[test]
+fn no_advice_past_the_end_or_for_a_repeat() {
+    let (_d, aio, path) = small(2, 16);
+    let me = aio.register_issuer("edges").unwrap();
+    let rel = Relation::open(&aio, &path, &OpenOptions::read()).unwrap();
+    let past = [10_000, 20_000, 10, 30_000, 20, 40_000, 30];
+    let got: Vec<bool> = ReadStream::new(&me, &rel, past, Default::default())
+        .map(|b| b.is_ok())
+        .collect();
+    assert_eq!(got, [false, false, true, false, true, false, true]);
+    let a = aio.advice_totals();
+    assert_eq!(
+        a.issued + a.refused_by_budget,
+        3,
+        "only the real blocks: {a:?}"
+    );
+    aio.reset_stats();
+    for b in ReadStream::new(&me, &rel, [50u32; 20], Default::default()) {
+        b.unwrap();
+    }
+    let a = aio.advice_totals();
+    assert!(a.issued <= 1, "{a:?}");
+    assert!(aio.advice_budget()[0].peak <= 2);
 }

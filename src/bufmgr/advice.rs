@@ -12,6 +12,8 @@
 //!    until it is known to be short (it ends within [`SEQUENTIAL_RUN`] blocks: advised then)
 //!    or long (the kernel's own readahead has it: none of it is advised, counted as
 //!    suppressed). So a sequential stream sends no advice at all, not even at its start.
+//!    One block more than the distance is pulled, so the newest block's run is judged
+//!    before that block is read.
 //! 2. **One budget per device** for all issuers (`handle/advice_budget.rs`): a block is
 //!    advised only if the device's budget has room, and gives its share back when the stream
 //!    reads it or drops it unread. Without room (or without a free handle) the block is read
@@ -134,7 +136,7 @@ impl StreamAdvice {
             // (docs/design.md, "Readahead advice"; docs/benchmarks.md, "Readahead advice").
             distance: max_distance,
             max_distance,
-            ahead: VecDeque::with_capacity(max_distance as usize),
+            ahead: VecDeque::with_capacity(max_distance as usize + 1),
             source_done: false,
             prev: None,
             run: 0,
@@ -199,7 +201,11 @@ impl StreamAdvice {
         source: &mut impl Iterator<Item = u32>,
     ) {
         let mut sequential = 0u64;
-        while !self.source_done && (self.ahead.len() as u32) < self.distance {
+        // Throttled, one block more than the distance is pulled: the newest block's run is
+        // judged only when the block after it is seen, and at distance 1 it would otherwise
+        // always be read first, unadvised, with no probe ever to let the distance grow.
+        let limit = self.distance + u32::from(!self.unthrottled);
+        while !self.source_done && (self.ahead.len() as u32) < limit {
             let Some(block) = source.next() else {
                 self.source_done = true;
                 break;
@@ -231,7 +237,7 @@ impl StreamAdvice {
             // Sequential: the kernel's readahead has this run; drop what was held of it. (Its
             // blocks are counted without looking for them in the pool: a scan pays nothing
             // per block for advice it does not give.)
-            let within = |b: u32| ((b / rel.segment_blocks()) as usize) < self.devices.len();
+            let within = |b: u32| b < rel.nblocks();
             let judged = self.ahead.len() - self.held as usize - 1;
             sequential += self
                 .ahead
@@ -272,9 +278,13 @@ impl StreamAdvice {
         follows
     }
 
-    /// The segment of `block` if advice could help it: within the relation and not in the
-    /// buffer pool already.
+    /// The segment of `block` if advice could help it: within the relation (as long as it
+    /// was when opened: the stream reports blocks past its end, advice would only spend
+    /// budget on them) and not in the buffer pool already.
     fn candidate(&self, issuer: &Issuer, rel: &Relation, block: u32) -> Option<usize> {
+        if block >= rel.nblocks() {
+            return None;
+        }
         let seg = (block / rel.segment_blocks()) as usize;
         let f = rel.segments().get(seg)?;
         let resident = issuer.pool().is_some_and(|p| {
@@ -293,7 +303,9 @@ impl StreamAdvice {
         self.held = 0;
         for i in first..self.ahead.len() {
             let block = self.ahead[i].block;
-            let Some(seg) = self.candidate(issuer, rel, block) else {
+            // The same block again right after itself: its advice is out already.
+            let repeat = i > 0 && self.ahead[i - 1].block == block;
+            let Some(seg) = self.candidate(issuer, rel, block).filter(|_| !repeat) else {
                 continue;
             };
             let dev = self.devices[seg];

@@ -348,7 +348,9 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
     }
 
     /// Drops every buffer looked ahead and starts again at distance 1; the block iterator goes
-    /// on where it was. Reads in flight finish on their own.
+    /// on where it was. Blocks already taken from it and not yet handed out are dropped too:
+    /// those looked ahead for reads, and with advice those pulled ahead for it (up to the
+    /// advice distance). Reads in flight finish on their own.
     pub fn reset(&mut self) {
         self.release();
         self.readahead = 1;
@@ -418,7 +420,7 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
             };
             let seg = self.rel.segment_blocks();
             if self.pending_n > 0
-                && block == self.pending_start + self.pending_n
+                && self.pending_start.checked_add(self.pending_n) == Some(block)
                 && block / seg == self.pending_start / seg
             {
                 self.pending_n += 1;
@@ -466,7 +468,9 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
     /// split it). False if it could not all be started (`max_ios`, pins, handles).
     fn start_pending(&mut self) -> bool {
         while self.pending_n > 0 {
-            if self.ios_in_flight >= self.max_ios {
+            // An error the consumer has not taken yet holds the rest of the run back: a
+            // second one would replace it, and its block would never be handed out.
+            if self.ios_in_flight >= self.max_ios || self.error.is_some() {
                 return false;
             }
             let block = self.pending_start;
@@ -539,13 +543,15 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
         true
     }
 
-    /// Gives the consumer `error` for the pending run's first block and drops the run.
+    /// Gives the consumer `error` for the pending run's first block and drops that block from
+    /// the run (the rest is started once the consumer has taken the error).
     fn fail_pending(&mut self, error: AioError) {
+        debug_assert!(self.error.is_none(), "one error at a time");
         self.error = Some(StreamError {
             block: self.pending_start,
             error,
         });
-        self.pending_start += 1;
+        self.pending_start = self.pending_start.wrapping_add(1);
         self.pending_n -= 1;
     }
 

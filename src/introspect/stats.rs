@@ -505,7 +505,8 @@ pub struct AdviceRow {
     pub issued: u64,
     /// Blocks not advised: they continued a sequential run (kernel readahead serves those).
     pub suppressed_sequential: u64,
-    /// Blocks not advised: the device's advice budget was spent.
+    /// Blocks not advised: the device's advice budget was spent, or no handle was free to
+    /// send the advice (docs/aios.md).
     pub refused_by_budget: u64,
     /// Advised blocks found in the page cache when read.
     pub useful: u64,

@@ -1,8 +1,9 @@
 //! Read streams on every method, what they hand back: every block named, in the order named,
 //! with its own bytes, across segment boundaries; reads that stop at segment ends; a reset
 //! that keeps the order; streams sharing blocks in a small pool; a failed read that fails its
-//! own blocks only. Guards against: reordering, a read that crosses into the next segment,
-//! lost or double-pinned buffers, a stream that stops at its first error. (How far a stream
+//! own blocks only; blocks past the end, each an error in its place. Guards against:
+//! reordering, a read that crosses into the next segment, lost or double-pinned buffers, a
+//! stream that stops at its first error or loses a block behind another's error. (How far a stream
 //! looks ahead is `read_stream_distance.rs`.)
 
 use crate::support::*;
@@ -237,7 +238,49 @@ fn a_failed_read_fails_only_its_blocks_and_the_stream_goes_on(m: IoMethodKind) {
     aio.check_buffer_mapping().unwrap();
 }
 
+/// Blocks past the relation's last segment, two of them in one run after another failing
+/// block, and the top block number: each is an error naming it, in the order named, and the
+/// blocks around them come back. Guards against a second error replacing one the consumer
+/// had not taken yet (block 300,002 was never handed out), and against the block after
+/// `u32::MAX` being computed by an overflowing add.
+fn every_block_past_the_end_is_an_error_in_its_place(m: IoMethodKind) {
+    let (_d, path) = three_segments();
+    let aio = start_with(m, |s| s.buffer_pool_size = 1024);
+    let me = aio.register_issuer("past-the-end").unwrap();
+    let rel = open_rel(&aio, &path, false);
+    let named = [
+        1,
+        2,
+        300_000,
+        300_002,
+        300_003,
+        35,
+        u32::MAX,
+        0,
+        u32::MAX - 1,
+        u32::MAX,
+        7,
+    ];
+    let got: Vec<Result<u32, u32>> =
+        ReadStream::new(&me, &rel, named, ReadStreamOptions::default())
+            .map(|b| match b {
+                Ok(b) => {
+                    page_ok(b.block(), b.page());
+                    Ok(b.block())
+                }
+                Err(e) => Err(e.block),
+            })
+            .collect();
+    let want: Vec<Result<u32, u32>> = named
+        .iter()
+        .map(|&b| if b < 250 { Ok(b) } else { Err(b) })
+        .collect();
+    assert_eq!(got, want);
+    aio.check_buffer_mapping().unwrap();
+}
+
 crate::for_every_method!(
+    every_block_past_the_end_is_an_error_in_its_place,
     every_block_comes_back_in_order_with_its_bytes,
     combined_reads_stop_at_segment_ends,
     blocks_named_in_any_order_come_back_in_that_order,

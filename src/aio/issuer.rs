@@ -39,6 +39,8 @@ pub struct Issuer {
     pub(super) slot: u32,
     pub(super) base: u32,
     pub(super) local: RefCell<Local>,
+    /// Read streams open on this issuer (they share its handles: `bufmgr/stream.rs`).
+    streams: Cell<u32>,
     _not_sync: PhantomData<Cell<()>>,
 }
 
@@ -90,8 +92,25 @@ impl Issuer {
             slot,
             base: slot * n,
             local: RefCell::new(local),
+            streams: Cell::new(0),
             _not_sync: PhantomData,
         })
+    }
+
+    /// Counts a read stream opened on this issuer; returns how many are open now.
+    pub(crate) fn open_stream(&self) -> u32 {
+        self.streams.set(self.streams.get() + 1);
+        self.streams.get()
+    }
+
+    /// Counts a read stream closed.
+    pub(crate) fn close_stream(&self) {
+        self.streams.set(self.streams.get().saturating_sub(1));
+    }
+
+    /// Read streams open on this issuer.
+    pub(crate) fn open_streams(&self) -> u32 {
+        self.streams.get()
     }
 
     /// This issuer's slot number.

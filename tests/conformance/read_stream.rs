@@ -1,9 +1,11 @@
 //! Read streams on every method, what they hand back: every block named, in the order named,
 //! with its own bytes, across segment boundaries; reads that stop at segment ends; a reset
 //! that keeps the order; streams sharing blocks in a small pool; a failed read that fails its
-//! own blocks only; blocks past the end, each an error in its place. Guards against:
+//! own blocks only; blocks past the end, each an error in its place; eight streams on one
+//! issuer consumed in turn. Guards against:
 //! reordering, a read that crosses into the next segment, lost or double-pinned buffers, a
-//! stream that stops at its first error or loses a block behind another's error. (How far a stream
+//! stream that stops at its first error or loses a block behind another's error, streams
+//! that hold all their issuer's handles between them. (How far a stream
 //! looks ahead is `read_stream_distance.rs`.)
 
 use crate::support::*;
@@ -279,7 +281,49 @@ fn every_block_past_the_end_is_an_error_in_its_place(m: IoMethodKind) {
     aio.check_buffer_mapping().unwrap();
 }
 
+/// Eight streams of random blocks on one issuer, consumed in turn as a merge of scans
+/// would, with 16 handles on the issuer and a relation eight times the pool: every block
+/// comes back with its bytes, none as an error. Guards against streams holding every handle
+/// of their issuer between them (a read's handle is held until its block is consumed), so
+/// that a stream with nothing queued failed blocks it could read ("all 16 I/O handles of this
+/// issuer hold results not yet taken").
+fn streams_consumed_in_turn_on_one_issuer_each_get_every_block(m: IoMethodKind) {
+    const BLOCKS: u64 = 2048;
+    let d = dir();
+    let path = data_file(&d, "big", BLOCKS * 8192);
+    let aio = start_with(m, |s| {
+        s.buffer_pool_size = 256;
+        s.effective_io_concurrency = 16;
+    });
+    let me = aio.register_issuer("merge").unwrap();
+    let rel = Relation::open(&aio, &path, &OpenOptions::read()).unwrap();
+    let random =
+        |k: u64| (0..300u64).map(move |i| ((i * 2_654_435_761 + k * 7_919) % BLOCKS) as u32);
+    let mut streams: Vec<_> = (0..8)
+        .map(|k| ReadStream::new(&me, &rel, random(k), ReadStreamOptions::default()))
+        .collect();
+    let mut got = 0;
+    loop {
+        let mut any = false;
+        for s in streams.iter_mut() {
+            if let Some(b) = s.next_buffer() {
+                let b = b.unwrap_or_else(|e| panic!("block {}: {e}", e.block));
+                assert_eq!(b.page()[0], pattern_byte(u64::from(b.block()) * 8192));
+                got += 1;
+                any = true;
+            }
+        }
+        if !any {
+            break;
+        }
+    }
+    assert_eq!(got, 8 * 300);
+    drop(streams);
+    aio.check_buffer_mapping().unwrap();
+}
+
 crate::for_every_method!(
+    streams_consumed_in_turn_on_one_issuer_each_get_every_block,
     every_block_past_the_end_is_an_error_in_its_place,
     every_block_comes_back_in_order_with_its_bytes,
     combined_reads_stop_at_segment_ends,

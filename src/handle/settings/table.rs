@@ -451,7 +451,7 @@ pub const PARAMETERS: &[Parameter] = &[
         None,
         "16",
         effective_io_concurrency as u32,
-        "reads in flight per read stream (0: one at a time)"
+        "reads in flight per read stream (0: one at a time); with several streams on one issuer, at most each one's share of its handles"
     ),
     int_param!(
         "maintenance_io_concurrency",

@@ -57,17 +57,7 @@ fn check(
     budget: i64,
 ) -> dbaio::AdviceRow {
     let seq = blocks(&runs);
-    let d = dir();
-    let path = d.path().join("rel");
-    let data: Vec<u8> = (0..BLOCKS as usize * BLOCK_SIZE)
-        .map(|i| (i / BLOCK_SIZE) as u8)
-        .collect();
-    std::fs::write(&path, data).unwrap();
-    let aio = start_with(IoMethodKind::Sync, |s| {
-        s.io_advice_budget = budget;
-        s.effective_io_concurrency = distance;
-        s.buffer_pool_size = 512;
-    });
+    let (_d, aio, path) = subsystem(BLOCKS, 512, budget, distance);
     let me = aio.register_issuer("advice-runs").unwrap();
     let rel = Relation::open(&aio, &path, &OpenOptions::read()).unwrap();
     let opts = ReadStreamOptions {
@@ -135,17 +125,31 @@ fn long_runs_advise_nothing_and_short_runs_do() {
 /// random stream names are not in it (a block in the pool is never advised).
 const BIG: u32 = 4096;
 
-/// A subsystem on `sync` with `budget` and `distance`, and a relation of `BIG` blocks.
-fn small(budget: i64, distance: u32) -> (tempfile::TempDir, Aio, std::path::PathBuf) {
+/// A subsystem on `sync` with a pool of `pool` buffers, `budget` and `distance`, and a
+/// relation of `blocks` blocks, each filled with its number's low byte.
+fn subsystem(
+    blocks: u32,
+    pool: u64,
+    budget: i64,
+    distance: u32,
+) -> (tempfile::TempDir, Aio, std::path::PathBuf) {
     let d = dir();
     let path = d.path().join("rel");
-    std::fs::write(&path, vec![7u8; BIG as usize * BLOCK_SIZE]).unwrap();
+    let data: Vec<u8> = (0..blocks as usize * BLOCK_SIZE)
+        .map(|i| (i / BLOCK_SIZE) as u8)
+        .collect();
+    std::fs::write(&path, data).unwrap();
     let aio = start_with(IoMethodKind::Sync, |s| {
         s.io_advice_budget = budget;
         s.effective_io_concurrency = distance;
-        s.buffer_pool_size = 256;
+        s.buffer_pool_size = pool;
     });
     (d, aio, path)
+}
+
+/// The subsystem of the tests below: a relation of `BIG` blocks, a pool of 256.
+fn small(budget: i64, distance: u32) -> (tempfile::TempDir, Aio, std::path::PathBuf) {
+    subsystem(BIG, 256, budget, distance)
 }
 
 /// Random blocks, forever.

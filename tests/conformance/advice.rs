@@ -127,22 +127,20 @@ fn scenario(m: IoMethodKind) {
 
     // Runs of three adjacent blocks among gaps are too short for the kernel's readahead:
     // advised, each once it ends. Runs of six are the kernel's: none of them is.
-    aio.reset_stats();
-    let rel = fresh("short-runs");
-    let threes = (0..BLOCKS).filter(|b| b % 8 < 3);
-    for buf in ReadStream::new(&me, &rel, threes, ReadStreamOptions::default()) {
-        buf.unwrap();
-    }
-    let a = counted(&aio);
+    // (Each on a fresh file, the first `run` blocks of every 8, counted alone.)
+    let runs_of = |name: &str, run: u32| {
+        aio.reset_stats();
+        let rel = fresh(name);
+        let blocks = (0..BLOCKS).filter(move |b| b % 8 < run);
+        for buf in ReadStream::new(&me, &rel, blocks, ReadStreamOptions::default()) {
+            buf.unwrap();
+        }
+        counted(&aio)
+    };
+    let a = runs_of("short-runs", 3);
     assert!(a.issued > 0, "{a:?}");
     assert_eq!(a.suppressed_sequential, 0, "{a:?}");
-    aio.reset_stats();
-    let rel = fresh("long-runs");
-    let sixes = (0..BLOCKS).filter(|b| b % 8 < 6);
-    for buf in ReadStream::new(&me, &rel, sixes, ReadStreamOptions::default()) {
-        buf.unwrap();
-    }
-    let a = counted(&aio);
+    let a = runs_of("long-runs", 6);
     assert_eq!(a.issued, 0, "{a:?}");
     assert!(a.suppressed_sequential > 0, "{a:?}");
 

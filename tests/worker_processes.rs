@@ -581,10 +581,11 @@ fn killing_the_embedder_leaves_no_worker() {
 
 #[test]
 fn a_result_no_one_waits_for_completes_while_the_completer_naps() {
-    // Right after the issuer has completed results itself (a wait), the completer naps
-    // instead of sleeping, and workers do not wake it for results no one waits for. Such a
-    // result must still complete by itself: here the issuer only watches the handle's state
-    // (`is_done`, which completes nothing), so only the completer can finish the I/O.
+    // Right after the issuer has completed results itself (a wait), the completer leaves
+    // posted results to it for a while (it naps), and workers do not wake it for results
+    // no one waits for. Such a result must still complete by itself: here the issuer only
+    // reads the handle's state (`is_done`, which completes nothing), so only the completer
+    // can finish the I/O, once the issuer has not drained for that while.
     let d = dir();
     let path = d.path().join("f");
     std::fs::write(&path, vec![9u8; 1 << 20]).unwrap();
@@ -594,19 +595,84 @@ fn a_result_no_one_waits_for_completes_while_the_completer_naps() {
     for n in 0..300u64 {
         let waited = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));
         assert!(me.wait(waited).into_buf().iter().all(|&b| b == 9));
-        let watched = me
+        let observed = me
             .acquire()
             .unwrap()
             .read(&f, (n * 4096) % (1 << 20), IoBuf::new(4096));
         let t = Instant::now();
-        while !watched.is_done() {
+        while !observed.is_done() {
             assert!(
                 t.elapsed() < Duration::from_secs(10),
                 "round {n}: a result no one waited for was never completed"
             );
             std::hint::spin_loop();
         }
-        assert!(me.wait(watched).into_buf().iter().all(|&b| b == 9));
+        assert!(me.wait(observed).into_buf().iter().all(|&b| b == 9));
+    }
+}
+
+/// An issuer that has just completed results (a wait) and a completer that leaves results
+/// to such an issuer for an hour: only what the issuer does next can complete its next I/O.
+fn issuer_left_to_drain() -> (Aio, dbaio::File, tempfile::TempDir) {
+    let d = dir();
+    let path = d.path().join("f");
+    std::fs::write(&path, vec![5u8; 1 << 20]).unwrap();
+    let aio = Aio::start(settings(2)).unwrap();
+    aio.set_worker_process_drainer_window(Duration::from_secs(3600));
+    let f = aio.open(&path, &OpenOptions::read()).unwrap();
+    (aio, f, d)
+}
+
+#[test]
+fn check_done_completes_a_result_the_completer_leaves_to_the_issuer() {
+    // `check_done` polls: with worker processes it completes what they have posted, here
+    // and now. Before, it completed nothing, and a poll loop saw its I/O done only when the
+    // completer came by (up to 200 µs later; here, with the completer held off, never).
+    let (aio, f, _d) = issuer_left_to_drain();
+    let me = aio.register_issuer("poller").unwrap();
+    for n in 0..100u64 {
+        let waited = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));
+        assert!(me.wait(waited).into_buf().iter().all(|&b| b == 5));
+        let polled = me
+            .acquire()
+            .unwrap()
+            .read(&f, (n * 4096) % (1 << 20), IoBuf::new(4096));
+        let t = Instant::now();
+        while !polled.check_done() {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "round {n}: check_done never completed a posted result"
+            );
+            std::hint::spin_loop();
+        }
+        assert!(me.wait(polled).into_buf().iter().all(|&b| b == 5));
+    }
+}
+
+#[test]
+fn a_future_completes_while_its_issuer_is_the_one_draining() {
+    // A ticket awaited as a future has nobody waiting on its handle: its result is the
+    // completer's to complete, and the completer leaves results to an issuer that drains.
+    // A watched result wakes it at once instead (here the only way: it leaves the rest for
+    // an hour).
+    let (aio, f, _d) = issuer_left_to_drain();
+    let me = aio.register_issuer("futures").unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    for n in 0..100u64 {
+        let waited = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));
+        assert!(me.wait(waited).into_buf().iter().all(|&b| b == 5));
+        let ticket = me
+            .acquire()
+            .unwrap()
+            .read(&f, (n * 4096) % (1 << 20), IoBuf::new(4096))
+            .into_ticket();
+        let done =
+            rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), ticket).await });
+        let c = done.unwrap_or_else(|_| panic!("round {n}: a watched result was never completed"));
+        assert!(c.into_buf().iter().all(|&b| b == 5));
     }
 }
 

@@ -215,6 +215,16 @@ impl Aio {
         crate::introspect::view::worker_pool(self.inner.pool.as_ref())
     }
 
+    /// Tests only: how long after a thread of this program completed worker processes'
+    /// results the pool's completer leaves the next ones to it (200 µs by default),
+    /// counting such a completion now.
+    #[doc(hidden)]
+    pub fn set_worker_process_drainer_window(&self, window: std::time::Duration) {
+        if let Some(p) = &self.inner.pool {
+            p.set_drainer_window(window);
+        }
+    }
+
     /// Tests only: worker processes that decide to retire stop themselves (SIGSTOP) at step
     /// `at` of retiring (None: they do not), so a test can kill one at that point.
     #[doc(hidden)]

@@ -400,6 +400,23 @@ impl IoMethod for WorkerMethod {
         Drive::Progressed
     }
 
+    /// Worker processes: completes what the processes have posted, here (worker threads
+    /// complete their I/Os themselves).
+    fn poll(&self, _shared: &Shared, _issuer: u32) {
+        if let Engine::Processes(procs) = &self.engine {
+            procs.poll();
+        }
+    }
+
+    /// Worker processes: the completer is woken for handle `i`'s result, even while an
+    /// embedder thread is draining others (it would otherwise leave it to that thread for
+    /// up to a millisecond).
+    fn watch(&self, _issuer: u32, i: u32, generation: u64) {
+        if let Engine::Processes(procs) = &self.engine {
+            procs.watch(i, generation as u32);
+        }
+    }
+
     fn pool(&self) -> Option<PoolObserver> {
         Some(match &self.engine {
             Engine::Threads(pool) => pool.observer(),

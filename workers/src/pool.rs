@@ -148,6 +148,17 @@ impl PoolObserver {
         }
     }
 
+    /// Tests only: how long after an embedder thread's drain the process pool's completer
+    /// leaves posted results to that thread (200 µs; threads ignore it), counting a drain
+    /// now. A test makes it long so that only the embedder's own polls, waits and watched
+    /// futures can complete a result.
+    #[doc(hidden)]
+    pub fn set_drainer_window(&self, window: std::time::Duration) {
+        if let Observed::Processes(p) = &self.0 {
+            p.set_drainer_window(window);
+        }
+    }
+
     /// Tests only: worker processes that decide to retire stop themselves at step `at` of
     /// retiring (see `Header::hold_at_retire`); None: they do not. Threads ignore it.
     #[doc(hidden)]

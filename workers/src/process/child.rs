@@ -296,7 +296,7 @@ impl Worker<'_> {
                 .fetch_or(1u64 << self.id, Ordering::SeqCst);
         }
         c.result.store(result, Ordering::Relaxed);
-        c.state.store(state_word(DONE, self.id), Ordering::Release);
+        c.state.store(state_word(DONE, self.id), Ordering::SeqCst);
         ctl.done().set(i);
         ctl.workers()[self.id as usize]
             .done
@@ -305,10 +305,16 @@ impl Worker<'_> {
         if super::wake::Wake::of(h).posted() {
             return; // a waiter completes it
         }
-        // Dekker with the completer's store-then-check of the done bitmap: either it sees
-        // our bit or we see how it sleeps. A napping completer wakes by itself.
+        // Dekker with the completer's store-then-check of the done bitmap (either it sees
+        // our bit or we see how it sleeps), and with a watcher's store of `watched` then
+        // load of the state. A napping completer wakes by itself, unless someone watches
+        // this result: it is then woken for it.
         fence(Ordering::SeqCst);
-        if h.completer_sleeping.load(Ordering::SeqCst) == COMPLETER_NAPPING {
+        let watched = c.watched.load(Ordering::SeqCst) != 0;
+        if watched {
+            h.watched_posted.store(1, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+        } else if h.completer_sleeping.load(Ordering::SeqCst) == COMPLETER_NAPPING {
             return;
         }
         if h.completer_sleeping.swap(0, Ordering::SeqCst) != 0 {

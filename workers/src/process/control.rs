@@ -81,6 +81,10 @@ pub(crate) struct Header {
     /// The completer thread sleeps on `done_seq` after setting this.
     pub completer_sleeping: CachePadded<AtomicU32>,
     pub done_seq: CachePadded<AtomicU32>,
+    /// Set by a worker that posted a result someone watches (`ReqCell::watched`) before it
+    /// looks at `completer_sleeping`; a completer about to nap takes it after setting that,
+    /// and drains instead (Dekker: one of the two sees the other).
+    pub watched_posted: CachePadded<AtomicU32>,
     /// Embedder threads waiting for one of their I/Os, sleeping on `waiter_seq`: a worker
     /// that posts a result wakes them (they complete what is done themselves) rather than
     /// the completer, saving a hand-off. The protocol on these four words is `wake.rs`'s.
@@ -101,17 +105,16 @@ pub(crate) struct Header {
 
 /// `completer_sleeping`: the completer sleeps until a worker wakes it.
 pub(crate) const COMPLETER_SLEEPING: u32 = 1;
-/// `completer_sleeping`: the completer naps for at most `COMPLETER_NAP` and wakes by
-/// itself; a worker whose post no one waits for leaves it be. It naps while an embedder
-/// thread drained within the last `DRAINER_ACTIVE_NS`: that thread (an issuer between two
-/// waits) will most likely be back within microseconds and complete the result itself, and
-/// a wake per post would cost the completer a context switch for every few I/Os.
+/// `completer_sleeping`: the completer naps, and wakes by itself; a worker whose post no
+/// one waits for leaves it be. It naps while an embedder thread has drained within the last
+/// `DRAINER_ACTIVE_NS` (an issuer between two waits): that thread completes what is posted
+/// on its next wait, so the completer neither drains nor is woken per post — it naps until
+/// `DRAINER_ACTIVE_NS` after that thread's latest drain, and drains only if none came since.
 pub(crate) const COMPLETER_NAPPING: u32 = 2;
-/// How recent an embedder thread's drain must be for the completer to nap.
-pub(crate) const DRAINER_ACTIVE_NS: u64 = 100_000;
-/// The completer's nap: the longest a result no one waits for stays undrained while an
-/// embedder thread is draining others.
-pub(crate) const COMPLETER_NAP: std::time::Duration = std::time::Duration::from_micros(200);
+/// How long after an embedder thread's latest drain the completer leaves results to it: the
+/// longest a result no one waits for (nor polls, nor watches) stays undrained while some
+/// embedder thread keeps draining others.
+pub(crate) const DRAINER_ACTIVE_NS: u64 = 200_000;
 
 /// CLOCK_MONOTONIC in nanoseconds: one clock for the embedder and its worker processes.
 pub(crate) fn monotonic_ns() -> u64 {
@@ -158,7 +161,9 @@ pub(crate) struct ReqCell {
     pub attempts: AtomicU32,
     /// The handle's generation (low half), so that a waiter takes back only its own I/O.
     pub generation: AtomicU32,
-    pub _pad: AtomicU32,
+    /// 1 while someone watches the request's completion without waiting for it (a future):
+    /// its post then wakes the completer even while it naps. Cleared when the cell is freed.
+    pub watched: AtomicU32,
     /// (arena offset, length) pairs.
     pub iov: [[AtomicU64; 2]; MAX_IOV],
 }

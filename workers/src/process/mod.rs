@@ -144,6 +144,9 @@ struct Inner {
     replaced: AtomicU32,
     /// Requests queued again after their worker died.
     requeued: AtomicU64,
+    /// How long after an embedder thread's drain the completer leaves results to it
+    /// (`control::DRAINER_ACTIVE_NS`; tests lengthen it).
+    drainer_window_ns: AtomicU64,
     /// Waiter sleeps that ran to their safety limit although an awaited I/O completed.
     missed_wakes: AtomicU64,
     /// How the wakes since the supervisor last looked went: not calm (no wake found enough
@@ -183,6 +186,20 @@ impl ProcessObserver {
     /// The pool now, or None once dropped.
     pub fn snapshot(&self) -> Option<PoolSnapshot> {
         self.0.upgrade().map(|i| snapshot(&i))
+    }
+
+    /// Tests only: see [`PoolObserver::set_drainer_window`](crate::PoolObserver).
+    pub(crate) fn set_drainer_window(&self, window: std::time::Duration) {
+        if let Some(i) = self.0.upgrade() {
+            let ns = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX);
+            i.drainer_window_ns.store(ns, Ordering::SeqCst);
+            // As if an embedder thread had drained just now.
+            i.ctl
+                .header()
+                .drained_ns
+                .store(control::monotonic_ns(), Ordering::SeqCst);
+            wake_completer(&i);
+        }
     }
 
     /// Tests only: see [`PoolObserver::hold_retiring_workers`](crate::PoolObserver).
@@ -264,6 +281,7 @@ impl ProcessPool {
             retired: AtomicU32::new(0),
             replaced: AtomicU32::new(0),
             requeued: AtomicU64::new(0),
+            drainer_window_ns: AtomicU64::new(control::DRAINER_ACTIVE_NS),
             missed_wakes: AtomicU64::new(0),
             tally: WakeTally::default(),
             stopping: AtomicBool::new(false),
@@ -431,10 +449,48 @@ impl ProcessPool {
         let Some(c) = self.inner.ctl.reqs().get(slot as usize) else {
             return false;
         };
-        c.generation.load(Ordering::Relaxed) == generation
+        let taken = c.generation.load(Ordering::Relaxed) == generation
             && c.state
                 .compare_exchange(QUEUED, FREE, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
+                .is_ok();
+        if taken {
+            c.watched.store(0, Ordering::Relaxed);
+        }
+        taken
+    }
+
+    /// Completes what the workers have finished, on the calling thread, without blocking
+    /// (an embedder thread polling its I/Os: it counts as draining, see `drive`).
+    pub fn poll(&self) {
+        let inner = &*self.inner;
+        if inner.ctl.done().any() {
+            drain(inner);
+            inner
+                .ctl
+                .header()
+                .drained_ns
+                .store(control::monotonic_ns(), Ordering::Relaxed);
+        }
+    }
+
+    /// Someone watches handle `slot`'s request of `generation` without waiting for it (a
+    /// future): its result is completed as soon as it is posted — by the completer, woken
+    /// for it even while it naps — or here, if it is posted already.
+    pub fn watch(&self, slot: u32, generation: u32) {
+        let inner = &*self.inner;
+        let Some(c) = inner.ctl.reqs().get(slot as usize) else {
+            return;
+        };
+        if c.generation.load(Ordering::Acquire) != generation {
+            return;
+        }
+        c.watched.store(1, Ordering::SeqCst);
+        // Dekker with the worker's store of DONE then load of `watched`: either it sees
+        // the mark and wakes the completer, or we see its result here.
+        fence(Ordering::SeqCst);
+        if c.state.load(Ordering::SeqCst) & 0xff == DONE {
+            drain(inner);
+        }
     }
 
     /// Completes what the workers have finished, on the calling thread; then, unless
@@ -538,6 +594,7 @@ fn drain(inner: &Inner) {
         {
             return; // a repaired bit for a request already posted
         }
+        c.watched.store(0, Ordering::Relaxed);
         let (w, result) = (st >> 8, c.result.load(Ordering::Relaxed));
         let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             if result == LOST {
@@ -556,37 +613,57 @@ fn drain(inner: &Inner) {
 
 fn complete_loop(inner: &Inner) {
     let h = inner.ctl.header();
+    // Woken by someone (a watched result, a repair, the stop), not by the end of a nap.
+    let mut woken = false;
     loop {
-        drain(inner);
         let seq = h.done_seq.load(Ordering::SeqCst);
-        // Nap while an embedder thread drains (see `COMPLETER_NAPPING`), else sleep until
-        // a worker posts a result no one waits for.
+        let stopping = inner.completer_stop.load(Ordering::SeqCst);
+        // While an embedder thread drains, what is posted is its to complete: nap, without
+        // draining, until that thread may have stopped (`COMPLETER_NAPPING`).
+        let window = inner.drainer_window_ns.load(Ordering::Relaxed);
         let since = control::monotonic_ns().saturating_sub(h.drained_ns.load(Ordering::Relaxed));
-        let nap = since < control::DRAINER_ACTIVE_NS;
-        let how = if nap {
-            control::COMPLETER_NAPPING
-        } else {
-            control::COMPLETER_SLEEPING
-        };
-        h.completer_sleeping.store(how, Ordering::SeqCst);
+        if since < window && !stopping && !woken {
+            h.completer_sleeping
+                .store(control::COMPLETER_NAPPING, Ordering::SeqCst);
+            // A watched result posted while we were awake, its worker not waking us: drain.
+            fence(Ordering::SeqCst);
+            let watched = h.watched_posted.swap(0, Ordering::SeqCst) != 0;
+            if !watched {
+                let rest = std::time::Duration::from_nanos(window - since);
+                futex::wait(&h.done_seq, seq, Some(rest));
+            }
+            h.completer_sleeping.store(0, Ordering::SeqCst);
+            woken = watched
+                || h.done_seq.load(Ordering::SeqCst) != seq
+                || h.watched_posted.swap(0, Ordering::SeqCst) != 0;
+            continue;
+        }
+        drain(inner);
+        woken = false;
+        if stopping {
+            return;
+        }
+        let since = control::monotonic_ns().saturating_sub(h.drained_ns.load(Ordering::Relaxed));
+        if since < window {
+            continue; // an embedder thread drains (again): nap
+        }
+        // No embedder thread drains: sleep until a worker posts a result (Dekker with its
+        // store-then-check of `completer_sleeping`: either it sees us asleep or we see its
+        // done bit).
+        h.completer_sleeping
+            .store(control::COMPLETER_SLEEPING, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         if inner.ctl.done().any() {
             h.completer_sleeping.store(0, Ordering::SeqCst);
+            woken = true;
             continue;
-        }
-        if inner.completer_stop.load(Ordering::SeqCst) {
-            return;
         }
         // Asleep, it is still bounded by the safety net, so that nothing posted can wait
         // longer than that whatever happens to its wake. Results it then finds are not
         // counted as missed: they are as likely a waiter's, woken and about to drain.
-        let limit = if nap {
-            control::COMPLETER_NAP
-        } else {
-            wake::WAIT_LIMIT
-        };
-        futex::wait(&h.done_seq, seq, Some(limit));
+        futex::wait(&h.done_seq, seq, Some(wake::WAIT_LIMIT));
         h.completer_sleeping.store(0, Ordering::SeqCst);
+        woken = true;
     }
 }
 

@@ -16,7 +16,9 @@
 //!
 //! Environment: `WORKLOAD=direct|handoff|help` runs one workload only; `KIND=threads` or
 //! `KIND=processes` one kind only; `EXEC=1` starts the worker processes as dbaio does, by
-//! executing this program again (fork, then exec), instead of forking only.
+//! executing this program again (fork, then exec), instead of forking only; with it,
+//! `REOPEN=1` has each worker open the file again through `/proc` (as dbaio's workers do)
+//! and `BIGMAP=1` has the reads land in a 64 GiB shared memfd mapping (as dbaio's arena).
 //!
 //! FILE is read with O_DIRECT (a block device such as the CPU-bound loop device, or a file).
 //! Prints reads per second per round and the medians' ratio, processes against threads
@@ -27,6 +29,39 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 use std::time::{Duration, Instant};
 
 const BLOCK: usize = 4096;
+
+/// `BIGMAP=1`: reads land in a 64 GiB shared memfd mapping (as dbaio's arena) instead of the
+/// table; its base in this process.
+static BIG: std::sync::atomic::AtomicPtr<u8> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+const BIG_LEN: usize = 64 << 30;
+
+fn map_big(fd: i32) -> *mut u8 {
+    // SAFETY: a shared mapping of a sparse memfd, kept for the life of the process.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            BIG_LEN,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_NORESERVE,
+            fd,
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED, "mmap big");
+    p.cast()
+}
+
+/// Where slot `i`'s read lands.
+fn buf(t: &Table, i: usize) -> *mut u8 {
+    let big = BIG.load(Ordering::Relaxed);
+    if big.is_null() {
+        t.buffers[i].0.as_ptr().cast_mut()
+    } else {
+        // SAFETY: within the 64 GiB mapping (slots spread 1 MiB apart).
+        unsafe { big.add(i << 20) }
+    }
+}
 const MAX_DEPTH: usize = 256;
 const QUEUED: u32 = 1;
 const RUNNING: u32 = 2;
@@ -139,7 +174,7 @@ fn worker(t: &Table, fd: i32, me: usize, depth: usize, private: bool) {
         if let Some(i) = taken {
             cursor = i + 1;
             let offset = t.slots[i].offset.load(Ordering::Relaxed);
-            pread(fd, t.buffers[i].0.as_ptr().cast_mut(), offset);
+            pread(fd, buf(t, i), offset);
             t.slots[i].state.store(DONE, Ordering::Release);
             let posted = t.posts.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
             fence(Ordering::SeqCst);
@@ -178,7 +213,7 @@ fn run_one_queued(t: &Table, fd: i32, depth: usize) -> bool {
         return false;
     };
     let offset = t.slots[i].offset.load(Ordering::Relaxed);
-    pread(fd, t.buffers[i].0.as_ptr().cast_mut(), offset);
+    pread(fd, buf(t, i), offset);
     t.slots[i].state.store(DONE, Ordering::Release);
     t.posts.fetch_add(1, Ordering::SeqCst);
     true
@@ -268,6 +303,16 @@ fn run(
     // SAFETY: as above.
     assert_eq!(unsafe { libc::ftruncate(memfd, bytes as libc::off_t) }, 0);
     let base = map_table(memfd);
+    let mut big_fd = -1;
+    if std::env::var_os("BIGMAP").is_some() && BIG.load(Ordering::Relaxed).is_null() {
+        // SAFETY: memfd_create with a NUL-terminated name; ftruncate on it (sparse).
+        big_fd = unsafe { libc::memfd_create(c"handoff-big".as_ptr(), 0) };
+        assert!(big_fd >= 0);
+        // SAFETY: ftruncate on the new descriptor (a sparse file).
+        let sized = unsafe { libc::ftruncate(big_fd, BIG_LEN as libc::off_t) };
+        assert_eq!(sized, 0);
+        BIG.store(map_big(big_fd), Ordering::Relaxed);
+    }
     // SAFETY: as above; the reference is dropped before the munmap.
     let t = unsafe { &*base.cast::<Table>() };
     t.wake_at.store(u32::MAX, Ordering::Relaxed);
@@ -307,7 +352,17 @@ fn run(
                     .unwrap();
                     let blocks_env = std::ffi::CString::new(format!("HF_BLOCKS={blocks}")).unwrap();
                     let argv = [exe.as_ptr(), std::ptr::null()];
-                    let envp = [env.as_ptr(), blocks_env.as_ptr(), std::ptr::null()];
+                    let reopen = std::ffi::CString::new(format!(
+                        "HF_REOPEN=/proc/{}/fd/{fd}",
+                        std::process::id()
+                    ))
+                    .unwrap();
+                    let big_env = std::ffi::CString::new(format!("HF_BIG={big_fd}")).unwrap();
+                    let mut envp = vec![env.as_ptr(), blocks_env.as_ptr(), big_env.as_ptr()];
+                    if std::env::var_os("REOPEN").is_some() {
+                        envp.push(reopen.as_ptr());
+                    }
+                    envp.push(std::ptr::null());
                     // SAFETY: NUL-terminated strings and null-terminated arrays; the child
                     // only execs (or exits).
                     unsafe {
@@ -395,6 +450,23 @@ fn exec_worker() {
     );
     // SAFETY: the table's memfd, mapped for the rest of this process.
     let t = unsafe { &*map_table(memfd).cast::<Table>() };
+    if let Some(b) = std::env::var("HF_BIG")
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok())
+    {
+        if b >= 0 {
+            BIG.store(map_big(b), Ordering::Relaxed);
+        }
+    }
+    // `REOPEN=1`: a descriptor of its own, opened through /proc as dbaio's workers do.
+    let fd = match std::env::var("HF_REOPEN") {
+        Ok(path) => {
+            let c = std::ffi::CString::new(path).unwrap();
+            // SAFETY: a NUL-terminated path.
+            unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECT) }
+        }
+        Err(_) => fd,
+    };
     if direct {
         self::direct(t, fd, me, blocks);
     } else {

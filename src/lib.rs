@@ -80,7 +80,8 @@
 //! `pg/` (PostgreSQL's page and cluster formats), `cli/` (the `dbaio` command) and `redb/`
 //! (`dbaio-redb`: redb's storage backend on dbaio, the worked example of embedding);
 //! `examples/` holds the measuring programs `docs/benchmarks.md` runs (instructions per read,
-//! slice overhead, the pool-sized device ceiling, the cost of a switch between processes).
+//! slice overhead, the pool-sized device ceiling, the cost of a switch between processes, a
+//! bare worker hand-off as threads and as processes).
 
 mod aio;
 mod bufmgr;

@@ -677,6 +677,40 @@ fn a_future_completes_while_its_issuer_is_the_one_draining() {
 }
 
 #[test]
+fn a_future_first_polled_while_staged_in_a_batch_completes() {
+    // Found by an attack from the caller's side: a ticket polled as a future while its I/O
+    // was still staged in a batch asked to be watched before its request reached a
+    // process; the mark was refused (the request cell still held the previous
+    // generation) and never asked again, so the result waited for the completer's nap.
+    let (aio, f, _d) = issuer_left_to_drain();
+    let me = aio.register_issuer("batch").unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    for n in 0..50u64 {
+        let waited = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));
+        assert!(me.wait(waited).into_buf().iter().all(|&b| b == 5));
+        me.begin_batch().unwrap();
+        let mut ticket = Box::pin(
+            me.acquire()
+                .unwrap()
+                .read(&f, (n * 4096) % (1 << 20), IoBuf::new(4096))
+                .into_ticket(),
+        );
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let first = std::future::Future::poll(ticket.as_mut(), &mut cx);
+        assert!(first.is_pending(), "round {n}: a staged I/O was ready");
+        me.end_batch();
+        let done =
+            rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), ticket).await });
+        let c = done
+            .unwrap_or_else(|_| panic!("round {n}: a future polled while staged never completed"));
+        assert!(c.into_buf().iter().all(|&b| b == 5));
+    }
+}
+
+#[test]
 fn a_depth_one_issuer_keeps_one_worker_process() {
     // Self-sizing between 1 and 4 processes: one read at a time never backs the queue up
     // for a whole launch interval, so the pool stays at its minimum.

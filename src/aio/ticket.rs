@@ -129,7 +129,7 @@ fn watch(aio: &AioInner, wref: WaitRef) {
     let s = aio.shared.slot(wref.index);
     if s.generation.load(Ordering::Acquire) == wref.generation && !s.state().is_complete() {
         aio.method
-            .watch(s.owner.load(Ordering::Relaxed), wref.index, wref.generation);
+            .watch(s.owner.load(Ordering::Relaxed), wref.index);
     }
 }
 

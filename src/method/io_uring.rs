@@ -1245,7 +1245,7 @@ impl IoMethod for UringMethod {
     fn poll(&self, shared: &Shared, issuer: u32) {
         self.uring.poll(shared, issuer)
     }
-    fn watch(&self, issuer: u32, _i: u32, _generation: u64) {
+    fn watch(&self, issuer: u32, _i: u32) {
         let Some(ring) = self.uring.ring(issuer) else {
             return;
         };

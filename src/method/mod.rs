@@ -159,12 +159,12 @@ pub(crate) trait IoMethod: Send + Sync {
     /// Optional. Completes whatever of `issuer`'s I/Os are ready, without blocking.
     fn poll(&self, _shared: &Shared, _issuer: u32) {}
 
-    /// Optional. Makes sure `issuer`'s I/Os — handle `i` of `generation` among them —
-    /// complete even if nobody waits for them (a ticket awaited as a future). Methods whose
+    /// Optional. Makes sure `issuer`'s I/Os — handle `i`'s among them — complete even if
+    /// nobody waits for them (a ticket awaited as a future, perhaps still staged in a batch). Methods whose
     /// completions need no waiter (sync, worker threads) do nothing; io_uring has its
     /// watcher thread reap the issuer's ring; worker processes have the completer woken for
     /// handle `i`'s result.
-    fn watch(&self, _issuer: u32, _i: u32, _generation: u64) {}
+    fn watch(&self, _issuer: u32, _i: u32) {}
 
     /// Optional. The worker pool, for the view (the worker method only).
     fn pool(&self) -> Option<dbaio_workers::PoolObserver> {

@@ -410,10 +410,10 @@ impl IoMethod for WorkerMethod {
 
     /// Worker processes: the completer is woken for handle `i`'s result, even while an
     /// embedder thread is draining others (it would otherwise leave it to that thread for
-    /// up to a millisecond).
-    fn watch(&self, _issuer: u32, i: u32, generation: u64) {
+    /// up to 200 µs).
+    fn watch(&self, _issuer: u32, i: u32) {
         if let Engine::Processes(procs) = &self.engine {
-            procs.watch(i, generation as u32);
+            procs.watch(i);
         }
     }
 

@@ -219,7 +219,7 @@ impl IoMethod for SimMethod {
     /// Completes everything queued, now and at each of the issuer's later submissions: a
     /// future or a detached I/O must complete with nobody waiting, and there is no thread
     /// to do it later (one still staged when this is called is queued later).
-    fn watch(&self, issuer: u32, _i: u32, _generation: u64) {
+    fn watch(&self, issuer: u32, _i: u32) {
         if let Some(w) = self.watched.get(issuer as usize) {
             w.store(true, Ordering::Release);
         }

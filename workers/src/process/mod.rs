@@ -473,17 +473,18 @@ impl ProcessPool {
         }
     }
 
-    /// Someone watches handle `slot`'s request of `generation` without waiting for it (a
-    /// future): its result is completed as soon as it is posted — by the completer, woken
-    /// for it even while it naps — or here, if it is posted already.
-    pub fn watch(&self, slot: u32, generation: u32) {
+    /// Someone watches handle `slot`'s I/O without waiting for it (a future): its result is
+    /// completed as soon as it is posted — by the completer, woken for it even while it
+    /// naps — or here, if it is posted already. The cell is handle `slot`'s alone, and its
+    /// previous request was drained (which clears the mark) before the handle could be
+    /// reused; so the mark is set whatever generation the cell holds: an I/O still staged in
+    /// a batch, not yet queued (the cell holds the previous generation), keeps it until it
+    /// is queued and posted. (A stale mark only costs the completer one wake.)
+    pub fn watch(&self, slot: u32) {
         let inner = &*self.inner;
         let Some(c) = inner.ctl.reqs().get(slot as usize) else {
             return;
         };
-        if c.generation.load(Ordering::Acquire) != generation {
-            return;
-        }
         c.watched.store(1, Ordering::SeqCst);
         // Dekker with the worker's store of DONE then load of `watched`: either it sees
         // the mark and wakes the completer, or we see its result here.

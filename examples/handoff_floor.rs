@@ -97,15 +97,16 @@ struct Table {
 #[repr(C, align(4096))]
 struct Buf([u8; BLOCK]);
 
-fn futex_wait(word: &AtomicU32, expected: u32, private: bool) {
+/// FUTEX_WAIT (`op`) while `word` holds `val`, no timeout; or FUTEX_WAKE of up to `val`.
+fn futex(word: &AtomicU32, op: libc::c_int, val: u32, private: bool) {
     let flag = if private { libc::FUTEX_PRIVATE_FLAG } else { 0 };
-    // SAFETY: a futex wait on a live, aligned 32-bit word, no timeout.
+    // SAFETY: a futex call on a live, aligned 32-bit word; no timeout, no second word.
     unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
-            libc::FUTEX_WAIT | flag,
-            expected,
+            op | flag,
+            val,
             std::ptr::null::<libc::timespec>(),
             std::ptr::null::<u32>(),
             0u32,
@@ -113,20 +114,12 @@ fn futex_wait(word: &AtomicU32, expected: u32, private: bool) {
     }
 }
 
+fn futex_wait(word: &AtomicU32, expected: u32, private: bool) {
+    futex(word, libc::FUTEX_WAIT, expected, private);
+}
+
 fn futex_wake(word: &AtomicU32, n: u32, private: bool) {
-    let flag = if private { libc::FUTEX_PRIVATE_FLAG } else { 0 };
-    // SAFETY: a futex wake on a live, aligned 32-bit word.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE | flag,
-            n,
-            std::ptr::null::<libc::timespec>(),
-            std::ptr::null::<u32>(),
-            0u32,
-        );
-    }
+    futex(word, libc::FUTEX_WAKE, n, private);
 }
 
 /// A random block-aligned offset below `blocks` blocks (xorshift).

@@ -623,6 +623,20 @@ fn issuer_left_to_drain() -> (Aio, dbaio::File, tempfile::TempDir) {
     (aio, f, d)
 }
 
+/// Reads a block and waits for it: the issuer completes results itself (it drains).
+fn wait_one_read(me: &dbaio::Issuer, f: &dbaio::File) {
+    let waited = me.acquire().unwrap().read(f, 0, IoBuf::new(4096));
+    assert!(me.wait(waited).into_buf().iter().all(|&b| b == 5));
+}
+
+/// A runtime to await tickets on.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn check_done_completes_a_result_the_completer_leaves_to_the_issuer() {
     // `check_done` polls: with worker processes it completes what they have posted, here
@@ -631,8 +645,7 @@ fn check_done_completes_a_result_the_completer_leaves_to_the_issuer() {
     let (aio, f, _d) = issuer_left_to_drain();
     let me = aio.register_issuer("poller").unwrap();
     for n in 0..100u64 {
-        let waited = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));
-        assert!(me.wait(waited).into_buf().iter().all(|&b| b == 5));
+        wait_one_read(&me, &f);
         let polled = me
             .acquire()
             .unwrap()
@@ -657,13 +670,9 @@ fn a_future_completes_while_its_issuer_is_the_one_draining() {
     // an hour).
     let (aio, f, _d) = issuer_left_to_drain();
     let me = aio.register_issuer("futures").unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
+    let rt = runtime();
     for n in 0..100u64 {
-        let waited = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));
-        assert!(me.wait(waited).into_buf().iter().all(|&b| b == 5));
+        wait_one_read(&me, &f);
         let ticket = me
             .acquire()
             .unwrap()
@@ -684,13 +693,9 @@ fn a_future_first_polled_while_staged_in_a_batch_completes() {
     // generation) and never asked again, so the result waited for the completer's nap.
     let (aio, f, _d) = issuer_left_to_drain();
     let me = aio.register_issuer("batch").unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
+    let rt = runtime();
     for n in 0..50u64 {
-        let waited = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));
-        assert!(me.wait(waited).into_buf().iter().all(|&b| b == 5));
+        wait_one_read(&me, &f);
         me.begin_batch().unwrap();
         let mut ticket = Box::pin(
             me.acquire()

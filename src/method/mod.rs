@@ -160,10 +160,10 @@ pub(crate) trait IoMethod: Send + Sync {
     fn poll(&self, _shared: &Shared, _issuer: u32) {}
 
     /// Optional. Makes sure `issuer`'s I/Os — handle `i`'s among them — complete even if
-    /// nobody waits for them (a ticket awaited as a future, perhaps still staged in a batch). Methods whose
-    /// completions need no waiter (sync, worker threads) do nothing; io_uring has its
-    /// watcher thread reap the issuer's ring; worker processes have the completer woken for
-    /// handle `i`'s result.
+    /// nobody waits for them (a ticket awaited as a future, perhaps still staged in a
+    /// batch). Methods whose completions need no waiter (sync, worker threads) do nothing;
+    /// io_uring has its watcher thread reap the issuer's ring; worker processes have the
+    /// completer woken for handle `i`'s result.
     fn watch(&self, _issuer: u32, _i: u32) {}
 
     /// Optional. The worker pool, for the view (the worker method only).

@@ -116,6 +116,19 @@ pub(crate) const COMPLETER_NAPPING: u32 = 2;
 /// embedder thread keeps draining others.
 pub(crate) const DRAINER_ACTIVE_NS: u64 = 200_000;
 
+impl Header {
+    /// An embedder thread has just completed results (in `drive` or `poll`): the completer
+    /// leaves the next ones to it for `DRAINER_ACTIVE_NS`.
+    pub(crate) fn mark_drained(&self) {
+        self.drained_ns.store(monotonic_ns(), Ordering::Relaxed);
+    }
+
+    /// Nanoseconds since an embedder thread last completed results.
+    pub(crate) fn since_drained(&self) -> u64 {
+        monotonic_ns().saturating_sub(self.drained_ns.load(Ordering::Relaxed))
+    }
+}
+
 /// CLOCK_MONOTONIC in nanoseconds: one clock for the embedder and its worker processes.
 pub(crate) fn monotonic_ns() -> u64 {
     nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).map_or(0, |t| {

@@ -194,10 +194,7 @@ impl ProcessObserver {
             let ns = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX);
             i.drainer_window_ns.store(ns, Ordering::SeqCst);
             // As if an embedder thread had drained just now.
-            i.ctl
-                .header()
-                .drained_ns
-                .store(control::monotonic_ns(), Ordering::SeqCst);
+            i.ctl.header().mark_drained();
             wake_completer(&i);
         }
     }
@@ -465,11 +462,7 @@ impl ProcessPool {
         let inner = &*self.inner;
         if inner.ctl.done().any() {
             drain(inner);
-            inner
-                .ctl
-                .header()
-                .drained_ns
-                .store(control::monotonic_ns(), Ordering::Relaxed);
+            inner.ctl.header().mark_drained();
         }
     }
 
@@ -508,8 +501,7 @@ impl ProcessPool {
         let inner = &*self.inner;
         let h = inner.ctl.header();
         drain(inner);
-        h.drained_ns
-            .store(control::monotonic_ns(), Ordering::Relaxed);
+        h.mark_drained();
         if needs() == 0 || help() {
             return;
         }
@@ -518,8 +510,7 @@ impl ProcessPool {
         }
         // Results posted while we were counted woke us, not the completer: ours to post.
         drain(inner);
-        h.drained_ns
-            .store(control::monotonic_ns(), Ordering::Relaxed);
+        h.mark_drained();
     }
 }
 
@@ -622,7 +613,7 @@ fn complete_loop(inner: &Inner) {
         // While an embedder thread drains, what is posted is its to complete: nap, without
         // draining, until that thread may have stopped (`COMPLETER_NAPPING`).
         let window = inner.drainer_window_ns.load(Ordering::Relaxed);
-        let since = control::monotonic_ns().saturating_sub(h.drained_ns.load(Ordering::Relaxed));
+        let since = h.since_drained();
         if since < window && !stopping && !woken {
             h.completer_sleeping
                 .store(control::COMPLETER_NAPPING, Ordering::SeqCst);
@@ -644,8 +635,7 @@ fn complete_loop(inner: &Inner) {
         if stopping {
             return;
         }
-        let since = control::monotonic_ns().saturating_sub(h.drained_ns.load(Ordering::Relaxed));
-        if since < window {
+        if h.since_drained() < window {
             continue; // an embedder thread drains (again): nap
         }
         // No embedder thread drains: sleep until a worker posts a result (Dekker with its

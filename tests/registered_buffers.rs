@@ -454,6 +454,43 @@ fn drop_ipc_lock_and_limit_memlock(bytes: u64) {
     // SAFETY: setrlimit reads the struct.
     let r = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) };
     assert_eq!(r, 0, "setrlimit: {}", std::io::Error::last_os_error());
+    // All but what the probe's own ring takes (a few pages, counted against the limit too).
+    wait_until_memlock_is_ours(bytes.saturating_sub(64 << 10).max(bytes / 2));
+}
+
+/// The kernel counts pinned memory per user and releases an exited process's rings in the
+/// background, so a child started right after another may find part of its limit still held
+/// by the first (CI once saw the sharing child refused its second chunk that way, after the
+/// partial-refusal child). Waits (for up to 20 s) until a bare ring can pin `bytes`, then
+/// unpins them at once (unregistering is synchronous) and goes on.
+fn wait_until_memlock_is_ours(bytes: u64) {
+    let len = (bytes as usize) & !4095;
+    if len == 0 {
+        return;
+    }
+    let mut mem = vec![0u8; len + 4096];
+    let start = mem.as_mut_ptr().align_offset(4096);
+    let iov = libc::iovec {
+        // SAFETY: `start` is below 4096 and `mem` is `len + 4096` long.
+        iov_base: unsafe { mem.as_mut_ptr().add(start) }.cast(),
+        iov_len: len,
+    };
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let ring = loop {
+        // The ring's own memory counts against the limit as well.
+        let ring = io_uring::IoUring::new(2);
+        // SAFETY: `mem` outlives the registration, which is undone below before it drops.
+        match ring.and_then(|r| unsafe { r.submitter().register_buffers(&[iov]) }.map(|()| r)) {
+            Ok(ring) => break ring,
+            Err(e) if e.raw_os_error() == Some(libc::ENOMEM) && std::time::Instant::now() < end => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("the memlock probe could not pin {len} bytes: {e}"),
+        }
+    };
+    ring.submitter()
+        .unregister_buffers()
+        .expect("unregistering the memlock probe");
 }
 
 #[test]

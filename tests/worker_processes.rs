@@ -716,6 +716,50 @@ fn a_future_first_polled_while_staged_in_a_batch_completes() {
 }
 
 #[test]
+fn every_queued_request_reaches_a_worker_while_others_come_back() {
+    // A submission wakes only the idle workers that the ones coming back to the queue (just
+    // done with a read, or woken) leave short, as worker threads do. Here nobody but a
+    // worker can run a request: every issuer polls (`check_done` completes what is posted
+    // and takes nothing back), so a request queued with too few workers woken, and none
+    // coming, would wait for ever. Four issuers, batches of 1 to 4 reads, two processes.
+    let d = dir();
+    let path = d.path().join("f");
+    std::fs::write(&path, vec![3u8; 1 << 20]).unwrap();
+    let aio = Aio::start(settings(2)).unwrap();
+    let f = aio.open(&path, &OpenOptions::read()).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let (aio, f) = (&aio, &f);
+            s.spawn(move || {
+                let me = aio.register_issuer(&format!("poller {t}")).unwrap();
+                for n in 0..400u64 {
+                    let k = 1 + (n + t) % 4;
+                    let ios: Vec<_> = (0..k)
+                        .map(|j| {
+                            let off = ((n * 4 + j) * 4096) % (1 << 20);
+                            me.acquire().unwrap().read(f, off, IoBuf::new(4096))
+                        })
+                        .collect();
+                    let start = Instant::now();
+                    while !ios.iter().all(|io| io.check_done()) {
+                        assert!(
+                            start.elapsed() < Duration::from_secs(10),
+                            "issuer {t}, batch {n}: a queued read never reached a worker"
+                        );
+                        std::thread::yield_now();
+                    }
+                    for io in ios {
+                        assert!(me.wait(io).into_buf().iter().all(|&b| b == 3));
+                    }
+                }
+            });
+        }
+    });
+    let pool = aio.worker_pool().unwrap();
+    assert_eq!(pool.missed_wakes, 0, "{pool:?}");
+}
+
+#[test]
 fn a_depth_one_issuer_keeps_one_worker_process() {
     // Self-sizing between 1 and 4 processes: one read at a time never backs the queue up
     // for a whole launch interval, so the pool stays at its minimum.

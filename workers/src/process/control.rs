@@ -73,10 +73,12 @@ pub(crate) struct Header {
     /// Bit `w` set: worker `w` is idle and may be taken and woken by a submitter.
     pub idle: CachePadded<AtomicU64>,
     /// Bit `w` set: worker `w` is on its way to the queue — a submitter woke it, or it has
-    /// just posted a result — and takes a request there without another wake. Kept by
-    /// self-sizing pools only, and only their sizing reads it (a wake that found too few idle
-    /// workers but enough coming ones is met); wakeups do not depend on it, so a bit left set
-    /// by a death only holds growth back until the repair clears it.
+    /// just posted a result — and takes a request there without another wake. A submitter
+    /// wakes only as many idle workers as the queue holds beyond these (Dekker: a worker
+    /// clears its bit after it sets its idle bit and before it looks at the queue once
+    /// more); a self-sizing pool's wake that found too few idle workers but enough coming
+    /// ones is met. A bit left set by a death holds wakes back until the repair clears it
+    /// and wakes a worker for what it requeued.
     pub coming: CachePadded<AtomicU64>,
     /// The completer thread sleeps on `done_seq` after setting this.
     pub completer_sleeping: CachePadded<AtomicU32>,

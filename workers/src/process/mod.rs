@@ -362,7 +362,7 @@ impl ProcessPool {
             c.epoch.store(0, Ordering::Release);
         }
         ctl.header().close_seq.fetch_add(1, Ordering::AcqRel);
-        wake_idle(ctl, u32::MAX, false);
+        wake_idle(ctl, u32::MAX);
     }
 
     /// Queues handle `slot`'s request `req` (generation `generation`) for the workers; false
@@ -415,25 +415,24 @@ impl ProcessPool {
         true
     }
 
-    /// Wakes up to `n` idle workers after queueing (lowest-numbered first).
+    /// Wakes idle workers after `n` requests were queued (lowest-numbered first): as many as
+    /// the queue holds beyond the workers already on their way to it (`Header::coming`:
+    /// woken earlier, or just done with a request), which each take one without a wake. A
+    /// worker that takes one and still sees more than that passes the wake on
+    /// (`child.rs`). Waking one per request instead cost a sleep and a wake for each worker
+    /// that found the queue emptied by the ones coming.
     pub fn wake(&self, n: u32) {
         if n == 0 {
             return;
         }
         fence(Ordering::SeqCst);
         let ctl = &self.inner.ctl;
+        let want = n.min(wanted(ctl));
+        let woken = wake_idle(ctl, want);
         if self.inner.size.min == self.inner.size.max {
-            wake_idle(ctl, n, false); // a fixed pool: nothing to tally
-            return;
+            return; // a fixed pool: nothing to tally
         }
-        // Workers woken earlier or just done with a request, and not yet back at the queue,
-        // each take a request there without a wake (counted before this wake adds its own);
-        // the queue may hold earlier requests too, which they take first. The wake is met if
-        // it found an idle worker for every request beyond those.
-        let coming = ctl.header().coming.load(Ordering::SeqCst).count_ones();
-        let backlog = ctl.queued().count() as u32;
-        let want = n.min(backlog.saturating_sub(coming));
-        if wake_idle(ctl, n, true) >= want {
+        if woken >= want {
             self.inner.tally.met();
         } else {
             self.inner.tally.short();
@@ -514,9 +513,16 @@ impl ProcessPool {
     }
 }
 
-/// Takes and wakes up to `want` idle workers, lowest first; returns how many. `coming`: mark
-/// them in `Header::coming` (self-sizing pools, whose wakes count the workers on their way).
-fn wake_idle(ctl: &Control, want: u32, coming: bool) -> u32 {
+/// Queued requests beyond the workers on their way to the queue (each of which takes one
+/// without a wake): how many idle workers a wake wants.
+fn wanted(ctl: &Control) -> u32 {
+    let coming = ctl.header().coming.load(Ordering::SeqCst).count_ones();
+    (ctl.queued().count() as u32).saturating_sub(coming)
+}
+
+/// Takes and wakes up to `want` idle workers, lowest first, marking each as on its way to
+/// the queue (`Header::coming`) until it takes a request or sleeps again; returns how many.
+fn wake_idle(ctl: &Control, want: u32) -> u32 {
     let h = ctl.header();
     let mut woken = 0;
     while woken < want {
@@ -526,10 +532,7 @@ fn wake_idle(ctl: &Control, want: u32, coming: bool) -> u32 {
         }
         let bit = mask & mask.wrapping_neg();
         if h.idle.fetch_and(!bit, Ordering::SeqCst) & bit != 0 {
-            if coming {
-                // On its way to the queue until it takes a request or sleeps again.
-                h.coming.fetch_or(bit, Ordering::SeqCst);
-            }
+            h.coming.fetch_or(bit, Ordering::SeqCst);
             let cell = &ctl.workers()[bit.trailing_zeros() as usize];
             cell.word.fetch_add(1, Ordering::SeqCst);
             futex::wake(&cell.word, 1);
@@ -537,6 +540,16 @@ fn wake_idle(ctl: &Control, want: u32, coming: bool) -> u32 {
         }
     }
     woken
+}
+
+/// A worker that has just taken a request from the queue (`child.rs`): if more are queued
+/// than workers are on their way, one more idle worker is woken (a wake wanted only the
+/// ones beyond the coming workers, and two submitters may have counted the same one).
+pub(crate) fn pass_wake_on(ctl: &Control) {
+    let h = ctl.header();
+    if h.idle.load(Ordering::Relaxed) != 0 && ctl.queued().any() && wanted(ctl) > 0 {
+        wake_idle(ctl, 1);
+    }
 }
 
 fn snapshot(inner: &Inner) -> PoolSnapshot {
@@ -877,7 +890,7 @@ impl<'a> Supervisor<'a> {
         inner.replaced.fetch_add(1, Ordering::Relaxed);
         wake_completer(inner);
         self.replace(w);
-        wake_idle(ctl, requeued.max(1), false);
+        wake_idle(ctl, requeued.max(1));
     }
 
     /// Starts a worker in dead worker `w`'s place, unless replacements keep dying before

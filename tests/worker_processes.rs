@@ -759,6 +759,68 @@ fn every_queued_request_reaches_a_worker_while_others_come_back() {
     assert_eq!(pool.missed_wakes, 0, "{pool:?}");
 }
 
+/// Stops (SIGSTOP) worker process 0 once every worker is idle, so that the next wake takes
+/// its idle bit: the woken worker never comes. Returns its pid.
+fn stop_worker_zero_when_idle(aio: &Aio) -> i32 {
+    eventually(10, "every worker idle", || {
+        let pool = aio.worker_pool().unwrap();
+        pool.workers.len() == 2 && pool.workers.iter().all(|w| w.state == "idle")
+    });
+    std::thread::sleep(Duration::from_millis(50)); // asleep, not on its way to sleep
+    let pool = aio.worker_pool().unwrap();
+    let pid = pool.workers.iter().find(|w| w.worker == 0).unwrap().tid;
+    // SAFETY: kill sends a signal to a process of ours.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    eventually(10, "worker 0 stopped", || is_stopped(pid));
+    pid
+}
+
+#[test]
+fn a_stopped_worker_does_not_hold_up_polled_reads_or_futures() {
+    // Found by an attack from the caller's side: with the lowest idle worker process
+    // stopped, a submission's wake took its idle bit, and a read its issuer only polled
+    // (`check_done` takes nothing back, unlike a wait) stayed queued for as long as the
+    // worker stayed stopped, the other worker asleep. Polls that keep seeing requests
+    // queued beside idle workers now wake one (at most one a millisecond), and so does the
+    // completer when it wakes, for a future polled once.
+    let d = dir();
+    let path = d.path().join("f");
+    std::fs::write(&path, vec![6u8; 1 << 20]).unwrap();
+    let aio = Aio::start(settings(2)).unwrap();
+    let f = aio.open(&path, &OpenOptions::read()).unwrap();
+    let me = aio.register_issuer("poller").unwrap();
+    let pid = stop_worker_zero_when_idle(&aio);
+    for n in 0..50u64 {
+        let io = me
+            .acquire()
+            .unwrap()
+            .read(&f, (n * 4096) % (1 << 20), IoBuf::new(4096));
+        let start = Instant::now();
+        while !io.check_done() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "read {n}: polled, it never reached the worker that is not stopped"
+            );
+            std::thread::yield_now();
+        }
+        assert!(me.wait(io).into_buf().iter().all(|&b| b == 6));
+    }
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    let pid = stop_worker_zero_when_idle(&aio);
+    let ticket = me
+        .acquire()
+        .unwrap()
+        .read(&f, 8192, IoBuf::new(4096))
+        .into_ticket();
+    let done =
+        runtime().block_on(async { tokio::time::timeout(Duration::from_secs(10), ticket).await });
+    let c = done.expect("a future's read never reached the worker that is not stopped");
+    assert!(c.into_buf().iter().all(|&b| b == 6));
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+}
+
 #[test]
 fn a_depth_one_issuer_keeps_one_worker_process() {
     // Self-sizing between 1 and 4 processes: one read at a time never backs the queue up

@@ -57,6 +57,8 @@ struct Worker<'a> {
     files: HashMap<u32, (u64, OwnedFd)>,
     close_seq: u32,
     cursor: usize,
+    /// A self-sizing pool: this worker keeps its bit in `Header::coming`.
+    sized: bool,
 }
 
 fn run(arg: &str) -> Result<(), String> {
@@ -94,6 +96,7 @@ fn run(arg: &str) -> Result<(), String> {
         files: HashMap::new(),
         close_seq: h.close_seq.load(Ordering::Acquire),
         cursor: id as usize * 64,
+        sized: h.min.load(Ordering::Relaxed) < h.max.load(Ordering::Relaxed),
     };
     w.serve();
     Ok(())
@@ -184,7 +187,7 @@ impl Worker<'_> {
         cell.state.store(W_BUSY, Ordering::SeqCst);
         // This worker's bit in `coming` is set while it is on its way to the queue (it posted
         // a result, or a submitter woke it); it leaves once it has taken a request or is
-        // visible as idle. Submitters wake only the idle workers the coming ones leave short.
+        // visible as idle. Only a self-sizing pool keeps the mask (`sized`).
         let arrived = || {
             if h.coming.load(Ordering::Relaxed) & bit != 0 {
                 h.coming.fetch_and(!bit, Ordering::SeqCst);
@@ -195,7 +198,6 @@ impl Worker<'_> {
             if let Some(i) = ctl.queued().take_one(self.cursor) {
                 self.cursor = i as usize + 1;
                 arrived();
-                super::pass_wake_on(ctl);
                 self.execute(i);
                 continue;
             }
@@ -288,15 +290,17 @@ impl Worker<'_> {
             return; // taken back by a waiter, or a stale bit
         }
         let result = self.perform(i);
-        ctl.header()
-            .coming
-            .fetch_or(1u64 << self.id, Ordering::SeqCst);
+        if self.sized {
+            ctl.header()
+                .coming
+                .fetch_or(1u64 << self.id, Ordering::SeqCst);
+        }
         c.result.store(result, Ordering::Relaxed);
         c.state.store(state_word(DONE, self.id), Ordering::SeqCst);
         ctl.done().set(i);
-        ctl.workers()[self.id as usize]
-            .done
-            .fetch_add(1, Ordering::Relaxed);
+        // Only this worker writes its count: no locked add.
+        let done = &ctl.workers()[self.id as usize].done;
+        done.store(done.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         let h = ctl.header();
         if super::wake::Wake::of(h).posted() {
             return; // a waiter completes it

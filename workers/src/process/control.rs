@@ -73,12 +73,10 @@ pub(crate) struct Header {
     /// Bit `w` set: worker `w` is idle and may be taken and woken by a submitter.
     pub idle: CachePadded<AtomicU64>,
     /// Bit `w` set: worker `w` is on its way to the queue — a submitter woke it, or it has
-    /// just posted a result — and takes a request there without another wake. A submitter
-    /// wakes only as many idle workers as the queue holds beyond these (Dekker: a worker
-    /// clears its bit after it sets its idle bit and before it looks at the queue once
-    /// more); a self-sizing pool's wake that found too few idle workers but enough coming
-    /// ones is met. A bit left set by a death holds wakes back until the repair clears it
-    /// and wakes a worker for what it requeued.
+    /// just posted a result — and takes a request there without another wake. Kept by
+    /// self-sizing pools only, and only their sizing reads it (a wake that found too few idle
+    /// workers but enough coming ones is met); wakeups do not depend on it, so a bit left set
+    /// by a death only holds growth back until the repair clears it.
     pub coming: CachePadded<AtomicU64>,
     /// The completer thread sleeps on `done_seq` after setting this.
     pub completer_sleeping: CachePadded<AtomicU32>,
@@ -206,11 +204,19 @@ impl ReqCell {
             op => op,
         };
         let n = (self.iovcnt.load(r) as usize).min(MAX_IOV);
-        let mut iov = [libc::iovec {
+        const NONE: libc::iovec = libc::iovec {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
-        }; MAX_IOV];
-        for (k, v) in iov.iter_mut().enumerate().take(n) {
+        };
+        // Most requests carry a few iovecs: those fill a small array, not 2 KiB of stack.
+        let (mut few, mut many) = ([NONE; 4], Vec::new());
+        let iov: &mut [libc::iovec] = if n <= few.len() {
+            &mut few[..n]
+        } else {
+            many.resize(n, NONE);
+            &mut many
+        };
+        for (k, v) in iov.iter_mut().enumerate() {
             let (shared, len) = (self.iov[k][0].load(r), self.iov[k][1].load(r));
             let space = (shared >> dbaio_sys::arena::REGION_SHIFT) as usize;
             let off = shared & ((1 << dbaio_sys::arena::REGION_SHIFT) - 1);
@@ -392,10 +398,17 @@ pub(crate) struct Bits<'a> {
 }
 
 impl Bits<'_> {
+    /// Sets bit `i`. The second level's bit is written only if it is clear: a taker clears
+    /// it before it looks at the first level (`take_all`, `tidy`), so a setter that sees it
+    /// still set has its bit found (one locked operation fewer per post on a word that every
+    /// worker writes).
     pub fn set(&self, i: u32) {
         let w = i as usize / 64;
         self.l0[w].fetch_or(1 << (i % 64), Ordering::SeqCst);
-        self.l1[w / 64].fetch_or(1 << (w % 64), Ordering::SeqCst);
+        let (l1, bit) = (&self.l1[w / 64], 1u64 << (w % 64));
+        if l1.load(Ordering::SeqCst) & bit == 0 {
+            l1.fetch_or(bit, Ordering::SeqCst);
+        }
     }
 
     pub fn any(&self) -> bool {

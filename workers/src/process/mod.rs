@@ -49,6 +49,9 @@ pub use control::MAX_IOV;
 
 /// Times a request may lose its worker before it is completed as lost.
 const MAX_LOSSES: u32 = 3;
+/// How long polls must keep seeing requests queued beside idle workers before one wakes a
+/// worker for them (`ProcessPool::rescue_stranded`).
+const STRANDED_NS: u64 = 1_000_000;
 /// How long a starting worker may take to reach its loop.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -149,6 +152,9 @@ struct Inner {
     drainer_window_ns: AtomicU64,
     /// Waiter sleeps that ran to their safety limit although an awaited I/O completed.
     missed_wakes: AtomicU64,
+    /// When a poll or a watch first saw requests queued while workers slept idle, in this
+    /// stretch of seeing it (CLOCK_MONOTONIC ns; 0: it did not): `rescue_stranded`.
+    stranded_since: AtomicU64,
     /// How the wakes since the supervisor last looked went: not calm (no wake found enough
     /// idle workers, or more than three found too few for each that did) is a queue that
     /// backs up.
@@ -280,6 +286,7 @@ impl ProcessPool {
             requeued: AtomicU64::new(0),
             drainer_window_ns: AtomicU64::new(control::DRAINER_ACTIVE_NS),
             missed_wakes: AtomicU64::new(0),
+            stranded_since: AtomicU64::new(0),
             tally: WakeTally::default(),
             stopping: AtomicBool::new(false),
             completer_stop: AtomicBool::new(false),
@@ -362,7 +369,7 @@ impl ProcessPool {
             c.epoch.store(0, Ordering::Release);
         }
         ctl.header().close_seq.fetch_add(1, Ordering::AcqRel);
-        wake_idle(ctl, u32::MAX);
+        wake_idle(ctl, u32::MAX, false);
     }
 
     /// Queues handle `slot`'s request `req` (generation `generation`) for the workers; false
@@ -415,24 +422,25 @@ impl ProcessPool {
         true
     }
 
-    /// Wakes idle workers after `n` requests were queued (lowest-numbered first): as many as
-    /// the queue holds beyond the workers already on their way to it (`Header::coming`:
-    /// woken earlier, or just done with a request), which each take one without a wake. A
-    /// worker that takes one and still sees more than that passes the wake on
-    /// (`child.rs`). Waking one per request instead cost a sleep and a wake for each worker
-    /// that found the queue emptied by the ones coming.
+    /// Wakes up to `n` idle workers after queueing (lowest-numbered first).
     pub fn wake(&self, n: u32) {
         if n == 0 {
             return;
         }
         fence(Ordering::SeqCst);
         let ctl = &self.inner.ctl;
-        let want = n.min(wanted(ctl));
-        let woken = wake_idle(ctl, want);
         if self.inner.size.min == self.inner.size.max {
-            return; // a fixed pool: nothing to tally
+            wake_idle(ctl, n, false); // a fixed pool: nothing to tally
+            return;
         }
-        if woken >= want {
+        // Workers woken earlier or just done with a request, and not yet back at the queue,
+        // each take a request there without a wake (counted before this wake adds its own);
+        // the queue may hold earlier requests too, which they take first. The wake is met if
+        // it found an idle worker for every request beyond those.
+        let coming = ctl.header().coming.load(Ordering::SeqCst).count_ones();
+        let backlog = ctl.queued().count() as u32;
+        let want = n.min(backlog.saturating_sub(coming));
+        if wake_idle(ctl, n, true) >= want {
             self.inner.tally.met();
         } else {
             self.inner.tally.short();
@@ -463,6 +471,7 @@ impl ProcessPool {
             drain(inner);
             inner.ctl.header().mark_drained();
         }
+        rescue_stranded(&self.inner);
     }
 
     /// Someone watches handle `slot`'s I/O without waiting for it (a future): its result is
@@ -484,6 +493,7 @@ impl ProcessPool {
         if c.state.load(Ordering::SeqCst) & 0xff == DONE {
             drain(inner);
         }
+        rescue_stranded(&self.inner);
     }
 
     /// Completes what the workers have finished, on the calling thread; then, unless
@@ -513,16 +523,39 @@ impl ProcessPool {
     }
 }
 
-/// Queued requests beyond the workers on their way to the queue (each of which takes one
-/// without a wake): how many idle workers a wake wants.
-fn wanted(ctl: &Control) -> u32 {
-    let coming = ctl.header().coming.load(Ordering::SeqCst).count_ones();
-    (ctl.queued().count() as u32).saturating_sub(coming)
+/// A poll or a watch (whose caller does not take its request back, as a waiter does)
+/// that keeps seeing requests queued while workers sleep idle for `STRANDED_NS` wakes
+/// one of them. The worker a submission woke may never come: a process stopped
+/// (SIGSTOP) or starved by its host after its idle bit was taken. Found by an attack
+/// from the caller's side: with the lowest idle worker stopped, a read polled with
+/// `check_done` waited for as long as that worker stayed stopped while the others
+/// slept. A healthy pool's woken worker arrives within microseconds, so this wakes at
+/// most one worker a millisecond, and only while such polls go on. The completer looks
+/// too whenever it wakes, so a future polled once is rescued by its next wake (at the
+/// latest its 100 ms safety net).
+fn rescue_stranded(inner: &Inner) {
+    let ctl = &inner.ctl;
+    let stranded = ctl.header().idle.load(Ordering::SeqCst) != 0 && ctl.queued().any();
+    let since = inner.stranded_since.load(Ordering::Relaxed);
+    if !stranded {
+        if since != 0 {
+            inner.stranded_since.store(0, Ordering::Relaxed);
+        }
+        return;
+    }
+    let now = control::monotonic_ns();
+    if since == 0 {
+        inner.stranded_since.store(now, Ordering::Relaxed);
+    } else if now.saturating_sub(since) >= STRANDED_NS {
+        inner.stranded_since.store(now, Ordering::Relaxed);
+        let sized = inner.size.min != inner.size.max;
+        wake_idle(ctl, 1, sized);
+    }
 }
 
-/// Takes and wakes up to `want` idle workers, lowest first, marking each as on its way to
-/// the queue (`Header::coming`) until it takes a request or sleeps again; returns how many.
-fn wake_idle(ctl: &Control, want: u32) -> u32 {
+/// Takes and wakes up to `want` idle workers, lowest first; returns how many. `coming`: mark
+/// them in `Header::coming` (self-sizing pools, whose wakes count the workers on their way).
+fn wake_idle(ctl: &Control, want: u32, coming: bool) -> u32 {
     let h = ctl.header();
     let mut woken = 0;
     while woken < want {
@@ -532,7 +565,10 @@ fn wake_idle(ctl: &Control, want: u32) -> u32 {
         }
         let bit = mask & mask.wrapping_neg();
         if h.idle.fetch_and(!bit, Ordering::SeqCst) & bit != 0 {
-            h.coming.fetch_or(bit, Ordering::SeqCst);
+            if coming {
+                // On its way to the queue until it takes a request or sleeps again.
+                h.coming.fetch_or(bit, Ordering::SeqCst);
+            }
             let cell = &ctl.workers()[bit.trailing_zeros() as usize];
             cell.word.fetch_add(1, Ordering::SeqCst);
             futex::wake(&cell.word, 1);
@@ -540,16 +576,6 @@ fn wake_idle(ctl: &Control, want: u32) -> u32 {
         }
     }
     woken
-}
-
-/// A worker that has just taken a request from the queue (`child.rs`): if more are queued
-/// than workers are on their way, one more idle worker is woken (a wake wanted only the
-/// ones beyond the coming workers, and two submitters may have counted the same one).
-pub(crate) fn pass_wake_on(ctl: &Control) {
-    let h = ctl.header();
-    if h.idle.load(Ordering::Relaxed) != 0 && ctl.queued().any() && wanted(ctl) > 0 {
-        wake_idle(ctl, 1);
-    }
 }
 
 fn snapshot(inner: &Inner) -> PoolSnapshot {
@@ -621,6 +647,7 @@ fn complete_loop(inner: &Inner) {
     // Woken by someone (a watched result, a repair, the stop), not by the end of a nap.
     let mut woken = false;
     loop {
+        rescue_stranded(inner);
         let seq = h.done_seq.load(Ordering::SeqCst);
         let stopping = inner.completer_stop.load(Ordering::SeqCst);
         // While an embedder thread drains, what is posted is its to complete: nap, without
@@ -890,7 +917,7 @@ impl<'a> Supervisor<'a> {
         inner.replaced.fetch_add(1, Ordering::Relaxed);
         wake_completer(inner);
         self.replace(w);
-        wake_idle(ctl, requeued.max(1));
+        wake_idle(ctl, requeued.max(1), false);
     }
 
     /// Starts a worker in dead worker `w`'s place, unless replacements keep dying before

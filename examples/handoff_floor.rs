@@ -329,8 +329,23 @@ fn run(
         t.worker_seq.fetch_add(1, Ordering::SeqCst);
         futex_wake(&t.worker_seq, i32::MAX as u32, private);
     };
+    // The issuer's part (reads it issued), or, for `direct`, the wait while workers read.
+    let run_for = |seconds: f64| {
+        if workload == Workload::Direct {
+            std::thread::sleep(Duration::from_secs_f64(seconds));
+            return 0;
+        }
+        issuer(
+            t,
+            (fd, workload == Workload::Help),
+            depth,
+            blocks,
+            seconds,
+            private,
+        )
+    };
     let start = Instant::now();
-    let mut issued = 0;
+    let issued;
     if processes {
         let mut children = Vec::new();
         for me in 0..workers {
@@ -372,29 +387,20 @@ fn run(
                 pid => children.push(pid),
             }
         }
-        if workload != Workload::Direct {
-            let help = (fd, workload == Workload::Help);
-            issued = issuer(t, help, depth, blocks, seconds, private);
-        } else {
-            std::thread::sleep(Duration::from_secs_f64(seconds));
-        }
+        issued = run_for(seconds);
         stop(t);
         for pid in children {
             // SAFETY: waits for a child of ours; status unused.
             unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
         }
     } else {
-        std::thread::scope(|s| {
+        issued = std::thread::scope(|s| {
             for me in 0..workers {
                 s.spawn(move || body(me));
             }
-            if workload != Workload::Direct {
-                let help = (fd, workload == Workload::Help);
-                issued = issuer(t, help, depth, blocks, seconds, private);
-            } else {
-                std::thread::sleep(Duration::from_secs_f64(seconds));
-            }
+            let issued = run_for(seconds);
             stop(t);
+            issued
         });
     }
     let elapsed = start.elapsed().as_secs_f64();

@@ -599,14 +599,10 @@ fn a_result_no_one_waits_for_completes_while_the_completer_naps() {
             .acquire()
             .unwrap()
             .read(&f, (n * 4096) % (1 << 20), IoBuf::new(4096));
-        let t = Instant::now();
-        while !observed.is_done() {
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "round {n}: a result no one waited for was never completed"
-            );
-            std::hint::spin_loop();
-        }
+        poll_until(
+            || format!("round {n}: a result no one waited for was never completed"),
+            || observed.is_done(),
+        );
         assert!(me.wait(observed).into_buf().iter().all(|&b| b == 9));
     }
 }
@@ -650,14 +646,10 @@ fn check_done_completes_a_result_the_completer_leaves_to_the_issuer() {
             .acquire()
             .unwrap()
             .read(&f, (n * 4096) % (1 << 20), IoBuf::new(4096));
-        let t = Instant::now();
-        while !polled.check_done() {
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "round {n}: check_done never completed a posted result"
-            );
-            std::hint::spin_loop();
-        }
+        poll_until(
+            || format!("round {n}: check_done never completed a posted result"),
+            || polled.check_done(),
+        );
         assert!(me.wait(polled).into_buf().iter().all(|&b| b == 5));
     }
 }
@@ -740,14 +732,10 @@ fn every_queued_request_reaches_a_worker_while_others_come_back() {
                             me.acquire().unwrap().read(f, off, IoBuf::new(4096))
                         })
                         .collect();
-                    let start = Instant::now();
-                    while !ios.iter().all(|io| io.check_done()) {
-                        assert!(
-                            start.elapsed() < Duration::from_secs(10),
-                            "issuer {t}, batch {n}: a queued read never reached a worker"
-                        );
-                        std::thread::yield_now();
-                    }
+                    poll_until(
+                        || format!("issuer {t}, batch {n}: a queued read never reached a worker"),
+                        || ios.iter().all(|io| io.check_done()),
+                    );
                     for io in ios {
                         assert!(me.wait(io).into_buf().iter().all(|&b| b == 3));
                     }
@@ -795,14 +783,10 @@ fn a_stopped_worker_does_not_hold_up_polled_reads_or_futures() {
             .acquire()
             .unwrap()
             .read(&f, (n * 4096) % (1 << 20), IoBuf::new(4096));
-        let start = Instant::now();
-        while !io.check_done() {
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "read {n}: polled, it never reached the worker that is not stopped"
-            );
-            std::thread::yield_now();
-        }
+        poll_until(
+            || format!("read {n}: polled, it never reached the worker that is not stopped"),
+            || io.check_done(),
+        );
         assert!(me.wait(io).into_buf().iter().all(|&b| b == 6));
     }
     // SAFETY: as above.
@@ -938,6 +922,16 @@ fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
     while !cond() {
         assert!(Instant::now() < end, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Polls `done` without sleeping until it holds; after 10 s fails with `what` instead of
+/// hanging.
+fn poll_until(what: impl Fn() -> String, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < Duration::from_secs(10), "{}", what());
+        std::thread::yield_now();
     }
 }
 

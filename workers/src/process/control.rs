@@ -204,19 +204,11 @@ impl ReqCell {
             op => op,
         };
         let n = (self.iovcnt.load(r) as usize).min(MAX_IOV);
-        const NONE: libc::iovec = libc::iovec {
+        let mut iov = [libc::iovec {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
-        };
-        // Most requests carry a few iovecs: those fill a small array, not 2 KiB of stack.
-        let (mut few, mut many) = ([NONE; 4], Vec::new());
-        let iov: &mut [libc::iovec] = if n <= few.len() {
-            &mut few[..n]
-        } else {
-            many.resize(n, NONE);
-            &mut many
-        };
-        for (k, v) in iov.iter_mut().enumerate() {
+        }; MAX_IOV];
+        for (k, v) in iov.iter_mut().enumerate().take(n) {
             let (shared, len) = (self.iov[k][0].load(r), self.iov[k][1].load(r));
             let space = (shared >> dbaio_sys::arena::REGION_SHIFT) as usize;
             let off = shared & ((1 << dbaio_sys::arena::REGION_SHIFT) - 1);

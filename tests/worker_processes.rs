@@ -607,6 +607,44 @@ fn a_result_no_one_waits_for_completes_while_the_completer_naps() {
     }
 }
 
+#[test]
+fn a_result_posted_after_the_issuer_stopped_draining_wakes_the_napping_completer() {
+    // While an embedder thread keeps completing results (it waits in a loop), the
+    // completer naps, longer and longer, and workers leave it be: what they post is that
+    // thread's to complete. Once no embedder thread has drained for the window (1 ms), a
+    // post must wake the completer. Here its naps last until someone wakes it, and the
+    // issuer, after a pause longer than the window, only reads its handle's state
+    // (`is_done`, which completes nothing): only the worker's wake can finish the read.
+    let d = dir();
+    let path = d.path().join("f");
+    std::fs::write(&path, vec![7u8; 1 << 20]).unwrap();
+    let aio = Aio::start(settings(2)).unwrap();
+    aio.hold_worker_process_completer_naps(true);
+    let me = aio.register_issuer("paused").unwrap();
+    let f = aio.open(&path, &OpenOptions::read()).unwrap();
+    for n in 0..20u64 {
+        for _ in 0..10 {
+            let waited = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));
+            assert!(me.wait(waited).into_buf().iter().all(|&b| b == 7));
+        }
+        // The issuer stops draining for longer than the window.
+        std::thread::sleep(Duration::from_millis(5));
+        let observed = me
+            .acquire()
+            .unwrap()
+            .read(&f, (n * 4096) % (1 << 20), IoBuf::new(4096));
+        poll_until(
+            || {
+                format!(
+                    "round {n}: a result posted after the issuer stopped draining was never completed"
+                )
+            },
+            || observed.is_done(),
+        );
+        assert!(me.wait(observed).into_buf().iter().all(|&b| b == 7));
+    }
+}
+
 /// An issuer that has just completed results (a wait) and a completer that leaves results
 /// to such an issuer for an hour: only what the issuer does next can complete its next I/O.
 fn issuer_left_to_drain() -> (Aio, dbaio::File, tempfile::TempDir) {
@@ -637,7 +675,7 @@ fn runtime() -> tokio::runtime::Runtime {
 fn check_done_completes_a_result_the_completer_leaves_to_the_issuer() {
     // `check_done` polls: with worker processes it completes what they have posted, here
     // and now. Before, it completed nothing, and a poll loop saw its I/O done only when the
-    // completer came by (up to 200 µs later; here, with the completer held off, never).
+    // completer came by (up to 9 ms later; here, with the completer held off, never).
     let (aio, f, _d) = issuer_left_to_drain();
     let me = aio.register_issuer("poller").unwrap();
     for n in 0..100u64 {

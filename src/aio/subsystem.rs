@@ -216,12 +216,22 @@ impl Aio {
     }
 
     /// Tests only: how long after a thread of this program completed worker processes'
-    /// results the pool's completer leaves the next ones to it (200 µs by default),
+    /// results the pool's completer leaves the next ones to it (1 ms by default),
     /// counting such a completion now.
     #[doc(hidden)]
     pub fn set_worker_process_drainer_window(&self, window: std::time::Duration) {
         if let Some(p) = &self.inner.pool {
             p.set_drainer_window(window);
+        }
+    }
+
+    /// Tests only: the worker-process pool's completer, once napping, naps until someone
+    /// wakes it (true), or wakes by itself as it normally does (false), so that a test can
+    /// tell the wakes that end its naps apart.
+    #[doc(hidden)]
+    pub fn hold_worker_process_completer_naps(&self, hold: bool) {
+        if let Some(p) = &self.inner.pool {
+            p.hold_completer_naps(hold);
         }
     }
 

@@ -409,8 +409,8 @@ impl IoMethod for WorkerMethod {
     }
 
     /// Worker processes: the completer is woken for handle `i`'s result, even while an
-    /// embedder thread is draining others (it would otherwise leave it to that thread for
-    /// up to 200 µs).
+    /// embedder thread is draining others (it would otherwise leave it to that thread, up to
+    /// 9 ms if the thread stops draining).
     fn watch(&self, _issuer: u32, i: u32) {
         if let Engine::Processes(procs) = &self.engine {
             procs.watch(i);

@@ -149,13 +149,22 @@ impl PoolObserver {
     }
 
     /// Tests only: how long after an embedder thread's drain the process pool's completer
-    /// leaves posted results to that thread (200 µs; threads ignore it), counting a drain
+    /// leaves posted results to that thread (1 ms; threads ignore it), counting a drain
     /// now. A test makes it long so that only the embedder's own polls, waits and watched
     /// futures can complete a result.
     #[doc(hidden)]
     pub fn set_drainer_window(&self, window: std::time::Duration) {
         if let Observed::Processes(p) = &self.0 {
             p.set_drainer_window(window);
+        }
+    }
+
+    /// Tests only: the process pool's completer, once napping, naps until someone wakes it
+    /// (true) instead of waking by itself. Threads ignore it.
+    #[doc(hidden)]
+    pub fn hold_completer_naps(&self, hold: bool) {
+        if let Observed::Processes(p) = &self.0 {
+            p.hold_completer_naps(hold);
         }
     }
 

@@ -307,14 +307,17 @@ impl Worker<'_> {
         }
         // Dekker with the completer's store-then-check of the done bitmap (either it sees
         // our bit or we see how it sleeps), and with a watcher's store of `watched` then
-        // load of the state. A napping completer wakes by itself, unless someone watches
-        // this result: it is then woken for it.
+        // load of the state. A napping completer is left to nap while an embedder thread
+        // drains (it completes this result on its next wait), unless someone watches this
+        // result or no embedder thread has drained for the window: it is then woken.
         fence(Ordering::SeqCst);
         let watched = c.watched.load(Ordering::SeqCst) != 0;
         if watched {
             h.watched_posted.store(1, Ordering::SeqCst);
             fence(Ordering::SeqCst);
-        } else if h.completer_sleeping.load(Ordering::SeqCst) == COMPLETER_NAPPING {
+        } else if h.completer_sleeping.load(Ordering::SeqCst) == COMPLETER_NAPPING
+            && h.since_drained() < h.drainer_window_ns.load(Ordering::Relaxed)
+        {
             return;
         }
         if h.completer_sleeping.swap(0, Ordering::SeqCst) != 0 {

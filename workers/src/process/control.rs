@@ -101,20 +101,30 @@ pub(crate) struct Header {
     /// completer thread does not count). While that is recent the completer naps instead
     /// of sleeping (`completer_sleeping` = `COMPLETER_NAPPING`), and workers do not wake it.
     pub drained_ns: CachePadded<AtomicU64>,
+    /// How long after an embedder thread's latest drain the results are left to it
+    /// (`DRAINER_ACTIVE_NS`; tests lengthen it): the completer naps meanwhile, and a worker
+    /// wakes a napping completer only once that long has passed without a drain.
+    pub drainer_window_ns: AtomicU64,
 }
 
 /// `completer_sleeping`: the completer sleeps until a worker wakes it.
 pub(crate) const COMPLETER_SLEEPING: u32 = 1;
-/// `completer_sleeping`: the completer naps, and wakes by itself; a worker whose post no
-/// one waits for leaves it be. It naps while an embedder thread has drained within the last
-/// `DRAINER_ACTIVE_NS` (an issuer between two waits): that thread completes what is posted
-/// on its next wait, so the completer neither drains nor is woken per post — it naps until
-/// `DRAINER_ACTIVE_NS` after that thread's latest drain, and drains only if none came since.
+/// `completer_sleeping`: the completer naps, and wakes by itself. It naps while an embedder
+/// thread has drained within the last `DRAINER_ACTIVE_NS` (an issuer between two waits):
+/// that thread completes what is posted on its next wait, so the completer neither drains
+/// nor is woken per post. A worker whose post no one waits for wakes a napping completer
+/// only if no embedder thread has drained for that long (it has stopped draining while I/O
+/// still flows). Each nap that ends with the embedder still draining makes the next one
+/// twice as long, up to `NAP_MAX_NS`, so a steady issuer costs the completer about a
+/// hundred wakes a second, not one per window.
 pub(crate) const COMPLETER_NAPPING: u32 = 2;
-/// How long after an embedder thread's latest drain the completer leaves results to it: the
-/// longest a result no one waits for (nor polls, nor watches) stays undrained while some
-/// embedder thread keeps draining others.
-pub(crate) const DRAINER_ACTIVE_NS: u64 = 200_000;
+/// How long after an embedder thread's latest drain the completer leaves results to it. A
+/// result no one waits for (nor polls, nor watches) that is posted after the issuers'
+/// last drain completes within this plus `NAP_MAX_NS`; one posted while I/O still flows,
+/// at the next post after this.
+pub(crate) const DRAINER_ACTIVE_NS: u64 = 1_000_000;
+/// The longest nap of the completer while an embedder thread keeps draining.
+pub(crate) const NAP_MAX_NS: u64 = 8_000_000;
 
 impl Header {
     /// An embedder thread has just completed results (in `drive` or `poll`): the completer

@@ -147,9 +147,8 @@ struct Inner {
     replaced: AtomicU32,
     /// Requests queued again after their worker died.
     requeued: AtomicU64,
-    /// How long after an embedder thread's drain the completer leaves results to it
-    /// (`control::DRAINER_ACTIVE_NS`; tests lengthen it).
-    drainer_window_ns: AtomicU64,
+    /// Tests only: the completer's naps last until someone wakes it.
+    naps_held: AtomicBool,
     /// Waiter sleeps that ran to their safety limit although an awaited I/O completed.
     missed_wakes: AtomicU64,
     /// When a poll or a watch first saw requests queued while workers slept idle, in this
@@ -198,9 +197,17 @@ impl ProcessObserver {
     pub(crate) fn set_drainer_window(&self, window: std::time::Duration) {
         if let Some(i) = self.0.upgrade() {
             let ns = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX);
-            i.drainer_window_ns.store(ns, Ordering::SeqCst);
+            i.ctl.header().drainer_window_ns.store(ns, Ordering::SeqCst);
             // As if an embedder thread had drained just now.
             i.ctl.header().mark_drained();
+            wake_completer(&i);
+        }
+    }
+
+    /// Tests only: see [`PoolObserver::hold_completer_naps`](crate::PoolObserver).
+    pub(crate) fn hold_completer_naps(&self, hold: bool) {
+        if let Some(i) = self.0.upgrade() {
+            i.naps_held.store(hold, Ordering::SeqCst);
             wake_completer(&i);
         }
     }
@@ -251,6 +258,8 @@ impl ProcessPool {
             (size.idle_timeout.as_millis() as u64).max(1)
         };
         h.idle_timeout_ms.store(idle_ms, Ordering::Relaxed);
+        h.drainer_window_ns
+            .store(control::DRAINER_ACTIVE_NS, Ordering::Relaxed);
         h.arena_fd.store(arena.fd(), Ordering::Relaxed);
         h.arena_len.store(arena.len() as u64, Ordering::Relaxed);
         // Regions registered now (this subsystem's pool on huge pages) are mapped by every
@@ -284,7 +293,7 @@ impl ProcessPool {
             retired: AtomicU32::new(0),
             replaced: AtomicU32::new(0),
             requeued: AtomicU64::new(0),
-            drainer_window_ns: AtomicU64::new(control::DRAINER_ACTIVE_NS),
+            naps_held: AtomicBool::new(false),
             missed_wakes: AtomicU64::new(0),
             stranded_since: AtomicU64::new(0),
             tally: WakeTally::default(),
@@ -644,25 +653,40 @@ fn drain(inner: &Inner) {
 
 fn complete_loop(inner: &Inner) {
     let h = inner.ctl.header();
-    // Woken by someone (a watched result, a repair, the stop), not by the end of a nap.
+    // Woken by someone (a watched result, a repair, the stop, a worker that found the
+    // embedder no longer draining), not by the end of a nap.
     let mut woken = false;
+    // How long the last nap was: each nap that ends with the embedder still draining makes
+    // the next one twice as long, up to `NAP_MAX_NS` (0: not napping).
+    let mut nap = 0u64;
     loop {
         rescue_stranded(inner);
         let seq = h.done_seq.load(Ordering::SeqCst);
         let stopping = inner.completer_stop.load(Ordering::SeqCst);
         // While an embedder thread drains, what is posted is its to complete: nap, without
         // draining, until that thread may have stopped (`COMPLETER_NAPPING`).
-        let window = inner.drainer_window_ns.load(Ordering::Relaxed);
+        let window = h.drainer_window_ns.load(Ordering::Relaxed);
         let since = h.since_drained();
         if since < window && !stopping && !woken {
+            nap = if nap == 0 {
+                window - since
+            } else {
+                nap.saturating_mul(2)
+                    .clamp(window - since, control::NAP_MAX_NS.max(window))
+            };
             h.completer_sleeping
                 .store(control::COMPLETER_NAPPING, Ordering::SeqCst);
             // A watched result posted while we were awake, its worker not waking us: drain.
             fence(Ordering::SeqCst);
             let watched = h.watched_posted.swap(0, Ordering::SeqCst) != 0;
             if !watched {
-                let rest = std::time::Duration::from_nanos(window - since);
-                futex::wait(&h.done_seq, seq, Some(rest));
+                let held = inner.naps_held.load(Ordering::Relaxed);
+                let limit = if held {
+                    wake::WAIT_LIMIT * 36_000
+                } else {
+                    Duration::from_nanos(nap)
+                };
+                futex::wait(&h.done_seq, seq, Some(limit));
             }
             h.completer_sleeping.store(0, Ordering::SeqCst);
             woken = watched
@@ -670,6 +694,7 @@ fn complete_loop(inner: &Inner) {
                 || h.watched_posted.swap(0, Ordering::SeqCst) != 0;
             continue;
         }
+        nap = 0;
         drain(inner);
         woken = false;
         if stopping {

@@ -747,8 +747,9 @@ fn a_future_first_polled_while_staged_in_a_batch_completes() {
 
 #[test]
 fn every_queued_request_reaches_a_worker_while_others_come_back() {
-    // A submission wakes only the idle workers that the ones coming back to the queue (just
-    // done with a read, or woken) leave short, as worker threads do. Here nobody but a
+    // A submission wakes only the idle workers that the ones coming back to the queue from
+    // a read leave short, and a worker that takes a request and sees more than are coming
+    // wakes one more, as worker threads do. Here nobody but a
     // worker can run a request: every issuer polls (`check_done` completes what is posted
     // and takes nothing back), so a request queued with too few workers woken, and none
     // coming, would wait for ever. Four issuers, batches of 1 to 4 reads, two processes.

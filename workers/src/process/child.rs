@@ -192,12 +192,16 @@ impl Worker<'_> {
             if h.coming.load(Ordering::Relaxed) & bit != 0 {
                 h.coming.fetch_and(!bit, Ordering::SeqCst);
             }
+            if h.returning.load(Ordering::Relaxed) & bit != 0 {
+                h.returning.fetch_and(!bit, Ordering::SeqCst);
+            }
         };
         loop {
             self.sweep_files();
             if let Some(i) = ctl.queued().take_one(self.cursor) {
                 self.cursor = i as usize + 1;
                 arrived();
+                super::pass_wake_on(ctl, self.sized);
                 self.execute(i);
                 continue;
             }
@@ -290,6 +294,9 @@ impl Worker<'_> {
             return; // taken back by a waiter, or a stale bit
         }
         let result = self.perform(i);
+        ctl.header()
+            .returning
+            .fetch_or(1u64 << self.id, Ordering::SeqCst);
         if self.sized {
             ctl.header()
                 .coming

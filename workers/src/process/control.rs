@@ -78,6 +78,12 @@ pub(crate) struct Header {
     /// workers but enough coming ones is met); wakeups do not depend on it, so a bit left set
     /// by a death only holds growth back until the repair clears it.
     pub coming: CachePadded<AtomicU64>,
+    /// Bit `w` set: worker `w` has just finished a request and is on its way back to the
+    /// queue, where it takes one without a wake (it clears the bit at its next look). A
+    /// submission wakes only as many idle workers as the queue holds beyond these. Woken
+    /// workers are not counted here: one stopped after its idle bit was taken would hold
+    /// every later wake back.
+    pub returning: CachePadded<AtomicU64>,
     /// The completer thread sleeps on `done_seq` after setting this.
     pub completer_sleeping: CachePadded<AtomicU32>,
     pub done_seq: CachePadded<AtomicU32>,
@@ -387,6 +393,9 @@ impl Control {
         self.header().idle.fetch_and(!(1u64 << w), Ordering::SeqCst);
         self.header()
             .coming
+            .fetch_and(!(1u64 << w), Ordering::SeqCst);
+        self.header()
+            .returning
             .fetch_and(!(1u64 << w), Ordering::SeqCst);
         requeued
     }

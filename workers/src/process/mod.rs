@@ -431,16 +431,19 @@ impl ProcessPool {
         true
     }
 
-    /// Wakes up to `n` idle workers after queueing (lowest-numbered first).
+    /// Wakes idle workers after `n` requests were queued, lowest-numbered first: as many as
+    /// the queue holds beyond the workers returning to it from a read (`Header::returning`),
+    /// at most `n`.
     pub fn wake(&self, n: u32) {
         if n == 0 {
             return;
         }
         fence(Ordering::SeqCst);
         let ctl = &self.inner.ctl;
-        if self.inner.size.min == self.inner.size.max {
-            wake_idle(ctl, n, false); // a fixed pool: nothing to tally
-            return;
+        let sized = self.inner.size.min != self.inner.size.max;
+        let woken = wake_idle(ctl, n.min(wanted(ctl)), sized);
+        if !sized {
+            return; // a fixed pool: nothing to tally
         }
         // Workers woken earlier or just done with a request, and not yet back at the queue,
         // each take a request there without a wake (counted before this wake adds its own);
@@ -449,7 +452,7 @@ impl ProcessPool {
         let coming = ctl.header().coming.load(Ordering::SeqCst).count_ones();
         let backlog = ctl.queued().count() as u32;
         let want = n.min(backlog.saturating_sub(coming));
-        if wake_idle(ctl, n, true) >= want {
+        if woken >= want {
             self.inner.tally.met();
         } else {
             self.inner.tally.short();
@@ -558,6 +561,23 @@ fn rescue_stranded(inner: &Inner) {
     } else if now.saturating_sub(since) >= STRANDED_NS {
         inner.stranded_since.store(now, Ordering::Relaxed);
         let sized = inner.size.min != inner.size.max;
+        wake_idle(ctl, 1, sized);
+    }
+}
+
+/// Queued requests beyond the workers returning to the queue from a request (each takes one
+/// without a wake): how many idle workers a wake wants.
+fn wanted(ctl: &Control) -> u32 {
+    let returning = ctl.header().returning.load(Ordering::SeqCst).count_ones();
+    (ctl.queued().count() as u32).saturating_sub(returning)
+}
+
+/// A worker that has just taken a request and still sees more queued than the returning
+/// workers will take wakes one more (Dekker with a submitter that counted it as returning:
+/// it cleared its bit before this look).
+pub(crate) fn pass_wake_on(ctl: &Control, sized: bool) {
+    fence(Ordering::SeqCst);
+    if ctl.header().idle.load(Ordering::SeqCst) != 0 && wanted(ctl) > 0 {
         wake_idle(ctl, 1, sized);
     }
 }

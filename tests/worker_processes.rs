@@ -619,7 +619,7 @@ fn a_result_posted_after_the_issuer_stopped_draining_wakes_the_napping_completer
     let path = d.path().join("f");
     std::fs::write(&path, vec![7u8; 1 << 20]).unwrap();
     let aio = Aio::start(settings(2)).unwrap();
-    aio.hold_worker_process_completer_naps(true);
+    aio.hold_worker_process_completer_timers(true);
     let me = aio.register_issuer("paused").unwrap();
     let f = aio.open(&path, &OpenOptions::read()).unwrap();
     for n in 0..20u64 {
@@ -842,6 +842,35 @@ fn a_stopped_worker_does_not_hold_up_polled_reads_or_futures() {
     assert!(c.into_buf().iter().all(|&b| b == 6));
     // SAFETY: as above.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    // A caller that only reads the state (`is_done`, which completes nothing) gets the
+    // rescue too (a second attack: before, such a loop waited for the completer's 100 ms
+    // safety net, twice). The completer's timers are held: only a real wake counts.
+    aio.hold_worker_process_completer_timers(true);
+    for n in 0..10u64 {
+        let pid = stop_worker_zero_when_idle(&aio);
+        let off = (n * 4096) % (1 << 20);
+        if n % 2 == 0 {
+            let io = me.acquire().unwrap().read(&f, off, IoBuf::new(4096));
+            poll_until(
+                || format!("read {n}: is_done never saw it, a worker stopped"),
+                || io.is_done(),
+            );
+            assert!(me.wait(io).into_buf().iter().all(|&b| b == 6));
+        } else {
+            let t = me
+                .acquire()
+                .unwrap()
+                .read(&f, off, IoBuf::new(4096))
+                .into_ticket();
+            poll_until(
+                || format!("read {n}: a ticket's is_done never saw it, a worker stopped"),
+                || t.is_done(),
+            );
+            assert!(t.wait().into_buf().iter().all(|&b| b == 6));
+        }
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    }
 }
 
 #[test]

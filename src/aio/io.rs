@@ -397,8 +397,18 @@ impl<'a> InFlight<'a> {
             .wait_ref(self.issuer.handle_index(self.local), self.generation)
     }
 
-    /// True once complete (does not drive completion).
+    /// True once complete (does not drive completion; with worker processes, a request
+    /// left queued beside idle workers for a millisecond gets one woken, so that a loop on
+    /// this alone sees its I/O complete even while a worker is stopped).
     pub fn is_done(&self) -> bool {
+        if self.state_done() {
+            return true;
+        }
+        self.issuer.aio.method.nudge();
+        self.state_done()
+    }
+
+    fn state_done(&self) -> bool {
         self.issuer
             .aio
             .shared
@@ -410,14 +420,14 @@ impl<'a> InFlight<'a> {
     /// True once complete, after reaping whatever completions are ready now (io_uring's
     /// ring, if no one else is reaping it). Never blocks.
     pub fn check_done(&self) -> bool {
-        if self.is_done() {
+        if self.state_done() {
             return true;
         }
         self.issuer
             .aio
             .method
             .poll(&self.issuer.aio.shared, self.issuer.slot);
-        self.is_done()
+        self.state_done()
     }
 
     pub(crate) fn local(&self) -> u32 {

@@ -225,13 +225,13 @@ impl Aio {
         }
     }
 
-    /// Tests only: the worker-process pool's completer, once napping, naps until someone
-    /// wakes it (true), or wakes by itself as it normally does (false), so that a test can
-    /// tell the wakes that end its naps apart.
+    /// Tests only: the worker-process pool's completer naps and sleeps until someone wakes
+    /// it (true) — no nap's end, no safety net — or as it normally does (false), so that a
+    /// test can tell a real wake from a timer's.
     #[doc(hidden)]
-    pub fn hold_worker_process_completer_naps(&self, hold: bool) {
+    pub fn hold_worker_process_completer_timers(&self, hold: bool) {
         if let Some(p) = &self.inner.pool {
-            p.hold_completer_naps(hold);
+            p.hold_completer_timers(hold);
         }
     }
 

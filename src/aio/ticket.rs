@@ -64,15 +64,20 @@ impl Ticket {
     }
 
     /// True once the I/O is complete. Never blocks; does not drive completion (see
-    /// [`Ticket::check_done`]).
+    /// [`Ticket::check_done`]; with worker processes, a request left queued beside idle
+    /// workers for a millisecond gets one woken).
     pub fn is_done(&self) -> bool {
+        if self.cell.notice.is_delivered() {
+            return true;
+        }
+        self.aio.method.nudge();
         self.cell.notice.is_delivered()
     }
 
     /// True once the I/O is complete, after reaping whatever completions are ready now
     /// (io_uring's ring, without waiting). Never blocks.
     pub fn check_done(&self) -> bool {
-        if self.is_done() {
+        if self.cell.notice.is_delivered() {
             return true;
         }
         let shared = &self.aio.shared;

@@ -159,6 +159,12 @@ pub(crate) trait IoMethod: Send + Sync {
     /// Optional. Completes whatever of `issuer`'s I/Os are ready, without blocking.
     fn poll(&self, _shared: &Shared, _issuer: u32) {}
 
+    /// Optional. Someone looks at an I/O's state without driving completion (`is_done`):
+    /// a method whose queued requests can be left beside sleeping workers (worker
+    /// processes, when the worker a wake went to is stopped) wakes one if it has seen that
+    /// for a while. Completes nothing.
+    fn nudge(&self) {}
+
     /// Optional. Makes sure `issuer`'s I/Os — handle `i`'s among them — complete even if
     /// nobody waits for them (a ticket awaited as a future, perhaps still staged in a
     /// batch). Methods whose completions need no waiter (sync, worker threads) do nothing;

@@ -400,6 +400,14 @@ impl IoMethod for WorkerMethod {
         Drive::Progressed
     }
 
+    /// Worker processes: a request left queued beside idle workers for a millisecond gets
+    /// one woken (`ProcessPool::rescue`).
+    fn nudge(&self) {
+        if let Engine::Processes(procs) = &self.engine {
+            procs.rescue();
+        }
+    }
+
     /// Worker processes: completes what the processes have posted, here (worker threads
     /// complete their I/Os themselves).
     fn poll(&self, _shared: &Shared, _issuer: u32) {

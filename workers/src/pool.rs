@@ -159,12 +159,12 @@ impl PoolObserver {
         }
     }
 
-    /// Tests only: the process pool's completer, once napping, naps until someone wakes it
-    /// (true) instead of waking by itself. Threads ignore it.
+    /// Tests only: the process pool's completer naps and sleeps until someone wakes it
+    /// (true), with no timer of its own. Threads ignore it.
     #[doc(hidden)]
-    pub fn hold_completer_naps(&self, hold: bool) {
+    pub fn hold_completer_timers(&self, hold: bool) {
         if let Observed::Processes(p) = &self.0 {
-            p.hold_completer_naps(hold);
+            p.hold_completer_timers(hold);
         }
     }
 

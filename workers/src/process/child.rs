@@ -203,6 +203,12 @@ impl Worker<'_> {
                 arrived();
                 super::pass_wake_on(ctl, self.sized);
                 self.execute(i);
+                // On its way back to the queue: submitters count it until its next look.
+                // Set after the post and its wakes, so that a worker stopped (SIGSTOP) or
+                // preempted holds a wake back only in the few instructions from here to
+                // that look, not through its system calls (an attack stopped workers right
+                // after their reads: the next read, only polled, waited for the rescue).
+                h.returning.fetch_or(bit, Ordering::SeqCst);
                 continue;
             }
             if h.stop.load(Ordering::SeqCst) != 0 {
@@ -294,9 +300,6 @@ impl Worker<'_> {
             return; // taken back by a waiter, or a stale bit
         }
         let result = self.perform(i);
-        ctl.header()
-            .returning
-            .fetch_or(1u64 << self.id, Ordering::SeqCst);
         if self.sized {
             ctl.header()
                 .coming

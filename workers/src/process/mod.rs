@@ -147,8 +147,8 @@ struct Inner {
     replaced: AtomicU32,
     /// Requests queued again after their worker died.
     requeued: AtomicU64,
-    /// Tests only: the completer's naps last until someone wakes it.
-    naps_held: AtomicBool,
+    /// Tests only: the completer's naps and sleeps last until someone wakes it.
+    timers_held: AtomicBool,
     /// Waiter sleeps that ran to their safety limit although an awaited I/O completed.
     missed_wakes: AtomicU64,
     /// When a poll or a watch first saw requests queued while workers slept idle, in this
@@ -204,10 +204,10 @@ impl ProcessObserver {
         }
     }
 
-    /// Tests only: see [`PoolObserver::hold_completer_naps`](crate::PoolObserver).
-    pub(crate) fn hold_completer_naps(&self, hold: bool) {
+    /// Tests only: see [`PoolObserver::hold_completer_timers`](crate::PoolObserver).
+    pub(crate) fn hold_completer_timers(&self, hold: bool) {
         if let Some(i) = self.0.upgrade() {
-            i.naps_held.store(hold, Ordering::SeqCst);
+            i.timers_held.store(hold, Ordering::SeqCst);
             wake_completer(&i);
         }
     }
@@ -293,7 +293,7 @@ impl ProcessPool {
             retired: AtomicU32::new(0),
             replaced: AtomicU32::new(0),
             requeued: AtomicU64::new(0),
-            naps_held: AtomicBool::new(false),
+            timers_held: AtomicBool::new(false),
             missed_wakes: AtomicU64::new(0),
             stranded_since: AtomicU64::new(0),
             tally: WakeTally::default(),
@@ -483,6 +483,13 @@ impl ProcessPool {
             drain(inner);
             inner.ctl.header().mark_drained();
         }
+        rescue_stranded(&self.inner);
+    }
+
+    /// Someone looks at an I/O's state without completing anything (`is_done`): if requests
+    /// have stayed queued beside idle workers for a millisecond, wakes one
+    /// (`rescue_stranded`). Two loads of the control segment otherwise.
+    pub fn rescue(&self) {
         rescue_stranded(&self.inner);
     }
 
@@ -700,7 +707,7 @@ fn complete_loop(inner: &Inner) {
             fence(Ordering::SeqCst);
             let watched = h.watched_posted.swap(0, Ordering::SeqCst) != 0;
             if !watched {
-                let held = inner.naps_held.load(Ordering::Relaxed);
+                let held = inner.timers_held.load(Ordering::Relaxed);
                 let limit = if held {
                     wake::WAIT_LIMIT * 36_000
                 } else {
@@ -737,7 +744,12 @@ fn complete_loop(inner: &Inner) {
         // Asleep, it is still bounded by the safety net, so that nothing posted can wait
         // longer than that whatever happens to its wake. Results it then finds are not
         // counted as missed: they are as likely a waiter's, woken and about to drain.
-        futex::wait(&h.done_seq, seq, Some(wake::WAIT_LIMIT));
+        let limit = if inner.timers_held.load(Ordering::Relaxed) {
+            wake::WAIT_LIMIT * 36_000
+        } else {
+            wake::WAIT_LIMIT
+        };
+        futex::wait(&h.done_seq, seq, Some(limit));
         h.completer_sleeping.store(0, Ordering::SeqCst);
         woken = true;
     }

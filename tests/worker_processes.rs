@@ -43,6 +43,16 @@ fn dir() -> tempfile::TempDir {
         .unwrap()
 }
 
+/// Two worker processes, and a 1 MiB file of `byte`s open for reading (keep the directory).
+fn two_workers_over(byte: u8) -> (Aio, dbaio::File, tempfile::TempDir) {
+    let d = dir();
+    let path = d.path().join("f");
+    std::fs::write(&path, vec![byte; 1 << 20]).unwrap();
+    let aio = Aio::start(settings(2)).unwrap();
+    let f = aio.open(&path, &OpenOptions::read()).unwrap();
+    (aio, f, d)
+}
+
 /// Block `b` at version `v`: every 8-byte word names the block, the version and its place, so
 /// a torn, misplaced or stale block cannot pass for the right one.
 fn block_bytes(b: u64, v: u64) -> Vec<u8> {
@@ -586,12 +596,8 @@ fn a_result_no_one_waits_for_completes_while_the_completer_naps() {
     // no one waits for. Such a result must still complete by itself: here the issuer only
     // reads the handle's state (`is_done`, which completes nothing), so only the completer
     // can finish the I/O, once the issuer has not drained for that while.
-    let d = dir();
-    let path = d.path().join("f");
-    std::fs::write(&path, vec![9u8; 1 << 20]).unwrap();
-    let aio = Aio::start(settings(2)).unwrap();
+    let (aio, f, _d) = two_workers_over(9);
     let me = aio.register_issuer("watcher").unwrap();
-    let f = aio.open(&path, &OpenOptions::read()).unwrap();
     for n in 0..300u64 {
         let waited = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));
         assert!(me.wait(waited).into_buf().iter().all(|&b| b == 9));
@@ -615,13 +621,9 @@ fn a_result_posted_after_the_issuer_stopped_draining_wakes_the_napping_completer
     // post must wake the completer. Here its naps last until someone wakes it, and the
     // issuer, after a pause longer than the window, only reads its handle's state
     // (`is_done`, which completes nothing): only the worker's wake can finish the read.
-    let d = dir();
-    let path = d.path().join("f");
-    std::fs::write(&path, vec![7u8; 1 << 20]).unwrap();
-    let aio = Aio::start(settings(2)).unwrap();
+    let (aio, f, _d) = two_workers_over(7);
     aio.hold_worker_process_completer_timers(true);
     let me = aio.register_issuer("paused").unwrap();
-    let f = aio.open(&path, &OpenOptions::read()).unwrap();
     for n in 0..20u64 {
         for _ in 0..10 {
             let waited = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));
@@ -648,12 +650,8 @@ fn a_result_posted_after_the_issuer_stopped_draining_wakes_the_napping_completer
 /// An issuer that has just completed results (a wait) and a completer that leaves results
 /// to such an issuer for an hour: only what the issuer does next can complete its next I/O.
 fn issuer_left_to_drain() -> (Aio, dbaio::File, tempfile::TempDir) {
-    let d = dir();
-    let path = d.path().join("f");
-    std::fs::write(&path, vec![5u8; 1 << 20]).unwrap();
-    let aio = Aio::start(settings(2)).unwrap();
+    let (aio, f, d) = two_workers_over(5);
     aio.set_worker_process_drainer_window(Duration::from_secs(3600));
-    let f = aio.open(&path, &OpenOptions::read()).unwrap();
     (aio, f, d)
 }
 
@@ -753,11 +751,7 @@ fn every_queued_request_reaches_a_worker_while_others_come_back() {
     // worker can run a request: every issuer polls (`check_done` completes what is posted
     // and takes nothing back), so a request queued with too few workers woken, and none
     // coming, would wait for ever. Four issuers, batches of 1 to 4 reads, two processes.
-    let d = dir();
-    let path = d.path().join("f");
-    std::fs::write(&path, vec![3u8; 1 << 20]).unwrap();
-    let aio = Aio::start(settings(2)).unwrap();
-    let f = aio.open(&path, &OpenOptions::read()).unwrap();
+    let (aio, f, _d) = two_workers_over(3);
     std::thread::scope(|s| {
         for t in 0..4u64 {
             let (aio, f) = (&aio, &f);
@@ -810,11 +804,7 @@ fn a_stopped_worker_does_not_hold_up_polled_reads_or_futures() {
     // worker stayed stopped, the other worker asleep. Polls that keep seeing requests
     // queued beside idle workers now wake one (at most one a millisecond), and so does the
     // completer when it wakes, for a future polled once.
-    let d = dir();
-    let path = d.path().join("f");
-    std::fs::write(&path, vec![6u8; 1 << 20]).unwrap();
-    let aio = Aio::start(settings(2)).unwrap();
-    let f = aio.open(&path, &OpenOptions::read()).unwrap();
+    let (aio, f, _d) = two_workers_over(6);
     let me = aio.register_issuer("poller").unwrap();
     let pid = stop_worker_zero_when_idle(&aio);
     for n in 0..50u64 {

@@ -441,7 +441,8 @@ impl ProcessPool {
         fence(Ordering::SeqCst);
         let ctl = &self.inner.ctl;
         let sized = self.inner.size.min != self.inner.size.max;
-        let woken = wake_idle(ctl, n.min(wanted(ctl)), sized);
+        let backlog = ctl.queued().count() as u32;
+        let woken = wake_idle(ctl, n.min(wanted(ctl, backlog)), sized);
         if !sized {
             return; // a fixed pool: nothing to tally
         }
@@ -450,7 +451,6 @@ impl ProcessPool {
         // the queue may hold earlier requests too, which they take first. The wake is met if
         // it found an idle worker for every request beyond those.
         let coming = ctl.header().coming.load(Ordering::SeqCst).count_ones();
-        let backlog = ctl.queued().count() as u32;
         let want = n.min(backlog.saturating_sub(coming));
         if woken >= want {
             self.inner.tally.met();
@@ -584,11 +584,10 @@ fn rescue_stranded(inner: &Inner) {
     }
 }
 
-/// Queued requests beyond the workers returning to the queue from a request (each takes one
-/// without a wake): how many idle workers a wake wants.
-fn wanted(ctl: &Control) -> u32 {
-    let returning = ctl.header().returning.load(Ordering::SeqCst).count_ones();
-    (ctl.queued().count() as u32).saturating_sub(returning)
+/// The `backlog` of queued requests beyond the workers returning to the queue from a
+/// request (each takes one without a wake): how many idle workers a wake wants.
+fn wanted(ctl: &Control, backlog: u32) -> u32 {
+    backlog.saturating_sub(ctl.header().returning.load(Ordering::SeqCst).count_ones())
 }
 
 /// A worker that has just taken a request and still sees more queued than the returning
@@ -596,7 +595,8 @@ fn wanted(ctl: &Control) -> u32 {
 /// it cleared its bit before this look).
 pub(crate) fn pass_wake_on(ctl: &Control, sized: bool) {
     fence(Ordering::SeqCst);
-    if ctl.header().idle.load(Ordering::SeqCst) != 0 && wanted(ctl) > 0 {
+    if ctl.header().idle.load(Ordering::SeqCst) != 0 && wanted(ctl, ctl.queued().count() as u32) > 0
+    {
         wake_idle(ctl, 1, sized);
     }
 }
@@ -707,25 +707,17 @@ fn complete_loop(inner: &Inner) {
         let window = h.drainer_window_ns.load(Ordering::Relaxed);
         let since = h.since_drained();
         if since < window && !stopping && !woken {
-            nap = if nap == 0 {
-                window - since
-            } else {
-                nap.saturating_mul(2)
-                    .clamp(window - since, control::NAP_MAX_NS.max(window))
-            };
+            // The first nap (0 doubled) ends a window after the latest drain.
+            nap = nap
+                .saturating_mul(2)
+                .clamp(window - since, control::NAP_MAX_NS.max(window));
             h.completer_sleeping
                 .store(control::COMPLETER_NAPPING, Ordering::SeqCst);
             // A watched result posted while we were awake, its worker not waking us: drain.
             fence(Ordering::SeqCst);
             let watched = h.watched_posted.swap(0, Ordering::SeqCst) != 0;
             if !watched {
-                let held = inner.timers_held.load(Ordering::Relaxed);
-                let limit = if held {
-                    wake::WAIT_LIMIT * 36_000
-                } else {
-                    Duration::from_nanos(nap)
-                };
-                futex::wait(&h.done_seq, seq, Some(limit));
+                futex::wait(&h.done_seq, seq, Some(timer(inner, nap)));
             }
             h.completer_sleeping.store(0, Ordering::SeqCst);
             woken = watched
@@ -756,14 +748,23 @@ fn complete_loop(inner: &Inner) {
         // Asleep, it is still bounded by the safety net, so that nothing posted can wait
         // longer than that whatever happens to its wake. Results it then finds are not
         // counted as missed: they are as likely a waiter's, woken and about to drain.
-        let limit = if inner.timers_held.load(Ordering::Relaxed) {
-            wake::WAIT_LIMIT * 36_000
-        } else {
-            wake::WAIT_LIMIT
-        };
-        futex::wait(&h.done_seq, seq, Some(limit));
+        futex::wait(
+            &h.done_seq,
+            seq,
+            Some(timer(inner, wake::WAIT_LIMIT.as_nanos() as u64)),
+        );
         h.completer_sleeping.store(0, Ordering::SeqCst);
         woken = true;
+    }
+}
+
+/// How long the completer sleeps for a timer of `ns`: that, unless a test holds its timers
+/// (`hold_completer_timers`: an hour, so that only a wake ends the sleep).
+fn timer(inner: &Inner, ns: u64) -> Duration {
+    if inner.timers_held.load(Ordering::Relaxed) {
+        Duration::from_secs(3600)
+    } else {
+        Duration::from_nanos(ns)
     }
 }
 

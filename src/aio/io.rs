@@ -404,8 +404,9 @@ impl<'a> InFlight<'a> {
         if self.state_done() {
             return true;
         }
+        // Completes nothing: no need to look again.
         self.issuer.aio.method.nudge();
-        self.state_done()
+        false
     }
 
     fn state_done(&self) -> bool {

@@ -7,22 +7,23 @@
 #
 #   scripts/kinds-pairs.sh [--rounds 60] [--runtime 2] [--workers 8] [--iodepth 32]
 #       [--file /dev/loop0] [--size 2g] [--dbaio target/release/dbaio]
-#       [--out target/kinds-pairs.jsonl]
+#       [--out target/kinds-pairs.jsonl] [--bench-opt=--complete-min=1]...
 #
 # Why so many rounds: on a small VM whose scheduler does not move a running task between
 # CPUs (count them: `perf stat -a -e cpu-migrations`), where each worker and the issuer
-# happen to start decides a whole run, and one pair's ratio lands anywhere in 0.7–1.2. The
+# happen to start decides a whole run, and one pair's ratio lands anywhere in 0.7–1.3. The
 # median of 10 pairs then moves by ±4%; 60 pairs give an interval about as wide as the
 # difference issue 35 asks about (docs/benchmarks.md, "Worker processes in 60 pairs").
 set -euo pipefail
 rounds=60 runtime=2 workers=8 depth=32 file=/dev/loop0 size=2g
-dbaio=target/release/dbaio out=target/kinds-pairs.jsonl
+dbaio=target/release/dbaio out=target/kinds-pairs.jsonl bench_opts=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     --rounds) rounds=$2; shift 2 ;; --runtime) runtime=$2; shift 2 ;;
     --workers) workers=$2; shift 2 ;; --iodepth) depth=$2; shift 2 ;;
     --file) file=$2; shift 2 ;; --size) size=$2; shift 2 ;;
     --dbaio) dbaio=$2; shift 2 ;; --out) out=$2; shift 2 ;;
+    --bench-opt=*) bench_opts+=("${1#--bench-opt=}"); shift ;;
     -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "kinds-pairs: unknown option $1" >&2; exit 2 ;;
   esac
@@ -47,7 +48,8 @@ run() {
   local kind=$1 json where
   "$dbaio" bench --filename "$file" --size "$size" --direct --io-method worker \
     --io-workers "$workers" --iodepth "$depth" -c "io_worker_kind=$kind" \
-    --runtime "$runtime" --seed $((RANDOM * 32768 + RANDOM)) --json > "$out.run" 2>&1 &
+    --runtime "$runtime" --seed $((RANDOM * 32768 + RANDOM)) "${bench_opts[@]}" --json \
+    > "$out.run" 2>&1 &
   local bench=$!
   sleep "$(awk -v r="$runtime" 'BEGIN { print r / 2 }')"
   where=$(placement "$bench")

@@ -797,6 +797,28 @@ fn stop_worker_zero_when_idle(aio: &Aio) -> i32 {
 }
 
 #[test]
+fn dropping_the_pool_with_a_stopped_worker_does_not_wait_for_it() {
+    let (aio, f, _d) = two_workers_over(5);
+    let me = aio.register_issuer("dropper").unwrap();
+    wait_one_read(&me, &f);
+    let pid = stop_worker_zero_when_idle(&aio);
+    drop(me);
+    drop(f);
+    // A watchdog, not a speed limit: the drop used to wait 60 s for the stopped worker
+    // before killing it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(aio);
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(30))
+        .expect("dropping the Aio waited for a stopped worker");
+    eventually(10, "the stopped worker gone", || {
+        proc_status(pid, "State").is_none_or(|s| s.starts_with('Z'))
+    });
+}
+
+#[test]
 fn a_stopped_worker_does_not_hold_up_polled_reads_or_futures() {
     // Found by an attack from the caller's side: with the lowest idle worker process
     // stopped, a submission's wake took its idle bit, and a read its issuer only polled

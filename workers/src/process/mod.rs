@@ -1091,6 +1091,13 @@ fn stop_workers(inner: &Inner, running: &mut [Option<Running>]) {
         c.word.fetch_add(1, Ordering::SeqCst);
         futex::wake(&c.word, u32::MAX);
     }
+    // A stopped worker (SIGSTOP, a debugger's stop) would never see the stop: continue
+    // every worker first. Dropping a pool with one stopped blocked for the whole 60 s
+    // below, which only a worker hung in its system call should cost.
+    for r in running.iter().flatten() {
+        // SAFETY: kill sends a signal to a child of ours that we have not reaped yet.
+        unsafe { libc::kill(r.child.id() as libc::pid_t, libc::SIGCONT) };
+    }
     let deadline = Instant::now() + Duration::from_secs(60);
     for r in running.iter_mut().filter_map(Option::take) {
         let mut r = r;

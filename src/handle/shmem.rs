@@ -204,6 +204,8 @@ pub(crate) struct Prefault {
     /// Set when the thread has finished (every page faulted in, or it gave up early).
     done: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// The process that started the thread.
+    owner: dbaio_sys::Owner,
 }
 
 impl Prefault {
@@ -253,7 +255,12 @@ impl Prefault {
         if thread.is_none() {
             done.store(true, Ordering::Release);
         }
-        Prefault { stop, done, thread }
+        Prefault {
+            stop,
+            done,
+            thread,
+            owner: dbaio_sys::Owner::here(),
+        }
     }
 
     /// The thread has finished: the region's pages are present, unless it gave up early.
@@ -264,6 +271,11 @@ impl Prefault {
 
 impl Drop for Prefault {
     fn drop(&mut self) {
+        // In a child made by fork the thread is not there: joining would wait for ever.
+        if self.owner.in_forked_child() {
+            std::mem::forget(self.thread.take());
+            return;
+        }
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();

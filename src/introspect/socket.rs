@@ -39,6 +39,8 @@ pub(crate) struct Introspection {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     path: PathBuf,
+    /// The process that started the thread (and owns the socket file).
+    owner: dbaio_sys::Owner,
 }
 
 /// Everything at once, for `dbaio aios --watch`.
@@ -97,6 +99,7 @@ impl Introspection {
             .spawn(move || serve(&listener, &src, &stop2))
             .map_err(err)?;
         Ok(Introspection {
+            owner: dbaio_sys::Owner::here(),
             stop,
             thread: Some(thread),
             path: path.to_path_buf(),
@@ -106,6 +109,11 @@ impl Introspection {
 
 impl Drop for Introspection {
     fn drop(&mut self) {
+        // In a child made by fork the thread is not there, and the socket is the parent's.
+        if self.owner.in_forked_child() {
+            std::mem::forget(self.thread.take());
+            return;
+        }
         self.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
             let _ = t.join();

@@ -29,6 +29,8 @@ pub(crate) struct Watcher {
     added: Arc<parking_lot::Mutex<Vec<(Mode, RawFd)>>>,
     thread: Option<JoinHandle<()>>,
     stopping: Arc<AtomicBool>,
+    /// The process that started the thread.
+    owner: dbaio_sys::Owner,
 }
 
 /// How a descriptor is in the epoll set (with the descriptor, to re-arm a one-shot).
@@ -97,6 +99,7 @@ impl Watcher {
             .name(name.to_string())
             .spawn(move || run(&ep, &st, &ad, &*reap))?;
         Ok(Watcher {
+            owner: dbaio_sys::Owner::here(),
             epoll,
             stop,
             added,
@@ -201,6 +204,11 @@ fn rearm_once(epoll: RawFd, added: &parking_lot::Mutex<Vec<(Mode, RawFd)>>, key:
 
 impl Drop for Watcher {
     fn drop(&mut self) {
+        // In a child made by fork the thread is not there: joining would wait for ever.
+        if self.owner.in_forked_child() {
+            std::mem::forget(self.thread.take());
+            return;
+        }
         self.stopping.store(true, Ordering::Release);
         let one: u64 = 1;
         // SAFETY: writes 8 bytes from `one` to our eventfd.

@@ -10,6 +10,8 @@
 //! - `futex.rs` — futex wait and wake on a 32-bit word (shared mappings too).
 //! - `arena.rs` — the shared buffer arena: memfd-backed memory that worker processes reach.
 //! - `slab.rs` — the registered-buffer slab: I/O buffers that io_uring rings register once.
+//! - `owner.rs` — [`Owner`]: the process that started a background thread, so that drops in
+//!   a child made by `fork` leave the parent's threads and files alone.
 //!
 //! It imports no other dbaio crate; the engines (`dbaio-workers`, `dbaio-uring`) and the
 //! library sit on it. See `docs/design.md`, "Engines".
@@ -17,10 +19,12 @@
 pub mod arena;
 pub mod futex;
 mod op;
+mod owner;
 mod request;
 mod retry;
 pub mod slab;
 
 pub use op::Op;
+pub use owner::Owner;
 pub use request::{Cached, Request, perform, second_path, try_read_cached};
 pub use retry::{MAX_EXECUTIONS, retry_transient};

@@ -237,6 +237,8 @@ struct Shared {
 /// A pool of I/O worker threads. Dropping it drains the queue and joins the threads.
 pub struct WorkerPool {
     shared: Arc<Shared>,
+    /// The process that started the threads.
+    owner: dbaio_sys::Owner,
 }
 
 impl WorkerPool {
@@ -288,7 +290,10 @@ impl WorkerPool {
             grown: AtomicU32::new(0),
             retired: AtomicU32::new(0),
         });
-        let pool = WorkerPool { shared };
+        let pool = WorkerPool {
+            shared,
+            owner: dbaio_sys::Owner::here(),
+        };
         for _ in 0..size.min {
             launch(&pool.shared)?;
         }
@@ -389,6 +394,10 @@ fn wake_idle(s: &Shared, want: u32) -> u32 {
 
 impl Drop for WorkerPool {
     fn drop(&mut self) {
+        // In a child made by fork the threads are not there: joining would wait for ever.
+        if self.owner.in_forked_child() {
+            return;
+        }
         let s = &*self.shared;
         s.stop.store(true, Ordering::SeqCst);
         for slot in s.slots.iter() {

@@ -169,6 +169,8 @@ struct Inner {
 pub struct ProcessPool {
     inner: Arc<Inner>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The process that started the supervisor, the completer and the workers.
+    owner: dbaio_sys::Owner,
 }
 
 /// Reads a process pool's snapshot without keeping the pool alive.
@@ -318,6 +320,7 @@ impl ProcessPool {
         let pool = ProcessPool {
             inner,
             threads: Mutex::new(vec![sup, comp]),
+            owner: dbaio_sys::Owner::here(),
         };
         match rx.recv() {
             Ok(Ok(())) => Ok(pool),
@@ -1134,6 +1137,12 @@ fn stop_workers(inner: &Inner, running: &mut [Option<Running>]) {
 
 impl Drop for ProcessPool {
     fn drop(&mut self) {
+        // In a child made by fork the supervisor and the completer are not there (joining
+        // them panicked), and the workers and the bell are the parent's.
+        if self.owner.in_forked_child() {
+            std::mem::forget(std::mem::take(self.threads.get_mut()));
+            return;
+        }
         let inner = &*self.inner;
         inner.stopping.store(true, Ordering::SeqCst);
         let one: u64 = 1;

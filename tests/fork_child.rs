@@ -1,0 +1,106 @@
+//! A child made by `fork` while an `Aio` runs can drop its copy (returning from `main`, say)
+//! without harm to itself or to the parent: the background threads the `Aio` started — the
+//! worker threads, the worker-process pool's supervisor and completer, io_uring's watcher,
+//! the introspection socket's server — are not in the child, so its drops must not join them
+//! (a join there waited for ever, or panicked: "threads should not terminate unexpectedly"),
+//! and what the child shares with the parent — worker processes, the socket file — stays the
+//! parent's. Found by an attack from the caller's side. Each method in turn: the parent starts
+//! an `Aio` with an introspection socket, reads, forks; the child drops the `Aio` and exits 0
+//! (1 if the drop panicked; a hang fails the parent's watchdog); the parent then checks that
+//! the child exited cleanly, that its socket file is still there, and that it still reads.
+//! One test, in its own binary, so that no other test's threads hold a lock at the fork.
+
+#[path = "common/skips.rs"]
+mod skips;
+
+use dbaio::{Aio, IoBuf, IoMethodKind, OpenOptions, Settings, settings::IoWorkerKind};
+use std::time::{Duration, Instant};
+
+fn read_first_block(aio: &Aio, path: &std::path::Path) -> Vec<u8> {
+    let me = aio.register_issuer("reader").unwrap();
+    let f = aio.open(path, &OpenOptions::read()).unwrap();
+    let got = me.wait(me.acquire().unwrap().read(&f, 0, IoBuf::new(4096)));
+    got.check().unwrap();
+    got.into_buf().to_vec()
+}
+
+/// Waits for child `pid` for up to 30 s (then kills it and fails); returns its wait status.
+fn wait_with_watchdog(pid: libc::pid_t, what: &str) -> libc::c_int {
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut status = 0;
+        // SAFETY: waits without blocking for our own child.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r == pid {
+            return status;
+        }
+        assert_eq!(r, 0, "waitpid failed for {what}");
+        if Instant::now() > end {
+            // SAFETY: kills and reaps our own child.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
+            panic!("{what}: the child's drop of the Aio hung");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_forked_child_drops_its_copy_of_the_aio_and_the_parent_goes_on() {
+    let dir = tempfile::Builder::new()
+        .prefix("dbaio-fork")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let path = dir.path().join("f");
+    std::fs::write(&path, vec![0x6b; 1 << 16]).unwrap();
+    let columns = [
+        ("sync", IoMethodKind::Sync, IoWorkerKind::Thread),
+        ("worker", IoMethodKind::Worker, IoWorkerKind::Thread),
+        (
+            "worker_process",
+            IoMethodKind::Worker,
+            IoWorkerKind::Process,
+        ),
+        ("io_uring", IoMethodKind::IoUring, IoWorkerKind::Thread),
+    ];
+    for (name, method, kind) in columns {
+        let what = format!("a_forked_child_drops_its_copy_of_the_aio on {name}");
+        if method == IoMethodKind::IoUring && !skips::io_uring_column(&what) {
+            continue;
+        }
+        let socket = dir.path().join(format!("{name}.sock"));
+        let aio = Aio::start(Settings {
+            io_method: method,
+            io_worker_kind: kind,
+            io_workers: 2,
+            introspection_socket: Some(socket.clone()),
+            ..Settings::default()
+        })
+        .unwrap();
+        assert!(read_first_block(&aio, &path).iter().all(|&b| b == 0x6b));
+        // SAFETY: the child only drops the Aio and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(aio)));
+            // SAFETY: _exit ends the child without running the test harness's code.
+            unsafe { libc::_exit(if dropped.is_ok() { 0 } else { 1 }) };
+        }
+        let status = wait_with_watchdog(pid, &what);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "{what}: the child's drop failed (wait status {status:#x})"
+        );
+        assert!(
+            socket.exists(),
+            "{what}: the child removed the parent's socket"
+        );
+        assert!(
+            read_first_block(&aio, &path).iter().all(|&b| b == 0x6b),
+            "{what}: the parent's read after the child's drop"
+        );
+        drop(aio);
+    }
+}

@@ -134,6 +134,7 @@ impl AioBuilder {
                 sim_disk: sim.map(|s| s.disk.clone()),
                 method,
                 stats,
+                owner: dbaio_sys::Owner::here(),
             }),
         })
     }

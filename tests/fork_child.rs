@@ -4,16 +4,20 @@
 //! the introspection socket's server — are not in the child, so its drops must not join them
 //! (a join there waited for ever, or panicked: "threads should not terminate unexpectedly"),
 //! and what the child shares with the parent — worker processes, the socket file — stays the
-//! parent's. Found by an attack from the caller's side. Each method in turn: the parent starts
-//! an `Aio` with an introspection socket, reads, forks; the child drops the `Aio` and exits 0
-//! (1 if the drop panicked; a hang fails the parent's watchdog); the parent then checks that
+//! parent's. And the child cannot use it: registering an issuer or acquiring a handle is an
+//! API-violation error there, not the internal panic it was (the handle table is shared with
+//! the parent and holds the parent's I/Os). Found by an attack from the caller's side. Each
+//! method in turn: the parent starts an `Aio` with an introspection socket, reads, forks; the
+//! child asks for an issuer and for a handle of the parent's issuer, drops both and exits 0
+//! (2 or 3 if it got one, 1 if a drop panicked; a hang fails the parent's watchdog); the
+//! parent then checks that
 //! the child exited cleanly, that its socket file is still there, and that it still reads.
 //! One test, in its own binary, so that no other test's threads hold a lock at the fork.
 
 #[path = "common/skips.rs"]
 mod skips;
 
-use dbaio::{Aio, IoBuf, IoMethodKind, OpenOptions, Settings, settings::IoWorkerKind};
+use dbaio::{Aio, AioError, IoBuf, IoMethodKind, OpenOptions, Settings, settings::IoWorkerKind};
 use std::time::{Duration, Instant};
 
 fn read_first_block(aio: &Aio, path: &std::path::Path) -> Vec<u8> {
@@ -80,18 +84,32 @@ fn a_forked_child_drops_its_copy_of_the_aio_and_the_parent_goes_on() {
         })
         .unwrap();
         assert!(read_first_block(&aio, &path).iter().all(|&b| b == 0x6b));
-        // SAFETY: the child only drops the Aio and leaves with _exit.
+        let me = aio.register_issuer("parent").unwrap();
+        // SAFETY: the child only asks for an issuer and a handle, drops and leaves with _exit.
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork failed");
         if pid == 0 {
-            let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(aio)));
+            // Exit codes: 2 and 3, an issuer or a handle the child got; 1, a drop that panicked.
+            let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                if !matches!(aio.register_issuer("child"), Err(AioError::ApiViolation(_))) {
+                    return 2;
+                }
+                if !matches!(me.acquire().map(drop), Err(AioError::ApiViolation(_))) {
+                    return 3;
+                }
+                drop(me);
+                drop(aio);
+                0
+            }));
             // SAFETY: _exit ends the child without running the test harness's code.
-            unsafe { libc::_exit(if dropped.is_ok() { 0 } else { 1 }) };
+            unsafe { libc::_exit(code.unwrap_or(1)) };
         }
+        drop(me);
         let status = wait_with_watchdog(pid, &what);
         assert!(
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "{what}: the child's drop failed (wait status {status:#x})"
+            "{what}: the child got an issuer or a handle (exit 2 or 3) or its drop failed \
+             (wait status {status:#x})"
         );
         assert!(
             socket.exists(),

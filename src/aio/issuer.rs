@@ -29,6 +29,11 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+/// The error of an issuer registered, or a handle acquired, in a child made by `fork`: the
+/// subsystem's tables are shared with the parent, whose I/Os they hold.
+const FORKED: &str = "this Aio was started by the parent process: a child made by fork must not \
+                      use it (start another Aio there)";
+
 /// Staged I/Os are submitted automatically once this many accumulate (PostgreSQL's
 /// `PGAIO_SUBMIT_BATCH_SIZE`).
 pub const SUBMIT_BATCH_SIZE: usize = 32;
@@ -49,6 +54,9 @@ impl Issuer {
         let shared = &aio.shared;
         if shared.shutting_down.load(Ordering::Relaxed) {
             return Err(AioError::ShutDown);
+        }
+        if aio.owner.forked_since() {
+            return Err(AioError::ApiViolation(FORKED));
         }
         let slot = shared
             .issuers
@@ -148,6 +156,9 @@ impl Issuer {
         }
         if self.aio.shared.shutting_down.load(Ordering::Relaxed) {
             return Err(AioError::ShutDown);
+        }
+        if self.aio.owner.forked_since() {
+            return Err(AioError::ApiViolation(FORKED));
         }
         if l.staged.len() >= SUBMIT_BATCH_SIZE {
             self.submit_staged_locked(&mut l);

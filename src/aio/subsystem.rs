@@ -29,6 +29,8 @@ pub(crate) struct AioInner {
     pub pool: Option<dbaio_workers::PoolObserver>,
     /// The simulated disk the files live on (`io_method = sim`).
     pub sim_disk: Option<crate::SimDisk>,
+    /// The process that started the subsystem: a child made by `fork` may not use it.
+    pub owner: dbaio_sys::Owner,
 }
 
 impl AioInner {

@@ -392,6 +392,13 @@ fn wake_idle(s: &Shared, want: u32) -> u32 {
     woken
 }
 
+impl Shared {
+    /// A self-sizing pool below its maximum: one that may start another worker.
+    fn can_grow(&self) -> bool {
+        !self.size.is_fixed() && self.running.load(Ordering::Relaxed) < self.size.max
+    }
+}
+
 impl Drop for WorkerPool {
     fn drop(&mut self) {
         // In a child made by fork the threads are not there: joining would wait for ever.
@@ -547,10 +554,10 @@ fn run(shared: &Shared, id: u32, mut req: Request) -> Ran {
         // SAFETY: `try_submit`'s contract keeps the request's memory valid until `complete`
         // below has run.
         let result = unsafe { perform(&req) };
-        // Counted before the completion is posted: whoever it wakes sees the count.
-        shared.slots[id as usize]
-            .done
-            .fetch_add(1, Ordering::Relaxed);
+        // Counted before the completion is posted: whoever it wakes sees the count. Only this
+        // worker writes it, so a load and a store (no locked read-modify-write).
+        let done = &shared.slots[id as usize].done;
+        done.store(done.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         shared.sink.complete(id, req.user_data, result);
         true
     }));
@@ -592,8 +599,14 @@ fn worker_main(shared: &Arc<Shared>, id: u32) {
                 Ran::Executed | Ran::Skipped => {}
                 Ran::Panicked => return replace(shared, id),
             }
-            shared.returning.fetch_add(1, Ordering::SeqCst);
-            coming = Coming::Returning;
+            // Counted only where the count can change a decision: with no worker idle no wake
+            // is given whatever it says, and a pool that cannot grow tallies nothing. Not
+            // counting only ever wakes more, never fewer, so no wake is lost by it; and a pool
+            // kept busy (every worker running reads) pays no shared write per request for it.
+            if shared.idle.load(Ordering::Relaxed) != 0 || shared.can_grow() {
+                shared.returning.fetch_add(1, Ordering::SeqCst);
+                coming = Coming::Returning;
+            }
             continue;
         }
         slot.state.store(IDLE, Ordering::Relaxed);
@@ -872,25 +885,54 @@ mod tests {
 
     /// The wake protocol loses no request: many submitters each with one request in flight
     /// (the depth-1 pattern in which a submission meets a worker still returning from the last
-    /// one), fast requests, a pool that grows and shrinks under them. A lost wake leaves a
-    /// request queued with every worker asleep, and this test hangs.
+    /// one), fast requests, on a pool that grows and shrinks under them, on fixed pools (whose
+    /// busy workers do not count themselves returning) and on a self-sizing pool at its
+    /// maximum. A lost wake leaves a request queued with every worker asleep: the watchdog
+    /// fails the test then instead of letting it hang.
     #[test]
     fn no_request_waits_with_every_worker_asleep() {
-        let (p, sink) = pool(sizing(1, 3, 1, 0), 0);
+        for size in [
+            sizing(1, 3, 1, 0),
+            PoolSize::fixed(1),
+            PoolSize::fixed(2),
+            sizing(1, 2, 60_000, 0),
+        ] {
+            no_request_waits_on(size);
+        }
+    }
+
+    fn no_request_waits_on(size: PoolSize) {
+        const SUBMITTERS: u64 = 4;
+        const EACH: u64 = 5_000;
+        let (p, sink) = pool(size, 0);
         let p = Arc::new(p);
-        let submitters: Vec<_> = (0..4)
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let stuck = move |sink: &SlowSink, p: &WorkerPool| {
+            assert!(
+                Instant::now() < deadline,
+                "a request waited 60 s with the pool ({size:?}) asleep: {} done, {} queued",
+                sink.done.load(Ordering::SeqCst),
+                p.queued()
+            );
+        };
+        let submitters: Vec<_> = (0..SUBMITTERS)
             .map(|t| {
                 let p = Arc::clone(&p);
                 let sink = Arc::clone(&sink);
                 std::thread::spawn(move || {
-                    for i in 0..5_000u64 {
+                    for i in 0..EACH {
                         let target = sink.done.load(Ordering::SeqCst);
                         // SAFETY: the request names no memory (fd -1, no iovecs, no path).
                         unsafe { p.try_submit(request(t * 1_000_000 + i)) }.unwrap();
                         p.wake(1);
                         // Wait for some completion after ours was queued (ours or another's).
+                        let mut spins = 0u32;
                         while sink.done.load(Ordering::SeqCst) == target {
                             std::hint::spin_loop();
+                            spins = spins.wrapping_add(1);
+                            if spins % 65_536 == 0 {
+                                stuck(&sink, &p);
+                            }
                         }
                     }
                 })
@@ -899,7 +941,8 @@ mod tests {
         for s in submitters {
             s.join().unwrap();
         }
-        while sink.done.load(Ordering::SeqCst) < 20_000 {
+        while sink.done.load(Ordering::SeqCst) < (SUBMITTERS * EACH) as usize {
+            stuck(&sink, &p);
             std::thread::sleep(Duration::from_millis(1));
         }
         assert_eq!(p.queued(), 0);

@@ -230,7 +230,13 @@ impl Worker<'_> {
                 // preempted holds a wake back only in the few instructions from here to
                 // that look, not through its system calls (an attack stopped workers right
                 // after their reads: the next read, only polled, waited for the rescue).
-                h.returning.fetch_or(bit, Ordering::SeqCst);
+                // Only where the bit can change a decision: some worker idle, or a
+                // self-sizing pool. With no one idle no wake is given whatever it says, and
+                // not setting it only ever wakes more; so a fixed pool kept busy pays no
+                // shared read-modify-write per request for it (as worker threads).
+                if h.idle.load(Ordering::Relaxed) != 0 || self.sized {
+                    h.returning.fetch_or(bit, Ordering::SeqCst);
+                }
                 continue;
             }
             if h.stop.load(Ordering::SeqCst) != 0 {

@@ -354,6 +354,13 @@ impl WorkerPool {
         }
         let s = &*self.shared;
         fence(Ordering::SeqCst);
+        // No worker idle and a pool that cannot grow (fixed, or at its maximum): there is no
+        // wake to give and nothing to tally, so the counts below are not read (they are
+        // written by busy workers; reading them costs a busy pool a miss per submission).
+        // Dekker with a worker going idle all the same: it sets its bit, then looks.
+        if !s.can_grow() && s.idle.load(Ordering::SeqCst) == 0 {
+            return;
+        }
         let on_the_way = s.on_the_way.load(Ordering::SeqCst).max(0) as u32;
         let returning = s.returning.load(Ordering::SeqCst).max(0) as u32;
         // The queue may hold earlier requests too; the workers coming take those first.
@@ -587,7 +594,9 @@ fn worker_main(shared: &Arc<Shared>, id: u32) {
             slot.state.store(BUSY, Ordering::Relaxed);
             // More waiting than workers on their way to it: pass the wake on (the submitter
             // woke only as many as no one was on the way for).
-            if !shared.queue.is_empty() && shared.idle.load(Ordering::Relaxed) != 0 {
+            // (The idle mask first: it rarely changes while the pool is busy, the queue's
+            // ends change with every request.)
+            if shared.idle.load(Ordering::Relaxed) != 0 && !shared.queue.is_empty() {
                 let left = shared.queue.len() as i64;
                 let on_the_way = i64::from(shared.on_the_way.load(Ordering::SeqCst).max(0))
                     + i64::from(shared.returning.load(Ordering::SeqCst).max(0));

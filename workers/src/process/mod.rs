@@ -444,6 +444,12 @@ impl ProcessPool {
         fence(Ordering::SeqCst);
         let ctl = &self.inner.ctl;
         let sized = self.inner.size.min != self.inner.size.max;
+        // A fixed pool with no worker idle has no wake to give and nothing to tally: the
+        // queue and the returning mask, which busy workers keep changing, are not read.
+        // (Dekker with a worker going idle all the same: it sets its bit, then looks.)
+        if !sized && ctl.header().idle.load(Ordering::SeqCst) == 0 {
+            return;
+        }
         let backlog = ctl.queued().count() as u32;
         let woken = wake_idle(ctl, n.min(wanted(ctl, backlog)), sized);
         if !sized {

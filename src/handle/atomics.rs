@@ -84,14 +84,17 @@ impl Word32 for AtomicU32 {
     }
 }
 
+/// Private futexes: the words (handle states, bells) live in the handle table, a mapping
+/// that only this process's threads wait on and wake — worker processes do not map it, and a
+/// child made by fork may not use it (`docs/embedding.md`, §7).
 impl FutexWord for AtomicU32 {
     #[inline]
     fn wait_for(&self, expected: u32, limit: std::time::Duration) -> bool {
-        futex::wait(self, expected, Some(limit))
+        futex::wait_private(self, expected, Some(limit))
     }
     #[inline]
     fn wake_all(&self) {
-        futex::wake(self, u32::MAX);
+        futex::wake_private(self, u32::MAX);
     }
 }
 

@@ -149,7 +149,7 @@ impl FaultInjector {
 
     pub(crate) fn release_held(&self) {
         self.release.fetch_add(1, Ordering::AcqRel);
-        futex::wake(&self.release, u32::MAX);
+        futex::wake_private(&self.release, u32::MAX);
     }
 
     /// Decides what happens to the completion of the I/O at `site` that got `raw`. A `Delay`
@@ -214,7 +214,7 @@ impl FaultInjector {
     /// Parks the caller until `release_held` is called after `seen` was read.
     pub(crate) fn hold(&self, seen: u32) {
         while self.release.load(Ordering::Acquire) == seen {
-            futex::wait(&self.release, seen, None);
+            futex::wait_private(&self.release, seen, None);
         }
     }
 }

@@ -1,8 +1,13 @@
 //! Futex wait and wake on a 32-bit word.
 //!
-//! The non-private futex operations are used on purpose: the word may live in a shared
-//! mapping that several processes see (the handle table is built to be placed in one), and a
-//! private futex would not wake a waiter in another process.
+//! Two kinds. [`wait`] and [`wake`] are the shared operations, for a word in a mapping that
+//! several processes see (the worker processes' control segment): a private futex would not
+//! wake a waiter in another process. [`wait_private`] and [`wake_private`] are for a word
+//! that only this process's threads wait on and wake (the worker threads' words, the handle
+//! table's states and bells): the kernel keys them by address alone, where a shared
+//! operation first looks up the page behind the word and takes a reference to it — a locked
+//! add and subtract on one `struct page` shared by every thread that sleeps or wakes on a
+//! word in that page.
 
 use std::sync::atomic::AtomicU32;
 use std::time::{Duration, Instant};
@@ -22,6 +27,20 @@ pub fn ran_promptly(since: Instant, limit: Duration) -> bool {
 /// returns true if it returned because `timeout` passed. Spurious returns are allowed;
 /// callers re-check their condition in a loop.
 pub fn wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) -> bool {
+    wait_op(word, libc::FUTEX_WAIT, expected, timeout)
+}
+
+/// [`wait`] for a word only this process's threads use (see the module's doc).
+pub fn wait_private(word: &AtomicU32, expected: u32, timeout: Option<Duration>) -> bool {
+    wait_op(
+        word,
+        libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+        expected,
+        timeout,
+    )
+}
+
+fn wait_op(word: &AtomicU32, op: libc::c_int, expected: u32, timeout: Option<Duration>) -> bool {
     let ts = timeout.map(|d| libc::timespec {
         tv_sec: d.as_secs() as libc::time_t,
         tv_nsec: d.subsec_nanos() as libc::c_long,
@@ -35,7 +54,7 @@ pub fn wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) -> bool 
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
-            libc::FUTEX_WAIT,
+            op,
             expected,
             ts_ptr,
             std::ptr::null::<u32>(),
@@ -47,13 +66,23 @@ pub fn wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) -> bool 
 
 /// Wakes up to `count` waiters blocked on `word`.
 pub fn wake(word: &AtomicU32, count: u32) {
+    wake_op(word, libc::FUTEX_WAKE, count);
+}
+
+/// [`wake`] for a word only this process's threads use (see the module's doc): it wakes only
+/// waiters that slept with [`wait_private`].
+pub fn wake_private(word: &AtomicU32, count: u32) {
+    wake_op(word, libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, count);
+}
+
+fn wake_op(word: &AtomicU32, op: libc::c_int, count: u32) {
     // SAFETY: `word` is a live, aligned atomic; FUTEX_WAKE does not access memory through it
     // beyond using its address as the key.
     unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
-            libc::FUTEX_WAKE,
+            op,
             count.min(i32::MAX as u32),
             std::ptr::null::<libc::timespec>(),
             std::ptr::null::<u32>(),

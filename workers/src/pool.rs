@@ -392,7 +392,7 @@ fn wake_idle(s: &Shared, want: u32) -> u32 {
             s.on_the_way.fetch_add(1, Ordering::SeqCst);
             let slot = &s.slots[bit.trailing_zeros() as usize];
             slot.word.fetch_add(1, Ordering::SeqCst);
-            futex::wake(&slot.word, 1);
+            futex::wake_private(&slot.word, 1);
             woken += 1;
         }
     }
@@ -416,7 +416,7 @@ impl Drop for WorkerPool {
         s.stop.store(true, Ordering::SeqCst);
         for slot in s.slots.iter() {
             slot.word.fetch_add(1, Ordering::SeqCst);
-            futex::wake(&slot.word, u32::MAX);
+            futex::wake_private(&slot.word, u32::MAX);
         }
         // A panicking worker may start a replacement while we join: repeat until none is left.
         loop {
@@ -642,7 +642,7 @@ fn worker_main(shared: &Arc<Shared>, id: u32) {
         // A pool at its minimum cannot shrink: sleep without a timer (and its wakeup).
         let timeout = timeout.filter(|_| shared.running.load(Ordering::Relaxed) > shared.size.min);
         let slept_from = timeout.map(|_| Instant::now());
-        futex::wait(&slot.word, seen, timeout);
+        futex::wait_private(&slot.word, seen, timeout);
         // Each idle spell ends here or above, once: woken if a submitter cleared the bit.
         if shared.idle.fetch_and(!bit, Ordering::SeqCst) & bit == 0 {
             coming = Coming::Woken;

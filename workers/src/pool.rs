@@ -3,8 +3,13 @@
 //!
 //! **Wakeups.** Every worker has its own futex word and one bit in the `idle` mask. A worker
 //! that finds the queue empty sets its bit, re-checks the queue, and only then sleeps on its
-//! word; a submitter, after queueing, takes the lowest set bits (one per request queued,
-//! `fetch_and` decides who owns a bit), bumps those workers' words and wakes them. The SeqCst
+//! word; a submitter, after queueing, takes the lowest set bit (`fetch_and` decides who owns
+//! a bit), bumps that worker's word and wakes it: one worker per submission, however many
+//! requests it queued. A worker that takes a request and still sees more queued than are
+//! coming wakes up to [`WAKE_FANOUT`] more, so the pool fills in a few steps (PostgreSQL's
+//! fan-out). Waking one and letting the woken wake the rest costs the submitter one system
+//! call per batch, and a worker that drains a batch faster than another could get up saves
+//! that other's sleep and wake altogether. The SeqCst
 //! operations on both sides make the lost-wakeup race impossible (each side sees the other's
 //! write: Dekker's pattern). A busy pool costs a submitter one load of `idle`, no system call.
 //! Waking the *lowest* idle worker concentrates work on low-numbered workers, so the ones above
@@ -189,6 +194,10 @@ const STARTING: u8 = 1;
 const IDLE: u8 = 2;
 const BUSY: u8 = 3;
 
+/// How many more idle workers a worker that took a request wakes, at most, while it still
+/// sees more queued than are coming (PostgreSQL's `IO_WORKER_WAKEUP_FANOUT`).
+const WAKE_FANOUT: i64 = 2;
+
 /// One worker's place: its futex word and what the view shows of it.
 struct Slot {
     /// Bumped by whoever takes this worker's idle bit, then woken.
@@ -344,10 +353,11 @@ impl WorkerPool {
         self.shared.queue.push(req)
     }
 
-    /// Wakes idle workers, lowest-numbered first, after `queued` requests were queued: one per
-    /// request beyond the workers already on their way (woken earlier, or just done with a
-    /// request, and not yet back at the queue: each will take one), at most `queued`. Starts
-    /// one more worker if too few were idle (see the module's "Sizing").
+    /// Wakes the lowest-numbered idle worker after `queued` requests were queued, if the queue
+    /// holds more than the workers already on their way will take (woken earlier, or just done
+    /// with a request, and not yet back at the queue: each takes one). One wake per
+    /// submission: the woken worker wakes more if it still sees a backlog (the module's
+    /// "Wakeups"). Starts one more worker if none was idle (see the module's "Sizing").
     pub fn wake(&self, queued: u32) {
         if queued == 0 {
             return;
@@ -365,7 +375,9 @@ impl WorkerPool {
         let returning = s.returning.load(Ordering::SeqCst).max(0) as u32;
         // The queue may hold earlier requests too; the workers coming take those first.
         let backlog = s.queue.len() as u32;
-        let want = queued.min(backlog.saturating_sub(on_the_way + returning));
+        let want = queued
+            .min(1)
+            .min(backlog.saturating_sub(on_the_way + returning));
         let woken = wake_idle(s, want);
         if s.size.is_fixed() {
             return; // nothing to tally
@@ -592,8 +604,8 @@ fn worker_main(shared: &Arc<Shared>, id: u32) {
         if let Some(req) = shared.queue.pop() {
             coming.arrived(shared);
             slot.state.store(BUSY, Ordering::Relaxed);
-            // More waiting than workers on their way to it: pass the wake on (the submitter
-            // woke only as many as no one was on the way for).
+            // More waiting than workers on their way to it: pass the wake on, to up to
+            // WAKE_FANOUT more (a submitter wakes one).
             // (The idle mask first: it rarely changes while the pool is busy, the queue's
             // ends change with every request.)
             if shared.idle.load(Ordering::Relaxed) != 0 && !shared.queue.is_empty() {
@@ -601,7 +613,7 @@ fn worker_main(shared: &Arc<Shared>, id: u32) {
                 let on_the_way = i64::from(shared.on_the_way.load(Ordering::SeqCst).max(0))
                     + i64::from(shared.returning.load(Ordering::SeqCst).max(0));
                 if left > on_the_way {
-                    wake_idle(shared, 1);
+                    wake_idle(shared, (left - on_the_way).min(WAKE_FANOUT) as u32);
                 }
             }
             match run(shared, id, req) {

@@ -434,9 +434,9 @@ impl ProcessPool {
         true
     }
 
-    /// Wakes idle workers after `n` requests were queued, lowest-numbered first: as many as
-    /// the queue holds beyond the workers returning to it from a read (`Header::returning`),
-    /// at most `n`.
+    /// Wakes the lowest-numbered idle worker after `n` requests were queued, if the queue holds
+    /// more than the workers returning to it from a read (`Header::returning`) will take: one
+    /// wake per submission, the woken worker waking more (`pass_wake_on`).
     pub fn wake(&self, n: u32) {
         if n == 0 {
             return;
@@ -451,7 +451,9 @@ impl ProcessPool {
             return;
         }
         let backlog = ctl.queued().count() as u32;
-        let woken = wake_idle(ctl, n.min(wanted(ctl, backlog)), sized);
+        // One wake per submission; the woken worker wakes more if it still sees a backlog
+        // (`pass_wake_on`), as worker threads do.
+        let woken = wake_idle(ctl, n.min(1).min(wanted(ctl, backlog)), sized);
         if !sized {
             return; // a fixed pool: nothing to tally
         }
@@ -460,7 +462,7 @@ impl ProcessPool {
         // the queue may hold earlier requests too, which they take first. The wake is met if
         // it found an idle worker for every request beyond those.
         let coming = ctl.header().coming.load(Ordering::SeqCst).count_ones();
-        let want = n.min(backlog.saturating_sub(coming));
+        let want = n.min(1).min(backlog.saturating_sub(coming));
         if woken >= want {
             self.inner.tally.met();
         } else {
@@ -600,15 +602,21 @@ fn wanted(ctl: &Control, backlog: u32) -> u32 {
 }
 
 /// A worker that has just taken a request and still sees more queued than the returning
-/// workers will take wakes one more (Dekker with a submitter that counted it as returning:
-/// it cleared its bit before this look).
+/// workers will take wakes up to [`WAKE_FANOUT`] more (Dekker with a submitter that counted
+/// it as returning: it cleared its bit before this look).
 pub(crate) fn pass_wake_on(ctl: &Control, sized: bool) {
     fence(Ordering::SeqCst);
-    if ctl.header().idle.load(Ordering::SeqCst) != 0 && wanted(ctl, ctl.queued().count() as u32) > 0
-    {
-        wake_idle(ctl, 1, sized);
+    if ctl.header().idle.load(Ordering::SeqCst) != 0 {
+        let want = wanted(ctl, ctl.queued().count() as u32).min(WAKE_FANOUT);
+        if want > 0 {
+            wake_idle(ctl, want, sized);
+        }
     }
 }
+
+/// How many more idle workers a worker that took a request wakes, at most (PostgreSQL's
+/// `IO_WORKER_WAKEUP_FANOUT`); a submission wakes one.
+const WAKE_FANOUT: u32 = 2;
 
 /// Takes and wakes up to `want` idle workers, lowest first; returns how many. `coming`: mark
 /// them in `Header::coming` (self-sizing pools, whose wakes count the workers on their way).

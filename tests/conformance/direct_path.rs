@@ -26,6 +26,8 @@ fn scenario(m: IoMethodKind) {
     // Seen while it runs: one issuer reads 1 MiB at a time until the view has shown it.
     let stop = AtomicBool::new(false);
     let reads = std::thread::scope(|s| {
+        // Stops the reader even if an assertion below fails (the scope would wait for it).
+        let _stop = StopOnDrop(&stop);
         let reader = s.spawn(|| {
             let me = aio.register_issuer("direct").unwrap();
             let f = aio.open(&path, &OpenOptions::read()).unwrap();

@@ -16,16 +16,6 @@ use std::sync::{Arc, Barrier};
 const BLK: usize = 4096;
 const FAR: u64 = 1 << 20;
 
-/// Sets its flag when dropped, so a thread looping on it stops even when the test fails (a
-/// panic would otherwise leave the scope waiting for it forever).
-struct StopOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
-
 fn block(k: u64) -> Vec<u8> {
     (0..BLK)
         .map(|i| (k as u8).wrapping_mul(13) ^ (i % 251) as u8)

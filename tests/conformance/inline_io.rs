@@ -23,6 +23,8 @@ fn scenario(m: IoMethodKind) {
     // Seen while it runs: one issuer reads 1 MiB at a time until the view has shown it.
     let stop = AtomicBool::new(false);
     let reads = std::thread::scope(|s| {
+        // Stops the reader even if an assertion below fails (the scope would wait for it).
+        let _stop = StopOnDrop(&stop);
         let reader = s.spawn(|| {
             let me = aio.register_issuer("inline").unwrap();
             let f = aio.open(&path, &OpenOptions::read()).unwrap();
@@ -40,8 +42,19 @@ fn scenario(m: IoMethodKind) {
         eventually(120, "the inline read in the view", || {
             assert!(!reader.is_finished(), "the reader died");
             for r in aio.aios().into_iter().filter(|r| r.issuer == "inline") {
-                assert_running_own_read(&r, MIB);
-                row_seen = true;
+                // An issuer preempted between acquiring and submitting, or between completing
+                // and reclaiming, shows its handle in those states. (A full, parallel test run
+                // once hung here under sim: something in this loop failed, the reader never
+                // stopped, and the hang hid the message; requiring SUBMITTED of every row is
+                // the one check here a busy machine can break.)
+                assert!(
+                    ["HANDED_OUT", "SUBMITTED", "COMPLETED_SHARED"].contains(&r.state.as_str()),
+                    "{r:?}"
+                );
+                if r.state == "SUBMITTED" {
+                    assert_running_own_read(&r, MIB);
+                    row_seen = true;
+                }
             }
             wait_seen |= waits_on(&aio, "inline", "DataFileRead");
             row_seen && wait_seen

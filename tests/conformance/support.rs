@@ -342,6 +342,17 @@ pub fn assert_running_own_read(r: &dbaio::AioRow, len: u64) {
     assert_eq!(r.raw_result, None, "{r:?}");
 }
 
+/// Sets its flag when dropped, so that a thread looping on the flag stops even when the test
+/// fails: a panic in a `std::thread::scope` would otherwise leave the scope waiting for that
+/// thread for ever, and the failure would be a hang with its message never printed.
+pub struct StopOnDrop<'a>(pub &'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Whether issuer `issuer` is waiting on `event` in the view's waits.
 pub fn waits_on(aio: &Aio, issuer: &str, event: &str) -> bool {
     aio.waits()

@@ -33,12 +33,6 @@ fn scenario(m: IoMethodKind) {
     let mut seen = 0usize;
     let mut by_worker = 0usize;
     // Stops the issuers even if an assertion below fails (the scope would wait for them).
-    struct StopOnDrop<'a>(&'a AtomicBool);
-    impl Drop for StopOnDrop<'_> {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::Relaxed);
-        }
-    }
     std::thread::scope(|s| {
         let _stop = StopOnDrop(&stop);
         let mut issuers = Vec::new();

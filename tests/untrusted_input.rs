@@ -66,7 +66,8 @@ fn kind(name: &str) -> Kind {
         | "io_uring_registered_files"
         | "io_uring_registered_buffers"
         | "io_uring_registered_io_bufs"
-        | "io_worker_try_cached" => Bool,
+        | "io_worker_try_cached"
+        | "io_worker_batch_scheduling" => Bool,
         "io_worker_program" | "introspection_socket" => Text,
         "io_workers" => int(Unit::None, 0, 32),
         "io_min_workers" | "io_max_workers" => int(Unit::None, 1, 32),

@@ -207,6 +207,7 @@ impl WorkerMethod {
                     settings.io_worker_queue_size as usize,
                     "dbaio-io-worker",
                     Arc::new(Sink(Arc::clone(shared))),
+                    settings.io_worker_batch_scheduling,
                 )
                 .map_err(AioError::Start)?;
                 Engine::Threads(pool)
@@ -225,6 +226,7 @@ impl WorkerMethod {
                         handles: shared.handle_count(),
                         files: settings.max_files,
                         program,
+                        batch_scheduling: settings.io_worker_batch_scheduling,
                     },
                     Arc::new(ProcSink(Arc::clone(shared))),
                 )

@@ -7,7 +7,9 @@
 //!   [`try_read_cached`], the page-cache read that never waits for the device.
 //! - `retry.rs` — the retry policy: which results are transient and how many times an I/O
 //!   is executed in all ([`retry_transient`]).
-//! - `futex.rs` — futex wait and wake on a 32-bit word (shared mappings too).
+//! - `futex.rs` — futex wait and wake on a 32-bit word: shared, for a mapping other processes
+//!   see, or private, for a word only this process's threads use.
+//! - `sched.rs` — [`sched::run_as_batch`]: a worker's `SCHED_BATCH` policy.
 //! - `arena.rs` — the shared buffer arena: memfd-backed memory that worker processes reach.
 //! - `slab.rs` — the registered-buffer slab: I/O buffers that io_uring rings register once.
 //! - `owner.rs` — [`Owner`]: the process that started a background thread, so that drops in
@@ -22,6 +24,7 @@ mod op;
 mod owner;
 mod request;
 mod retry;
+pub mod sched;
 pub mod slab;
 
 pub use op::Op;

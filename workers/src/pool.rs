@@ -229,6 +229,8 @@ struct Shared {
     returning: CachePadded<AtomicI32>,
 
     born: Instant,
+    /// Workers run under `SCHED_BATCH`.
+    batch_scheduling: bool,
     stop: AtomicBool,
     sink: Arc<dyn CompletionSink>,
     name: String,
@@ -252,12 +254,14 @@ pub struct WorkerPool {
 
 impl WorkerPool {
     /// Starts `size.min` threads named `{name}-{i}` with a queue of `queue_size` requests; more
-    /// start, up to `size.max`, when requests wait for a worker.
+    /// start, up to `size.max`, when requests wait for a worker. With `batch_scheduling` each
+    /// worker runs under `SCHED_BATCH` ([`dbaio_sys::sched::run_as_batch`]).
     pub fn start(
         size: PoolSize,
         queue_size: usize,
         name: &str,
         sink: Arc<dyn CompletionSink>,
+        batch_scheduling: bool,
     ) -> io::Result<Self> {
         if size.min == 0 || size.min > size.max || size.max > MAX_WORKERS || queue_size == 0 {
             return Err(io::Error::new(
@@ -291,6 +295,7 @@ impl WorkerPool {
             returning: CachePadded::new(AtomicI32::new(0)),
 
             born: Instant::now(),
+            batch_scheduling,
             stop: AtomicBool::new(false),
             sink,
             name: name.to_string(),
@@ -595,6 +600,10 @@ fn worker_main(shared: &Arc<Shared>, id: u32) {
     let slot = &shared.slots[id as usize];
     // SAFETY: gettid has no preconditions and cannot fail.
     slot.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
+    if shared.batch_scheduling {
+        // A policy the kernel refuses (none should) leaves the worker as it was: it still runs.
+        let _ = dbaio_sys::sched::run_as_batch();
+    }
     let bit = 1u64 << id;
     let timeout = (!shared.size.is_fixed()).then_some(shared.size.idle_timeout);
     // Whom this worker is counted by until its next look at the queue: `on_the_way` (a
@@ -796,7 +805,7 @@ mod tests {
             delay: Duration::from_millis(delay_ms),
             done: AtomicUsize::new(0),
         });
-        let p = WorkerPool::start(size, 1024, "test-worker", sink.clone()).unwrap();
+        let p = WorkerPool::start(size, 1024, "test-worker", sink.clone(), false).unwrap();
         (p, sink)
     }
 
@@ -896,12 +905,12 @@ mod tests {
             done: AtomicUsize::new(0),
         });
         for size in [PoolSize::fixed(0), sizing(3, 2, 1, 1), PoolSize::fixed(65)] {
-            let e = WorkerPool::start(size, 16, "t", sink.clone())
+            let e = WorkerPool::start(size, 16, "t", sink.clone(), false)
                 .err()
                 .unwrap();
             assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
         }
-        assert!(WorkerPool::start(PoolSize::fixed(1), 0, "t", sink).is_err());
+        assert!(WorkerPool::start(PoolSize::fixed(1), 0, "t", sink, false).is_err());
     }
 
     /// The wake protocol loses no request: many submitters each with one request in flight
@@ -995,7 +1004,14 @@ mod tests {
             done: AtomicUsize::new(0),
             panicked: AtomicUsize::new(0),
         });
-        let p = WorkerPool::start(sizing(1, 3, 20, 0), 1024, "test-worker", sink.clone()).unwrap();
+        let p = WorkerPool::start(
+            sizing(1, 3, 20, 0),
+            1024,
+            "test-worker",
+            sink.clone(),
+            false,
+        )
+        .unwrap();
         let quiet = std::panic::take_hook();
         std::panic::set_hook(Box::new(|_| {}));
         let n = 700u64;

@@ -252,6 +252,10 @@ pub struct Settings {
     /// costs one system call instead of a hand-off and two wakeups; a file whose reads keep
     /// missing is tried only now and then (docs/settings.md).
     pub io_worker_try_cached: bool,
+    /// `io_worker_batch_scheduling`: the worker method's workers run under `SCHED_BATCH`, so
+    /// that a woken worker does not preempt the thread that woke it (default on; off: the
+    /// normal policy, docs/settings.md).
+    pub io_worker_batch_scheduling: bool,
     /// `max_issuers`: how many issuers may be registered at once (1..4096, default 64).
     pub max_issuers: u32,
     /// `max_files`: files open in the subsystem at once (1..1048576, default 1024).
@@ -372,6 +376,7 @@ impl Settings {
             io_uring_spin: 0,
             io_worker_queue_size: 16,
             io_worker_try_cached: false,
+            io_worker_batch_scheduling: false,
             max_issuers: 1,
             max_files: 1,
             introspection_socket: None,

@@ -597,6 +597,12 @@ pub const PARAMETERS: &[Parameter] = &[
         io_worker_try_cached,
         "worker method: a buffered read of up to 16 KiB is first tried in the issuer without blocking (`RWF_NOWAIT`); only a read the page cache cannot serve whole goes to a worker"
     ),
+    bool_param!(
+        "io_worker_batch_scheduling",
+        "on",
+        io_worker_batch_scheduling,
+        "worker method: workers run under SCHED_BATCH — a woken worker does not preempt the thread that woke it, which goes on submitting while the workers wait for the CPU; off: the normal policy, a woken worker may take the CPU at once (for an issuer that computes while its I/O runs and wants it started first)"
+    ),
     int_param!(
         "max_issuers",
         1,

@@ -207,6 +207,10 @@ impl Worker<'_> {
             ms => Some(Duration::from_millis(ms)),
         };
         cell.state.store(W_BUSY, Ordering::SeqCst);
+        if h.batch_scheduling.load(Ordering::Relaxed) != 0 {
+            // A policy the kernel refuses (none should) leaves the worker as it was.
+            let _ = dbaio_sys::sched::run_as_batch();
+        }
         // This worker's bit in `coming` is set while it is on its way to the queue (it posted
         // a result, or a submitter woke it); it leaves once it has taken a request or is
         // visible as idle. Only a self-sizing pool keeps the mask (`sized`).

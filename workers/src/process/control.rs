@@ -51,6 +51,8 @@ pub(crate) struct Header {
     pub min: AtomicU32,
     pub max: AtomicU32,
     pub idle_timeout_ms: AtomicU64,
+    /// Non-zero: workers run under `SCHED_BATCH`.
+    pub batch_scheduling: AtomicU32,
     /// Set when the pool stops: workers leave once the queue is empty.
     pub stop: AtomicU32,
     /// Tests only: a worker that has decided to retire stops itself (SIGSTOP) at this step of

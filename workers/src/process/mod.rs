@@ -91,6 +91,8 @@ pub struct ProcessConfig {
     /// The program to execute as a worker: the embedder's own (its `dbaio` dependency makes
     /// it one when `DBAIO_IO_WORKER` is set).
     pub program: PathBuf,
+    /// Workers run under `SCHED_BATCH` ([`dbaio_sys::sched::run_as_batch`]).
+    pub batch_scheduling: bool,
 }
 
 /// The control segment's mapping in this process: unmapped when its last holder goes (the
@@ -260,6 +262,8 @@ impl ProcessPool {
             (size.idle_timeout.as_millis() as u64).max(1)
         };
         h.idle_timeout_ms.store(idle_ms, Ordering::Relaxed);
+        h.batch_scheduling
+            .store(u32::from(config.batch_scheduling), Ordering::Relaxed);
         h.drainer_window_ns
             .store(control::DRAINER_ACTIVE_NS, Ordering::Relaxed);
         h.arena_fd.store(arena.fd(), Ordering::Relaxed);

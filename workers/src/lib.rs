@@ -21,6 +21,11 @@ mod pool;
 pub mod process;
 mod tally;
 
+/// How many more idle workers a worker that took a request wakes, at most, while it still
+/// sees more queued than are coming to the queue; a submission wakes one. PostgreSQL's
+/// `IO_WORKER_WAKEUP_FANOUT`. Both kinds of pool use it.
+const WAKE_FANOUT: u32 = 2;
+
 pub use pool::{
     CompletionSink, MAX_WORKERS, PoolObserver, PoolSize, PoolSnapshot, WorkerPool, WorkerRow,
 };

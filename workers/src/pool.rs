@@ -6,7 +6,7 @@
 //! word; a submitter, after queueing, takes the lowest set bit (`fetch_and` decides who owns
 //! a bit), bumps that worker's word and wakes it: one worker per submission, however many
 //! requests it queued. A worker that takes a request and still sees more queued than are
-//! coming wakes up to [`WAKE_FANOUT`] more, so the pool fills in a few steps (PostgreSQL's
+//! coming wakes up to `WAKE_FANOUT` (2) more, so the pool fills in a few steps (PostgreSQL's
 //! fan-out). Waking one and letting the woken wake the rest costs the submitter one system
 //! call per batch, and a worker that drains a batch faster than another could get up saves
 //! that other's sleep and wake altogether. The SeqCst
@@ -194,10 +194,6 @@ const STARTING: u8 = 1;
 const IDLE: u8 = 2;
 const BUSY: u8 = 3;
 
-/// How many more idle workers a worker that took a request wakes, at most, while it still
-/// sees more queued than are coming (PostgreSQL's `IO_WORKER_WAKEUP_FANOUT`).
-const WAKE_FANOUT: i64 = 2;
-
 /// One worker's place: its futex word and what the view shows of it.
 struct Slot {
     /// Bumped by whoever takes this worker's idle bit, then woken.
@@ -380,9 +376,8 @@ impl WorkerPool {
         let returning = s.returning.load(Ordering::SeqCst).max(0) as u32;
         // The queue may hold earlier requests too; the workers coming take those first.
         let backlog = s.queue.len() as u32;
-        let want = queued
-            .min(1)
-            .min(backlog.saturating_sub(on_the_way + returning));
+        // One wake at most, however many were queued.
+        let want = backlog.saturating_sub(on_the_way + returning).min(1);
         let woken = wake_idle(s, want);
         if s.size.is_fixed() {
             return; // nothing to tally
@@ -622,7 +617,10 @@ fn worker_main(shared: &Arc<Shared>, id: u32) {
                 let on_the_way = i64::from(shared.on_the_way.load(Ordering::SeqCst).max(0))
                     + i64::from(shared.returning.load(Ordering::SeqCst).max(0));
                 if left > on_the_way {
-                    wake_idle(shared, (left - on_the_way).min(WAKE_FANOUT) as u32);
+                    wake_idle(
+                        shared,
+                        (left - on_the_way).min(i64::from(crate::WAKE_FANOUT)) as u32,
+                    );
                 }
             }
             match run(shared, id, req) {

@@ -457,7 +457,7 @@ impl ProcessPool {
         let backlog = ctl.queued().count() as u32;
         // One wake per submission; the woken worker wakes more if it still sees a backlog
         // (`pass_wake_on`), as worker threads do.
-        let woken = wake_idle(ctl, n.min(1).min(wanted(ctl, backlog)), sized);
+        let woken = wake_idle(ctl, wanted(ctl, backlog).min(1), sized);
         if !sized {
             return; // a fixed pool: nothing to tally
         }
@@ -466,7 +466,7 @@ impl ProcessPool {
         // the queue may hold earlier requests too, which they take first. The wake is met if
         // it found an idle worker for every request beyond those.
         let coming = ctl.header().coming.load(Ordering::SeqCst).count_ones();
-        let want = n.min(1).min(backlog.saturating_sub(coming));
+        let want = backlog.saturating_sub(coming).min(1);
         if woken >= want {
             self.inner.tally.met();
         } else {
@@ -606,21 +606,17 @@ fn wanted(ctl: &Control, backlog: u32) -> u32 {
 }
 
 /// A worker that has just taken a request and still sees more queued than the returning
-/// workers will take wakes up to [`WAKE_FANOUT`] more (Dekker with a submitter that counted
+/// workers will take wakes up to `WAKE_FANOUT` (2) more (Dekker with a submitter that counted
 /// it as returning: it cleared its bit before this look).
 pub(crate) fn pass_wake_on(ctl: &Control, sized: bool) {
     fence(Ordering::SeqCst);
     if ctl.header().idle.load(Ordering::SeqCst) != 0 {
-        let want = wanted(ctl, ctl.queued().count() as u32).min(WAKE_FANOUT);
+        let want = wanted(ctl, ctl.queued().count() as u32).min(crate::WAKE_FANOUT);
         if want > 0 {
             wake_idle(ctl, want, sized);
         }
     }
 }
-
-/// How many more idle workers a worker that took a request wakes, at most (PostgreSQL's
-/// `IO_WORKER_WAKEUP_FANOUT`); a submission wakes one.
-const WAKE_FANOUT: u32 = 2;
 
 /// Takes and wakes up to `want` idle workers, lowest first; returns how many. `coming`: mark
 /// them in `Header::coming` (self-sizing pools, whose wakes count the workers on their way).

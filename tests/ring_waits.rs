@@ -374,14 +374,27 @@ fn what_arrives_while_the_ring_is_held_is_reaped_when_it_is_let_go() {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
             // The future's read completes while the issuer holds the ring; the watcher,
-            // woken by it, finds the ring taken and leaves the reap to the holder. (The
-            // pause lets that happen.)
+            // woken by it, finds the ring taken and leaves the reap to the holder. The
+            // watcher is stopped where it has left its want, and kept there until the
+            // issuer has let go: no pause that a loaded machine could outlast, and no
+            // later wake of the watcher racing the let-go for the ring.
+            let _release_watcher = ReleaseHold(aio, TestPoint::ReapLeftToHolder);
+            aio.hold_next(TestPoint::ReapLeftToHolder);
             w[0].write_all(&[3u8; 64]).unwrap();
-            std::thread::sleep(std::time::Duration::from_millis(100));
+            while !aio.held_at(TestPoint::ReapLeftToHolder) {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the watcher never found the ring held"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            // The completion is in the ring by now: the issuer runs the kernel's task work
+            // for it on its way out of each of its sleeps at the hold, before it lets go.
             aio.release_hold(TestPoint::EmptyReap);
             // The issuer lets go, then follows the bell (its other read runs elsewhere).
             wait_until_wchan(issuer_tid, "futex");
             let reaped_by = woke.0.lock().unwrap().clone();
+            aio.release_hold(TestPoint::ReapLeftToHolder);
             (reaped_by, w)
         });
         me.end_batch();

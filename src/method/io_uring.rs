@@ -136,6 +136,9 @@ struct Uring {
     buffers: FixedBuffers,
     /// Tests: stops a [`Uring::reap_now`] that found nothing, holding the completion side.
     empty_reap_hold: TestHold,
+    /// Tests: stops a [`Uring::reap_now`] that found the completion side held and left the
+    /// reap to its holder.
+    left_to_holder_hold: TestHold,
 }
 
 /// `io_uring_registered_buffers`: the attachment's memory (the buffer pool) registered with
@@ -311,6 +314,7 @@ impl Uring {
                     .collect(),
             },
             empty_reap_hold: TestHold::default(),
+            left_to_holder_hold: TestHold::default(),
         })
     }
 
@@ -654,6 +658,7 @@ impl Uring {
             .store(true, Ordering::SeqCst);
         STD_FENCE(Ordering::SeqCst);
         let Some(mut cq) = self.try_hold(issuer, ring) else {
+            self.left_to_holder_hold.pass();
             return; // the holder's let-go reaps for us
         };
         // Ours to do now; a want left while we hold it is the let-go's.
@@ -1240,7 +1245,11 @@ impl IoMethod for UringMethod {
         self.uring.inject_submit_error_once(errno)
     }
     fn test_hold(&self, point: super::TestPoint) -> Option<&TestHold> {
-        (point == super::TestPoint::EmptyReap).then_some(&self.uring.empty_reap_hold)
+        match point {
+            super::TestPoint::EmptyReap => Some(&self.uring.empty_reap_hold),
+            super::TestPoint::ReapLeftToHolder => Some(&self.uring.left_to_holder_hold),
+            _ => None,
+        }
     }
     fn poll(&self, shared: &Shared, issuer: u32) {
         self.uring.poll(shared, issuer)

@@ -26,6 +26,9 @@ pub enum TestPoint {
     /// io_uring: a reap without waiting that found the completion queue empty, still
     /// holding the ring's completion side.
     EmptyReap,
+    /// io_uring: a reap without waiting that found the completion side held by another
+    /// thread and has left its want for that thread's let-go.
+    ReapLeftToHolder,
     /// sim: a submission that has just claimed a handle (made it SUBMITTED) and not yet
     /// queued it.
     SimClaimed,

@@ -376,13 +376,16 @@ impl WorkerPool {
         let returning = s.returning.load(Ordering::SeqCst).max(0) as u32;
         // The queue may hold earlier requests too; the workers coming take those first.
         let backlog = s.queue.len() as u32;
+        // The requests of this submission that no coming worker will take.
+        let need = queued.min(backlog.saturating_sub(on_the_way + returning));
         // One wake at most, however many were queued.
-        let want = backlog.saturating_sub(on_the_way + returning).min(1);
-        let woken = wake_idle(s, want);
+        let woken = wake_idle(s, need.min(1));
         if s.size.is_fixed() {
             return; // nothing to tally
         }
-        if woken < want {
+        // Met if the pool had a worker for each: the woken one, and idle ones that it (and
+        // those it wakes) will wake.
+        if woken + s.idle.load(Ordering::SeqCst).count_ones() < need {
             s.tally.short();
             maybe_grow(&self.shared);
         } else {
@@ -847,6 +850,37 @@ mod tests {
         );
         assert_eq!(p.snapshot().grown, 3);
         assert_eq!(p.snapshot().workers.len(), 4);
+    }
+
+    /// A submission of many requests wakes one worker (which wakes the others), but is met
+    /// only if the pool had an idle worker for each: a batch larger than the idle workers
+    /// grows a self-sizing pool, as one request at a time beyond them does.
+    #[test]
+    fn a_batch_larger_than_the_idle_workers_grows_the_pool() {
+        let (p, sink) = pool(sizing(2, 8, 60_000, 0), 10);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for batch in 0..3u64 {
+            // Both first workers asleep, nothing queued or on its way.
+            while p.shared.idle.load(Ordering::SeqCst).count_ones() < 2 {
+                assert!(Instant::now() < deadline, "the workers never went idle");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let before = sink.done.load(Ordering::SeqCst);
+            for i in 0..8 {
+                // SAFETY: the request names no memory (fd -1, no iovecs, no path).
+                unsafe { p.try_submit(request(batch * 8 + i)) }.unwrap();
+            }
+            p.wake(8);
+            while sink.done.load(Ordering::SeqCst) < before + 8 {
+                assert!(Instant::now() < deadline, "the batch never completed");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        assert_eq!(
+            p.snapshot().grown,
+            3,
+            "each batch of 8 found too few idle workers and started one more"
+        );
     }
 
     #[test]

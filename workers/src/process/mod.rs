@@ -457,17 +457,18 @@ impl ProcessPool {
         let backlog = ctl.queued().count() as u32;
         // One wake per submission; the woken worker wakes more if it still sees a backlog
         // (`pass_wake_on`), as worker threads do.
-        let woken = wake_idle(ctl, wanted(ctl, backlog).min(1), sized);
+        wake_idle(ctl, wanted(ctl, backlog).min(1), sized);
         if !sized {
             return; // a fixed pool: nothing to tally
         }
-        // Workers woken earlier or just done with a request, and not yet back at the queue,
-        // each take a request there without a wake (counted before this wake adds its own);
-        // the queue may hold earlier requests too, which they take first. The wake is met if
-        // it found an idle worker for every request beyond those.
+        // Workers woken (this one too) or just done with a request, and not yet back at
+        // the queue, each take a request there without a wake; the queue may hold earlier
+        // requests too, which they take first. The wake is met if the pool had an idle
+        // worker for each of this submission's requests beyond those (the woken one wakes
+        // them, `pass_wake_on`).
         let coming = ctl.header().coming.load(Ordering::SeqCst).count_ones();
-        let want = backlog.saturating_sub(coming).min(1);
-        if woken >= want {
+        let need = n.min(backlog.saturating_sub(coming));
+        if ctl.header().idle.load(Ordering::SeqCst).count_ones() >= need {
             self.inner.tally.met();
         } else {
             self.inner.tally.short();

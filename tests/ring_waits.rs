@@ -247,8 +247,14 @@ fn a_reap_that_finds_nothing_still_tells_the_followers_when_it_lets_go() {
 /// Waits (up to 2 s) until thread `tid`'s kernel wait channel contains `what`; says whether
 /// it was seen so.
 fn wait_until_wchan(tid: i32, what: &str) -> bool {
+    wait_until_wchan_for(tid, what, std::time::Duration::from_secs(2))
+}
+
+/// As [`wait_until_wchan`], for up to `limit`.
+fn wait_until_wchan_for(tid: i32, what: &str, limit: std::time::Duration) -> bool {
     let wchan = format!("/proc/self/task/{tid}/wchan");
-    for _ in 0..20_000 {
+    let end = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < end {
         if std::fs::read_to_string(&wchan).is_ok_and(|w| w.contains(what)) {
             return true;
         }
@@ -391,10 +397,14 @@ fn what_arrives_while_the_ring_is_held_is_reaped_when_it_is_let_go() {
             // The completion is in the ring by now: the issuer runs the kernel's task work
             // for it on its way out of each of its sleeps at the hold, before it lets go.
             aio.release_hold(TestPoint::EmptyReap);
-            // The issuer lets go, then follows the bell (its other read runs elsewhere).
-            wait_until_wchan(issuer_tid, "futex");
+            // The issuer lets go, reaping what the watcher left it (the watcher is still
+            // stopped: nobody else can), then follows the bell (its other read runs
+            // elsewhere). Asleep there, it is past its let-go: what it reaped is known.
+            let asleep =
+                wait_until_wchan_for(issuer_tid, "futex", std::time::Duration::from_secs(30));
             let reaped_by = woke.0.lock().unwrap().clone();
             aio.release_hold(TestPoint::ReapLeftToHolder);
+            assert!(asleep, "the issuer never slept after letting go");
             (reaped_by, w)
         });
         me.end_batch();

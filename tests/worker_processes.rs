@@ -277,6 +277,11 @@ fn killed_workers_lose_no_data_and_no_completion() {
             "block {b}: not version {candidates:?}"
         );
     }
+    // The killer's last kill may land just before it stops: its replacement is started by
+    // the supervisor, which a loaded machine may not have run yet.
+    eventually(30, "the pool back at four workers", || {
+        aio.worker_pool().unwrap().workers.len() == 4
+    });
     let pool = aio.worker_pool().unwrap();
     let started = started.load(Ordering::Relaxed);
     let taken_back: u64 = aio
@@ -1090,12 +1095,20 @@ fn killed_at_a_step_of_retiring(step: RetireStep) {
     s.set("io_worker_launch_interval", "1ms").unwrap();
     let aio = Aio::start(s).unwrap();
     let pool = |aio: &Aio| aio.worker_pool().unwrap();
-    load_until(&aio, &path, |aio| pool(aio).workers.len() == 4);
-    let retired_before = pool(&aio).retired;
-    let replaced_before = pool(&aio).replaced;
-    // (Their pids now: a worker that marked itself retired is no longer listed.)
-    let pids: Vec<i32> = pool(&aio).workers.iter().map(|w| w.tid).collect();
-    aio.hold_retiring_worker_processes(Some(step));
+    // The counts, the pids and the hook are taken while 32 reads are still in flight: once
+    // they drain, a worker may retire after 100 ms idle, before a loaded machine gets here.
+    // (The pids now: a worker that marked itself retired is no longer listed.)
+    let (mut retired_before, mut replaced_before, mut pids) = (0, 0, Vec::new());
+    load_until(&aio, &path, |aio| {
+        let p = pool(aio);
+        if p.workers.len() < 4 {
+            return false;
+        }
+        (retired_before, replaced_before) = (p.retired, p.replaced);
+        pids = p.workers.iter().map(|w| w.tid).collect();
+        aio.hold_retiring_worker_processes(Some(step));
+        true
+    });
     // Idle now: three workers above the minimum retire, each stopping itself at `step`.
     let mut stopped = Vec::new();
     // (Before counting out, each idle worker still sees the pool above its minimum, so the

@@ -28,15 +28,24 @@ fn scenario(m: IoMethodKind) {
             .offsets(8192..8193)
             .times(1),
     );
+    // Released after a while, and again every 20 ms until `wait_any` has returned: a hold
+    // lets go only at a release after it began, and on a loaded machine the read may reach
+    // its hold after any given release (one release alone then hangs the test).
+    let waited = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let releaser = {
         let aio = aio.clone();
+        let waited = std::sync::Arc::clone(&waited);
         std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(200));
-            aio.release_held();
+            while !waited.load(std::sync::atomic::Ordering::SeqCst) {
+                aio.release_held();
+                std::thread::sleep(Duration::from_millis(20));
+            }
         })
     };
     let ours = me.acquire().unwrap().read(&f, 8192, IoBuf::new(4096));
     me.wait_any();
+    waited.store(true, std::sync::atomic::Ordering::SeqCst);
     assert!(
         ours.is_done(),
         "wait_any returned with none of the caller's I/Os done"

@@ -22,7 +22,10 @@ fn on_processes() {
         s.io_min_workers = 1;
         s.io_max_workers = 3;
         s.io_worker_launch_interval = 0;
-        s.io_worker_idle_timeout = 100;
+        // Long enough that a worker just started (idle once it has run its read, or from
+        // birth if the waiter took the read back) is still there when the loop below, on a
+        // loaded machine, comes to stop it.
+        s.io_worker_idle_timeout = 1000;
         s.introspection_socket = Some(socket.clone());
         s.io_worker_try_cached = false; // every read must reach the pool
     });
@@ -69,7 +72,7 @@ fn on_processes() {
         assert_pattern(&me.wait(io).into_buf(), k * 4096);
     }
     drop(stopped);
-    // Idle for 100 ms: back to the minimum, never below.
+    // Idle for a second: back to the minimum, never below.
     eventually(10, "idle workers leaving", || {
         aio.worker_pool().unwrap().workers.len() == 1
     });

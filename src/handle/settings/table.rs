@@ -601,7 +601,7 @@ pub const PARAMETERS: &[Parameter] = &[
         "io_worker_batch_scheduling",
         "on",
         io_worker_batch_scheduling,
-        "worker method: workers run under SCHED_BATCH — a woken worker does not preempt the thread that woke it, which goes on submitting while the workers wait for the CPU; off: the normal policy, a woken worker may take the CPU at once (for an issuer that computes while its I/O runs and wants it started first)"
+        "worker method: workers run under SCHED_BATCH — a woken worker does not preempt the thread that woke it, which goes on submitting while the workers wait for the CPU; off: the normal policy, a woken worker may take the CPU at once (for a machine whose CPUs are busy with other work, where on costs the tail: p99 1.4x beside CPU hogs)"
     ),
     int_param!(
         "max_issuers",

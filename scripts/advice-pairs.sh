@@ -49,7 +49,9 @@ if [[ $limit != 0 ]]; then
   echo "memory cgroup: $cg, limit $limit"
 fi
 
-# The scan's device, for the bytes it read.
+# The scan's device, for the bytes it read (the directory made first: on a fresh file
+# system the first run creates it, and findmnt finds no device for a path not there yet).
+mkdir -p "$dir"
 dev=$(findmnt -n -o SOURCE --target "$dir" 2>/dev/null || true)
 stat_file=/sys/class/block/$(basename "${dev:-none}")/stat
 reported=/sys/module/page_reporting/parameters/reported_kib

@@ -1,0 +1,20 @@
+//! Telling a loaded machine from a stall, shared by the test binaries that assert no wait ran
+//! into the library's 100 ms safety net (each includes this file with `#[path]`). A thread
+//! that sat runnable but not running for half that net may have made a wait run into it by
+//! being late itself; such a round is not judged. A stall of the library is a thread asleep,
+//! which this does not excuse.
+
+// Each test binary uses the part it needs.
+#![allow(dead_code)]
+
+/// Half the library's 100 ms safety net.
+pub const STARVED_NS: u64 = 50_000_000;
+
+/// Nanoseconds the calling thread has spent runnable but not running, so far (the second
+/// field of `/proc/thread-self/schedstat`; 0 where the kernel keeps no such count).
+pub fn run_delay_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}

@@ -815,6 +815,7 @@ impl IoBenchPlan {
                 );
             }
             let r = bench::run(opts, m, kind).map_err(|e| e.to_string())?;
+            self.note_pool_cap(opts, &r);
             if a.json {
                 output::json_line(&r)?;
             }
@@ -824,6 +825,25 @@ impl IoBenchPlan {
             }
         }
         Ok(reports)
+    }
+
+    /// Says so when a self-sizing worker pool stopped at its maximum below the depth asked:
+    /// no more reads than workers reach the device, which a reader of the table comparing
+    /// the methods at one depth should know.
+    fn note_pool_cap(&self, opts: &BenchOptions, r: &bench::BenchReport) {
+        let s = &opts.settings;
+        let Some(workers) = r.workers else {
+            return;
+        };
+        if s.io_workers == 0 && workers >= s.io_max_workers && workers < self.iodepth {
+            let kind = r.io_worker_kind.as_deref().unwrap_or("thread");
+            note!(
+                "dbaio bench: io_method worker ({kind}s) ran its most workers, {workers} \
+                 (io_max_workers), for iodepth {}: at most {workers} reads at a time reach \
+                 the device (--io-workers or -c io_max_workers= for more)",
+                self.iodepth
+            );
+        }
     }
 
     /// Draws the latency distribution of each report into `path`.

@@ -369,6 +369,41 @@ fn the_sync_depth_is_said() {
     assert!(err.contains("one I/O at a time"), "{err}");
 }
 
+/// A self-sizing worker pool that stops at its maximum below the depth asked is said: the
+/// table compares methods at one depth, and fewer workers than reads in flight keep fewer
+/// on the device. A pool sized for the depth says nothing.
+#[test]
+fn a_worker_pool_capped_below_the_depth_is_said() {
+    let d = dir();
+    let f = d.path().join("f");
+    file_with(&f, 1 << 20);
+    let bench = |extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "--filename",
+            f.to_str().unwrap(),
+            "--io-method",
+            "worker",
+            "--iodepth",
+            "8",
+            "--runtime",
+            "0.2",
+        ];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        let (_, err) = text(&o);
+        assert!(o.status.success(), "{err}");
+        err
+    };
+    let capped = bench(&["--io-workers", "0", "-c", "io_max_workers=1"]);
+    assert!(
+        capped.contains("ran its most workers, 1 (io_max_workers), for iodepth 8"),
+        "{capped}"
+    );
+    let fixed = bench(&["--io-workers", "8"]);
+    assert!(!fixed.contains("io_max_workers"), "{fixed}");
+}
+
 /// `--seed` picks the random offsets; 0 and the largest value are taken too (xorshift never
 /// starts from 0), and the run still reads every offset inside the file.
 #[test]

@@ -304,6 +304,16 @@ impl Drop for ReleaseHold<'_> {
     }
 }
 
+/// Lets every read held by a `Hold` fault go when dropped, so that a failed test does not
+/// leave one parked.
+struct ReleaseHeld<'a>(&'a Aio);
+
+impl Drop for ReleaseHeld<'_> {
+    fn drop(&mut self) {
+        self.0.release_held();
+    }
+}
+
 /// Writes to every FIFO when dropped, so that reads a failed test left waiting end.
 struct Unblock(Vec<std::fs::File>);
 
@@ -344,9 +354,10 @@ fn what_arrives_while_the_ring_is_held_is_reaped_when_it_is_let_go() {
     std::fs::write(&data, vec![8u8; 4 * 4096]).unwrap();
     let mut writers: Vec<std::fs::File> = fifos.iter().map(|p| fifo(p)).collect();
     let aio = on_io_uring(|_| {});
-    // The read run on another thread lasts a second there (an injected delay).
+    // The read run on another thread is held there, completed and not yet delivered, until
+    // the conductor lets it go (an injected hold: nothing here rests on how long it lasts).
     aio.inject_fault(
-        dbaio::FaultRule::new(dbaio::FaultAction::Delay(std::time::Duration::from_secs(1)))
+        dbaio::FaultRule::new(dbaio::FaultAction::Hold)
             .offsets(8192..8193)
             .times(1),
     );
@@ -385,17 +396,23 @@ fn what_arrives_while_the_ring_is_held_is_reaped_when_it_is_let_go() {
     let elsewhere_ref = elsewhere.wait_ref();
     std::thread::scope(|s| {
         let aio = &aio;
-        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
         let claimer = s.spawn(move || {
-            // SAFETY: gettid has no arguments and cannot fail.
-            tid_tx.send(unsafe { libc::gettid() }).unwrap();
             aio.wait(elsewhere_ref).unwrap();
         });
-        let claimer_tid = tid_rx.recv().unwrap();
-        assert!(
-            wait_until_wchan(claimer_tid, "nanosleep"),
-            "the other thread never ran the staged read"
-        );
+        // Let go however the test ends, so that the issuer's wait (and the claimer) end.
+        let _release_read = ReleaseHeld(aio);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !aio
+            .aios()
+            .iter()
+            .any(|r| r.issuer == "mixed" && r.state == "COMPLETED_IO")
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the other thread never ran the staged read"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         // SAFETY: gettid has no arguments and cannot fail.
         let issuer_tid = unsafe { libc::gettid() };
         let mut w = writers.split_off(1);
@@ -436,6 +453,8 @@ fn what_arrives_while_the_ring_is_held_is_reaped_when_it_is_let_go() {
                 wait_until_wchan_for(issuer_tid, "futex", std::time::Duration::from_secs(30));
             let reaped_by = woke.0.lock().unwrap().clone();
             aio.release_hold(TestPoint::ReapLeftToHolder);
+            // The read held on the other thread completes: the issuer's wait ends.
+            aio.release_held();
             assert!(asleep, "the issuer never slept after letting go");
             (reaped_by, w)
         });

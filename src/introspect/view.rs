@@ -97,7 +97,9 @@ pub struct WorkerPoolRow {
     pub min: u32,
     /// The most it runs (`io_max_workers`, or `io_workers` when fixed).
     pub max: u32,
-    /// I/Os queued, not yet picked up by a worker.
+    /// Queue entries not yet picked up by a worker. An entry whose I/O its waiter took back
+    /// and ran still counts until a worker pops it and drops it, so this can exceed the I/Os
+    /// in flight.
     pub queued: usize,
     /// Workers started because I/Os waited for one, since start.
     pub grown: u32,

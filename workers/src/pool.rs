@@ -108,7 +108,8 @@ pub struct WorkerRow {
 pub struct PoolSnapshot {
     /// The sizing the pool runs with.
     pub size: PoolSize,
-    /// Requests queued, not yet picked up.
+    /// Queue entries not yet picked up, with those whose request was taken back by the
+    /// submitter side and not yet popped and dropped by a worker.
     pub queued: usize,
     /// Workers started because requests waited for one, so far.
     pub grown: u32,

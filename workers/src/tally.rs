@@ -47,6 +47,15 @@ impl WakeTally {
         bump(&self.short);
     }
 
+    /// The present window's (met, short) counts.
+    #[cfg(test)]
+    pub(crate) fn counts(&self) -> (u32, u32) {
+        (
+            self.met.load(Ordering::Relaxed),
+            self.short.load(Ordering::Relaxed),
+        )
+    }
+
     /// Ends the window and starts the next: true if it was calm, that is if at least one wake
     /// was met and no more than [`SHORT_PER_MET`] were short for each met one.
     pub(crate) fn close(&self) -> bool {

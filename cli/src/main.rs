@@ -835,13 +835,17 @@ impl IoBenchPlan {
         let Some(workers) = r.workers else {
             return;
         };
-        if s.io_workers == 0 && workers >= s.io_max_workers && workers < self.iodepth {
-            let kind = r.io_worker_kind.as_deref().unwrap_or("thread");
+        let sizes_itself = s.io_workers == 0 && s.io_min_workers < s.io_max_workers;
+        if sizes_itself && workers >= s.io_max_workers && workers < r.iodepth {
+            let kind = match r.io_worker_kind.as_deref() {
+                Some("process") => "processes",
+                _ => "threads",
+            };
             note!(
-                "dbaio bench: io_method worker ({kind}s) ran its most workers, {workers} \
+                "dbaio bench: io_method worker ({kind}) ran its most workers, {workers} \
                  (io_max_workers), for iodepth {}: at most {workers} reads at a time reach \
                  the device (--io-workers or -c io_max_workers= for more)",
-                self.iodepth
+                r.iodepth
             );
         }
     }

@@ -387,7 +387,7 @@ fn a_worker_pool_capped_below_the_depth_is_said() {
             "--iodepth",
             "8",
             "--runtime",
-            "0.2",
+            "0.5",
         ];
         args.extend_from_slice(extra);
         let o = run(&args);
@@ -395,9 +395,18 @@ fn a_worker_pool_capped_below_the_depth_is_said() {
         assert!(o.status.success(), "{err}");
         err
     };
-    let capped = bench(&["--io-workers", "0", "-c", "io_max_workers=1"]);
+    // O_DIRECT, so that the reads reach the workers (a cached read runs at submit).
+    let capped = bench(&[
+        "--direct",
+        "--io-workers",
+        "0",
+        "-c",
+        "io_max_workers=2",
+        "-c",
+        "io_worker_launch_interval=0",
+    ]);
     assert!(
-        capped.contains("ran its most workers, 1 (io_max_workers), for iodepth 8"),
+        capped.contains("(threads) ran its most workers, 2 (io_max_workers), for iodepth 8"),
         "{capped}"
     );
     let fixed = bench(&["--io-workers", "8"]);

@@ -359,7 +359,8 @@ impl WorkerPool {
     /// holds more than the workers already on their way will take (woken earlier, or just done
     /// with a request, and not yet back at the queue: each takes one). One wake per
     /// submission: the woken worker wakes more if it still sees a backlog (the module's
-    /// "Wakeups"). Starts one more worker if none was idle (see the module's "Sizing").
+    /// "Wakeups"). May start one more worker if too few were idle for the submission (see
+    /// the module's "Sizing").
     pub fn wake(&self, queued: u32) {
         if queued == 0 {
             return;
@@ -379,14 +380,16 @@ impl WorkerPool {
         let backlog = s.queue.len() as u32;
         // The requests of this submission that no coming worker will take.
         let need = queued.min(backlog.saturating_sub(on_the_way + returning));
+        // Idle workers before the wake: once woken, a worker may wake others at once.
+        let idle = s.idle.load(Ordering::SeqCst).count_ones();
         // One wake at most, however many were queued.
         let woken = wake_idle(s, need.min(1));
         if s.size.is_fixed() {
             return; // nothing to tally
         }
-        // Met if the pool had a worker for each: the woken one, and idle ones that it (and
-        // those it wakes) will wake.
-        if woken + s.idle.load(Ordering::SeqCst).count_ones() < need {
+        // Met if the pool had an idle worker for each: the woken one, and those that it
+        // (and those it wakes) will wake.
+        if woken < need.min(1) || idle < need {
             s.tally.short();
             maybe_grow(&self.shared);
         } else {
@@ -867,11 +870,23 @@ mod tests {
     /// workers taking the batch only ever count short wakes.)
     #[test]
     fn a_batch_larger_than_the_idle_workers_is_a_short_wake() {
-        let (p, sink) = pool(sizing(2, 8, 60_000, 3_600_000), 10);
+        // 100 ms a request: the batch cannot drain before its wake, however late that is.
+        let (p, sink) = pool(sizing(2, 8, 60_000, 3_600_000), 100);
         let deadline = Instant::now() + Duration::from_secs(30);
-        // Both workers asleep, nothing queued or on its way.
-        while p.shared.idle.load(Ordering::SeqCst).count_ones() < 2 {
-            assert!(Instant::now() < deadline, "the workers never went idle");
+        // Both workers asleep (idle bits set, and in the futex: a worker re-checks the queue
+        // after setting its bit), nothing queued or on its way.
+        let asleep = |tid: i32| {
+            std::fs::read_to_string(format!("/proc/self/task/{tid}/wchan"))
+                .is_ok_and(|w| w.contains("futex"))
+        };
+        while p.shared.idle.load(Ordering::SeqCst).count_ones() < 2
+            || !p
+                .snapshot()
+                .workers
+                .iter()
+                .all(|w| w.tid > 0 && asleep(w.tid))
+        {
+            assert!(Instant::now() < deadline, "the workers never went to sleep");
             std::thread::sleep(Duration::from_millis(1));
         }
         for i in 0..8 {

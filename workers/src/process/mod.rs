@@ -455,20 +455,22 @@ impl ProcessPool {
             return;
         }
         let backlog = ctl.queued().count() as u32;
+        // Read before the wake, which changes both (and the woken worker may wake others
+        // at once): workers woken earlier or just done with a request, and not yet back at
+        // the queue, each take a request there without a wake; the queue may hold earlier
+        // requests too, which they take first. The wake is met if the pool had an idle
+        // worker for each of this submission's requests beyond those (the woken one wakes
+        // the others, `pass_wake_on`), as for worker threads.
+        let coming = ctl.header().coming.load(Ordering::SeqCst).count_ones();
+        let idle = ctl.header().idle.load(Ordering::SeqCst).count_ones();
         // One wake per submission; the woken worker wakes more if it still sees a backlog
         // (`pass_wake_on`), as worker threads do.
         wake_idle(ctl, wanted(ctl, backlog).min(1), sized);
         if !sized {
             return; // a fixed pool: nothing to tally
         }
-        // Workers woken (this one too) or just done with a request, and not yet back at
-        // the queue, each take a request there without a wake; the queue may hold earlier
-        // requests too, which they take first. The wake is met if the pool had an idle
-        // worker for each of this submission's requests beyond those (the woken one wakes
-        // them, `pass_wake_on`).
-        let coming = ctl.header().coming.load(Ordering::SeqCst).count_ones();
         let need = n.min(backlog.saturating_sub(coming));
-        if ctl.header().idle.load(Ordering::SeqCst).count_ones() >= need {
+        if idle >= need {
             self.inner.tally.met();
         } else {
             self.inner.tally.short();

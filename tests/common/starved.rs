@@ -10,10 +10,15 @@
 /// Half the library's 100 ms safety net.
 pub const STARVED_NS: u64 = 50_000_000;
 
-/// Nanoseconds the calling thread has spent runnable but not running, so far (the second
-/// field of `/proc/thread-self/schedstat`; 0 where the kernel keeps no such count).
+/// Nanoseconds the calling thread has spent runnable but not running, so far (0 where the
+/// kernel keeps no such count).
 pub fn run_delay_ns() -> u64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
+    run_delay_of("/proc/thread-self/schedstat")
+}
+
+/// The run delay in a `schedstat` file: its second field.
+fn run_delay_of(schedstat: impl AsRef<std::path::Path>) -> u64 {
+    std::fs::read_to_string(schedstat)
         .ok()
         .and_then(|s| s.split_whitespace().nth(1)?.parse().ok())
         .unwrap_or(0)
@@ -28,7 +33,6 @@ pub fn process_run_delay_ns() -> u64 {
     };
     tasks
         .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map(|t| run_delay_of(t.path().join("schedstat")))
         .sum()
 }

@@ -380,13 +380,14 @@ impl WorkerPool {
         let backlog = s.queue.len() as u32;
         // The requests of this submission that no coming worker will take.
         let need = queued.min(backlog.saturating_sub(on_the_way + returning));
-        // Idle workers before the wake: once woken, a worker may wake others at once.
-        let idle = s.idle.load(Ordering::SeqCst).count_ones();
+        // Idle workers before the wake (once woken, a worker may wake others at once), for
+        // the tally of a pool that sizes itself; a fixed one tallies nothing.
+        let idle = (!s.size.is_fixed()).then(|| s.idle.load(Ordering::SeqCst).count_ones());
         // One wake at most, however many were queued.
         let woken = wake_idle(s, need.min(1));
-        if s.size.is_fixed() {
-            return; // nothing to tally
-        }
+        let Some(idle) = idle else {
+            return;
+        };
         // Met if the pool had an idle worker for each: the woken one, and those that it
         // (and those it wakes) will wake.
         if woken < need.min(1) || idle < need {

@@ -455,20 +455,26 @@ impl ProcessPool {
             return;
         }
         let backlog = ctl.queued().count() as u32;
-        // Read before the wake, which changes both (and the woken worker may wake others
-        // at once): workers woken earlier or just done with a request, and not yet back at
-        // the queue, each take a request there without a wake; the queue may hold earlier
-        // requests too, which they take first. The wake is met if the pool had an idle
-        // worker for each of this submission's requests beyond those (the woken one wakes
-        // the others, `pass_wake_on`), as for worker threads.
-        let coming = ctl.header().coming.load(Ordering::SeqCst).count_ones();
-        let idle = ctl.header().idle.load(Ordering::SeqCst).count_ones();
+        // For the tally of a pool that sizes itself (a fixed one tallies nothing), read before
+        // the wake, which changes both (and the woken worker may wake others at once):
+        // workers woken earlier or just done with a request, and not yet back at the queue,
+        // each take a request there without a wake; the queue may hold earlier requests too,
+        // which they take first.
+        let header = ctl.header();
+        let counts = sized.then(|| {
+            (
+                header.coming.load(Ordering::SeqCst).count_ones(),
+                header.idle.load(Ordering::SeqCst).count_ones(),
+            )
+        });
         // One wake per submission; the woken worker wakes more if it still sees a backlog
         // (`pass_wake_on`), as worker threads do.
         wake_idle(ctl, wanted(ctl, backlog).min(1), sized);
-        if !sized {
-            return; // a fixed pool: nothing to tally
-        }
+        let Some((coming, idle)) = counts else {
+            return;
+        };
+        // Met if the pool had an idle worker for each of this submission's requests beyond
+        // the coming ones, as for worker threads.
         let need = n.min(backlog.saturating_sub(coming));
         if idle >= need {
             self.inner.tally.met();

@@ -97,9 +97,9 @@ pub struct WorkerPoolRow {
     pub min: u32,
     /// The most it runs (`io_max_workers`, or `io_workers` when fixed).
     pub max: u32,
-    /// Queue entries not yet picked up by a worker. An entry whose I/O its waiter took back
-    /// and ran still counts until a worker pops it and drops it, so this can exceed the I/Os
-    /// in flight.
+    /// I/Os queued for a worker and not yet picked up. One its waiter took back and ran
+    /// itself is left out at once (it can be off by one for a moment while a worker drops
+    /// such an entry).
     pub queued: usize,
     /// Workers started because I/Os waited for one, since start.
     pub grown: u32,

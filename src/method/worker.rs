@@ -329,10 +329,11 @@ impl IoMethod for WorkerMethod {
     /// thread runs it, or it never went to a worker — by sleeping on the handle.
     fn drive_one(&self, shared: &Shared, i: u32, generation: u64) -> Drive {
         let procs = match &self.engine {
-            Engine::Threads(_) => {
+            Engine::Threads(pool) => {
                 if !shared.slot(i).take_queued_exact(generation) {
                     return Drive::Sleep; // a worker has it: it wakes the handle
                 }
+                pool.taken_back();
                 shared.run_here(i, Executor::Waiter);
                 return Drive::Progressed;
             }
@@ -468,8 +469,13 @@ fn queue(pool: &WorkerPool, shared: &Shared, i: u32) -> bool {
     if unsafe { pool.try_submit(shared.request(i)) }.is_ok() {
         return true;
     }
-    // Not queued: take the mark back, unless a waiter saw it and took the I/O first.
-    !s.take_queued_exact(generation)
+    // Not queued: take the mark back, unless a waiter saw it and took the I/O first (and
+    // counted an entry taken back that never went in).
+    if s.take_queued_exact(generation) {
+        return false;
+    }
+    pool.untaken_back();
+    true
 }
 
 impl WorkerMethod {
@@ -480,7 +486,13 @@ impl WorkerMethod {
             return false;
         }
         let taken = match &self.engine {
-            Engine::Threads(_) => shared.slot(i).take_queued_if(generation),
+            Engine::Threads(pool) => {
+                let taken = shared.slot(i).take_queued_if(generation);
+                if taken {
+                    pool.taken_back();
+                }
+                taken
+            }
             Engine::Processes(procs) => procs.take_back(i, generation as u32),
         };
         if taken {

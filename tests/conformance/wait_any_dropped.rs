@@ -14,8 +14,9 @@ fn scenario(m: IoMethodKind) {
     let d = dir();
     let path = data_file(&d, "f", 65536);
     let aio = start(m);
-    let _release = ReleaseHeldOnDrop(aio.clone());
     let me = aio.register_issuer("any").unwrap();
+    // After the issuer, so dropped before it: a failure releases the hold its drop waits for.
+    let _release = ReleaseHeldOnDrop(aio.clone());
     let f = aio.open(&path, &OpenOptions::read()).unwrap();
     // A read dropped in flight, finished.
     let dropped = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));

@@ -3,7 +3,8 @@
 //! is never run twice: the worker that later pops the queue entry finds it claimed and drops
 //! it. So is one an issuer has queued when it waits for any of its I/Os to complete. On the
 //! other methods the same program simply runs each I/O once.
-//! Guards against: an I/O run twice, by the waiter that took it back and again by the worker that
+//! Guards against: a request taken back still counted as queued in the view while its stale
+//! entry waits for the busy worker; an I/O run twice, by the waiter that took it back and again by the worker that
 //! later pops its stale queue entry (the no-op fault rule counts executions); and a waiter, in
 //! `wait` or in `wait_any`, that sleeps until the held (or stopped) worker is free instead of
 //! running the queued I/O itself (the worker is freed only after that wait returns: a hang).
@@ -32,6 +33,7 @@ fn on_processes() {
     let queued = me.acquire().unwrap().read(&f, 8192, IoBuf::new(4096));
     assert_pattern(&me.wait(queued).into_buf(), 8192);
     assert_eq!(executed_by(&aio, "waits", "waiter"), 1);
+    assert_nothing_queued(&aio);
     drop(stopped);
     // The worker, running again, finds the stale queue bit's request taken back and skips it.
     // (Polled, not waited for: a waiting issuer would take this one back too.)
@@ -59,6 +61,7 @@ fn on_processes() {
     assert!(queued.is_done());
     assert_pattern(&me.wait(queued).into_buf(), 24576);
     assert_eq!(executed_by(&aio, "waits", "waiter"), 2);
+    assert_nothing_queued(&aio);
     drop(stopped);
 }
 
@@ -72,8 +75,10 @@ fn scenario(m: IoMethodKind) {
         s.io_workers = 1;
         s.io_worker_try_cached = false; // the reads must be queued, not run at submit
     });
-    let _release = ReleaseHeldOnDrop(aio.clone());
     let me = aio.register_issuer("waits").unwrap();
+    // After the issuer: dropped first, so a failed assertion releases the held read before
+    // the issuer's drop waits for it (else the test hangs instead of failing).
+    let _release = ReleaseHeldOnDrop(aio.clone());
     let f = aio.open(&path, &OpenOptions::read()).unwrap();
     // Every completion of the read at 8192 is counted by a rule that changes nothing.
     aio.inject_fault(FaultRule::new(FaultAction::Delay(Duration::ZERO)).offsets(8192..8193));
@@ -89,6 +94,7 @@ fn scenario(m: IoMethodKind) {
     let queued = me.acquire().unwrap().read(&f, 8192, IoBuf::new(4096));
     assert_pattern(&me.wait(queued).into_buf(), 8192);
     assert_eq!(executed_by(&aio, "waits", "waiter"), 1);
+    assert_nothing_queued(&aio);
     aio.release_held();
     assert_pattern(&me.wait(busy).into_buf(), 0);
     // A read the worker runs (polled: a waiting issuer would run it itself): by the time it
@@ -115,9 +121,18 @@ fn scenario(m: IoMethodKind) {
     assert!(queued.is_done() && !busy.is_done());
     assert_pattern(&me.wait(queued).into_buf(), 24576);
     assert_eq!(executed_by(&aio, "waits", "waiter"), 2);
+    assert_nothing_queued(&aio);
     aio.release_held();
     assert_pattern(&me.wait(busy).into_buf(), 0);
     assert_eq!(executed_by(&aio, "waits", "worker 0"), 3);
+}
+
+/// The pool's `queued` leaves out a request its waiter took back, though its entry (threads)
+/// or its bit (processes, if a worker had already taken it) waits for the busy worker to drop
+/// it: the view would otherwise show a request queued that nobody will run.
+fn assert_nothing_queued(aio: &Aio) {
+    let pool = aio.worker_pool().unwrap();
+    assert_eq!(pool.queued, 0, "taken back, not queued: {pool:?}");
 }
 
 /// Starts a read at offset 0 that a fault rule holds mid-completion, and waits until the

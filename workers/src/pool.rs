@@ -35,7 +35,9 @@ use dbaio_sys::{Request, perform};
 use parking_lot::Mutex;
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicU32, AtomicU64, Ordering, fence};
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicIsize, AtomicU8, AtomicU32, AtomicU64, Ordering, fence,
+};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -51,7 +53,8 @@ pub trait CompletionSink: Send + Sync + 'static {
 
     /// Called when a worker pops a request, before executing it: the sink may rewrite it (for
     /// example to reopen its file in another process), or return false to drop it unexecuted
-    /// (someone else already ran it; no completion is posted). The default keeps it.
+    /// (the submitter side took it back and ran it, and said so with
+    /// [`WorkerPool::taken_back`]; no completion is posted). The default keeps it.
     fn prepare(&self, _worker: u32, _req: &mut Request) -> bool {
         true
     }
@@ -108,8 +111,7 @@ pub struct WorkerRow {
 pub struct PoolSnapshot {
     /// The sizing the pool runs with.
     pub size: PoolSize,
-    /// Queue entries not yet picked up, with those whose request was taken back by the
-    /// submitter side and not yet popped and dropped by a worker.
+    /// Requests queued and not yet picked up, those the submitter side took back left out.
     pub queued: usize,
     /// Workers started because requests waited for one, so far.
     pub grown: u32,
@@ -206,6 +208,11 @@ struct Slot {
 
 struct Shared {
     queue: ArrayQueue<Request>,
+    /// Queue entries whose request the submitter side took back ([`WorkerPool::taken_back`])
+    /// and no worker has yet popped and dropped: `queued` leaves them out. May be off by one
+    /// or two for a moment (a worker can drop an entry before its taker counts it), so it
+    /// informs the view only, never a wake (which goes by the queue itself).
+    taken_back: CachePadded<AtomicIsize>,
     /// Bit `i` set: worker `i` is idle (asleep or about to be) and may be taken and woken.
     idle: CachePadded<AtomicU64>,
     /// Workers started and not yet left.
@@ -282,6 +289,7 @@ impl WorkerPool {
             .collect();
         let shared = Arc::new(Shared {
             queue: ArrayQueue::new(queue_size),
+            taken_back: CachePadded::new(AtomicIsize::new(0)),
             idle: CachePadded::new(AtomicU64::new(0)),
             running: CachePadded::new(AtomicU32::new(0)),
             slots,
@@ -326,9 +334,22 @@ impl WorkerPool {
         self.shared.grown.load(Ordering::Relaxed)
     }
 
-    /// Requests queued and not yet picked up by a worker.
+    /// Requests queued and not yet picked up by a worker (entries taken back left out).
     pub fn queued(&self) -> usize {
-        self.shared.queue.len()
+        self.shared.queued()
+    }
+
+    /// The submitter side took back a request it had queued (the sink's `prepare` will drop
+    /// its entry): counted so that `queued` leaves the entry out. Call once per request taken
+    /// back; call [`WorkerPool::untaken_back`] for one taken back that never reached the queue.
+    pub fn taken_back(&self) {
+        self.shared.taken_back.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Undoes one [`WorkerPool::taken_back`]: the request's push failed, so no entry of it
+    /// will be popped and dropped.
+    pub fn untaken_back(&self) {
+        self.shared.taken_back.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Every running worker (number, thread id, busy or idle, requests done) and the pool's
@@ -424,6 +445,12 @@ impl Shared {
     fn can_grow(&self) -> bool {
         !self.size.is_fixed() && self.running.load(Ordering::Relaxed) < self.size.max
     }
+
+    /// Queue entries a worker will run: the queue's length less those taken back.
+    fn queued(&self) -> usize {
+        let taken_back = self.taken_back.load(Ordering::Relaxed).max(0) as usize;
+        self.queue.len().saturating_sub(taken_back)
+    }
 }
 
 impl Drop for WorkerPool {
@@ -472,7 +499,7 @@ fn snapshot(s: &Shared) -> PoolSnapshot {
     }
     PoolSnapshot {
         size: s.size,
-        queued: s.queue.len(),
+        queued: s.queued(),
         grown: s.grown.load(Ordering::Relaxed),
         retired: s.retired.load(Ordering::Relaxed),
         replaced: s.replaced.load(Ordering::Relaxed),
@@ -590,7 +617,11 @@ fn run(shared: &Shared, id: u32, mut req: Request) -> Ran {
     }));
     match done {
         Ok(true) => Ran::Executed,
-        Ok(false) => Ran::Skipped,
+        Ok(false) => {
+            // A taken-back request's entry, dropped: no longer left out of `queued`.
+            shared.taken_back.fetch_sub(1, Ordering::Relaxed);
+            Ran::Skipped
+        }
         Err(_) => {
             // The sink decides whether the request still needs failing (it may have completed).
             let _ = catch_unwind(AssertUnwindSafe(|| shared.sink.panicked(id, user_data)));
@@ -675,8 +706,9 @@ fn worker_main(shared: &Arc<Shared>, id: u32) {
 /// to it, it passes the wake on, to up to `WAKE_FANOUT` more idle workers (a submitter wakes
 /// one). (The idle mask first: it rarely changes while the pool is busy, the queue's ends
 /// change with every request.) A backlog with no worker idle does not grow the pool here:
-/// the queue's length counts the entries of I/Os a waiter took back until a worker drops
-/// them, and growing on it gave a pool at depth 8 up to 10 workers.
+/// tried when the queue's length still counted the entries of I/Os a waiter took back, it
+/// gave a pool at depth 8 up to 10 workers (the wake goes by the queue's length still: the
+/// count of taken-back entries may be off for a moment, and must not cost a wake).
 fn pass_wake_on(shared: &Shared) {
     if shared.idle.load(Ordering::Relaxed) == 0 || shared.queue.is_empty() {
         return;

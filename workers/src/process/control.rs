@@ -424,6 +424,16 @@ impl Bits<'_> {
         }
     }
 
+    /// Clears bit `i` if it is set (the second level is left to the next taker's `tidy`
+    /// unless the word is now empty). For a request taken back before a worker took its bit:
+    /// the bit would otherwise stay counted until a worker took it and found nothing to run.
+    pub fn clear(&self, i: u32) {
+        let (w, bit) = (i as usize / 64, 1u64 << (i % 64));
+        if self.l0[w].fetch_and(!bit, Ordering::SeqCst) == bit {
+            self.tidy(w);
+        }
+    }
+
     pub fn any(&self) -> bool {
         self.l1.iter().any(|w| w.load(Ordering::SeqCst) != 0)
     }

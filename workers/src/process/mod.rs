@@ -495,6 +495,9 @@ impl ProcessPool {
                 .is_ok();
         if taken {
             c.watched.store(0, Ordering::Relaxed);
+            // No worker will run it: not queued any more (the view's `queued`, the wakes'
+            // backlog). A worker that took the bit first finds the cell FREE and skips it.
+            self.inner.ctl.queued().clear(slot);
         }
         taken
     }

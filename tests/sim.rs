@@ -274,6 +274,58 @@ fn write_errors_and_a_full_disk_reach_the_writer() {
     assert_eq!(f.len().unwrap(), 0, "nothing was written");
 }
 
+/// A file the simulated disk cannot hold in memory is refused as a file system refuses one
+/// beyond its largest file (EFBIG), and sizes beyond `off_t` as the kernel refuses them
+/// (EINVAL): before, `ftruncate` to 1 TiB aborted the process allocating 1 TiB, and a write
+/// near `u64::MAX` panicked inside the library after growing the file to a wrapped length
+/// (found by a caller-side attack, 2026-12-07).
+#[test]
+fn sizes_beyond_the_simulated_disk_are_errors_not_aborts() {
+    let d = dir();
+    let aio = start(None, 3, |_| {});
+    let me = aio.register_issuer("sizes").unwrap();
+    let f = aio
+        .open(d.path().join("big"), &OpenOptions::read_write())
+        .unwrap();
+    let errno = |c: dbaio::Completion| c.check().map(|_| 0).unwrap_or_else(|e| e.errno);
+    let huge = 1u64 << 40;
+    for (len, want) in [
+        (huge, libc::EFBIG),
+        (i64::MAX as u64, libc::EFBIG),
+        (u64::MAX, libc::EINVAL),
+    ] {
+        assert_eq!(
+            errno(me.wait(me.acquire().unwrap().ftruncate(&f, len))),
+            want,
+            "ftruncate {len}"
+        );
+    }
+    assert_eq!(
+        errno(me.wait(me.acquire().unwrap().fallocate(&f, huge, 4096))),
+        libc::EFBIG
+    );
+    assert_eq!(
+        errno(me.wait(me.acquire().unwrap().fallocate(&f, 0, 0))),
+        libc::EINVAL
+    );
+    let page = || IoBuf::from_slice(&[5u8; 4096]);
+    assert_eq!(
+        errno(me.wait(me.acquire().unwrap().write(&f, huge, page()))),
+        libc::EFBIG
+    );
+    assert_eq!(
+        errno(me.wait(me.acquire().unwrap().write(&f, u64::MAX - 100, page()))),
+        libc::EINVAL
+    );
+    assert_eq!(f.len().unwrap(), 0, "nothing grew the file");
+    // What fits still works, up to the limit.
+    assert_eq!(
+        errno(me.wait(me.acquire().unwrap().write(&f, 8192, page()))),
+        0
+    );
+    assert_eq!(f.len().unwrap(), 8192 + 4096);
+}
+
 #[test]
 fn short_transfers_are_reported_and_resumed() {
     let d = dir();

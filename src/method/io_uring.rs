@@ -1029,6 +1029,10 @@ impl IoMethod for Uring {
         if self.retired(s.owner.load(Ordering::Relaxed)) {
             return true;
         }
+        if s.op().transfers_data() && s.offset.load(Ordering::Relaxed) > dbaio_sys::MAX_OFFSET {
+            // The kernel would take offset -1 as "at the file's position": `perform` refuses it.
+            return true;
+        }
         match s.op() {
             // A buffered write the file system cannot do without blocking would be handed to
             // an io-wq kernel thread: several times the cost of the pwrite it is. The issuer

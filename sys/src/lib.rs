@@ -29,5 +29,7 @@ pub mod slab;
 
 pub use op::Op;
 pub use owner::Owner;
-pub use request::{Cached, Request, perform, second_path, try_read_cached};
+pub use request::{
+    Cached, MAX_OFFSET, MAX_RW_COUNT, Request, perform, second_path, try_read_cached,
+};
 pub use retry::{MAX_EXECUTIONS, retry_transient};

@@ -34,6 +34,25 @@ pub struct Request {
     pub user_data: u64,
 }
 
+/// The largest offset a read or write may name: `off_t` is signed. Beyond it `pread` and
+/// `pwrite` fail with `EINVAL`, but `preadv2` and io_uring take offset -1 (`u64::MAX`) as
+/// "at the file's position" — a read of whatever the position points at, reported as done —
+/// so no request beyond it may reach either ([`Request::offset_out_of_range`]).
+pub const MAX_OFFSET: u64 = i64::MAX as u64;
+
+/// The most bytes one read or write system call moves (Linux's `MAX_RW_COUNT`, `INT_MAX`
+/// rounded down to a page); a longer one comes back short. io_uring's single-buffer entries
+/// carry a 32-bit length, so a longer buffer is offered as this many bytes.
+pub const MAX_RW_COUNT: usize = 0x7fff_f000;
+
+impl Request {
+    /// A read or write at an offset beyond [`MAX_OFFSET`]: fails with `EINVAL` (as `pread`
+    /// does), on every method.
+    pub fn offset_out_of_range(&self) -> bool {
+        self.op.transfers_data() && self.offset > MAX_OFFSET
+    }
+}
+
 // SAFETY: a Request is a description; the submitter guarantees (see `perform`'s contract)
 // that the memory its pointers name stays valid and is not mutated until the completion is
 // posted, so handing it to another thread cannot create a dangling access.
@@ -79,6 +98,9 @@ fn retry_eintr(mut f: impl FnMut() -> isize) -> i32 {
 /// (writable for `Readv`), and `req.path` must be a valid NUL-terminated string for `Unlink`
 /// (two back to back for `Rename`), all for the duration of the call.
 pub unsafe fn perform(req: &Request) -> i32 {
+    if req.offset_out_of_range() {
+        return -libc::EINVAL;
+    }
     let off = req.offset as libc::off_t;
     let (fd, iov, iovcnt, len) = (req.fd, req.iov, req.iovcnt as libc::c_int, req.len);
     match req.op {
@@ -165,7 +187,8 @@ pub enum Cached {
 /// As [`perform`]: `req.iov` must point at `req.iovcnt` valid, writable iovecs for the
 /// duration of the call.
 pub unsafe fn try_read_cached(req: &Request) -> Cached {
-    if req.op != Op::Readv {
+    if req.op != Op::Readv || req.offset_out_of_range() {
+        // (preadv2 would read at the file's position for offset -1: let `perform` refuse it.)
         return Cached::Miss;
     }
     // SAFETY: the caller guarantees `iovcnt` valid iovecs (function contract).

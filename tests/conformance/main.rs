@@ -36,6 +36,7 @@ mod io_timing;
 mod issuer_exit;
 mod lifecycle;
 mod many_issuers;
+mod offsets_beyond_off_t;
 mod one_handed_out;
 mod ops;
 mod ownership;

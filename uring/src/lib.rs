@@ -579,9 +579,18 @@ macro_rules! on_fd {
     };
 }
 
+/// A single buffer's length as a read or write entry carries it: at most what one system call
+/// moves (`MAX_RW_COUNT`; the rest comes back short, as from `pread`), never cut to 32 bits.
+fn one_call(len: usize) -> u32 {
+    len.min(dbaio_sys::MAX_RW_COUNT) as u32
+}
+
 /// The entry for `req` on `fd` (the request's descriptor as the ring should see it); a
 /// transfer of one piece of memory inside a registered buffer of `ring` is a fixed one.
 fn build(ring: &Ring, req: &Request, fd: Fd) -> squeue::Entry {
+    // The kernel would read or write at the file's position for offset -1: the embedder runs
+    // such a request itself (`perform` refuses it), it never comes here.
+    debug_assert!(!req.offset_out_of_range());
     let (offset, len) = (req.offset, req.len);
     let (iov, iovcnt) = (req.iov, req.iovcnt);
     let fixed = |v: &libc::iovec| ring.fixed_buffer_of(v.iov_base as usize, v.iov_len);
@@ -589,7 +598,8 @@ fn build(ring: &Ring, req: &Request, fd: Fd) -> squeue::Entry {
         Op::Readv if iovcnt == 1 => {
             // SAFETY: the iovec is valid per `Submission::push`'s contract.
             let v = unsafe { *iov };
-            let (p, n) = (v.iov_base.cast::<u8>(), v.iov_len as u32);
+            // (A 32-bit length: a longer buffer is offered as the most one read moves.)
+            let (p, n) = (v.iov_base.cast::<u8>(), one_call(v.iov_len));
             match fixed(&v) {
                 Some(k) => on_fd!(fd, |t| opcode::ReadFixed::new(t, p, n, k)
                     .offset(offset)
@@ -603,7 +613,7 @@ fn build(ring: &Ring, req: &Request, fd: Fd) -> squeue::Entry {
         Op::Writev if iovcnt == 1 => {
             // SAFETY: the iovec is valid per `Submission::push`'s contract.
             let v = unsafe { *iov };
-            let (p, n) = (v.iov_base.cast_const().cast::<u8>(), v.iov_len as u32);
+            let (p, n) = (v.iov_base.cast_const().cast::<u8>(), one_call(v.iov_len));
             match fixed(&v) {
                 Some(k) => on_fd!(fd, |t| opcode::WriteFixed::new(t, p, n, k)
                     .offset(offset)
@@ -888,7 +898,7 @@ mod tests {
             op: Op::Readv,
             fd,
             file: u32::MAX,
-            offset: u64::MAX, // the pipe's current position
+            offset: 0, // a pipe has no position: the kernel ignores it
             len: 1,
             iov: &iov,
             iovcnt: 1,
@@ -929,5 +939,76 @@ mod tests {
         assert_eq!(byte, *b"x");
         drop(cq);
         drop(writer.join().expect("writer"));
+    }
+
+    /// One buffer longer than 4 GiB: the entry's 32-bit length must not wrap (4 GiB and a
+    /// page read as one page: a 64 KiB file came back as 4 KiB, and a 4 GiB buffer as a
+    /// false end of file). It is offered as one system call's worth, as `pread` takes it.
+    /// The buffer is reserved, not touched: only the pages read into are.
+    #[test]
+    fn a_buffer_over_4_gib_is_not_cut_to_32_bits() {
+        let ring = match Ring::new(8, 0) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("SKIPPED: io_uring refused: {}", e.cause);
+                return;
+            }
+        };
+        let dir = std::env::temp_dir().join(format!("dbaio-uring-4g-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("f");
+        std::fs::write(&path, vec![7u8; 65536]).expect("write");
+        let file = std::fs::File::open(&path).expect("open");
+        for len in [4usize << 30, (4 << 30) + 4096] {
+            // SAFETY: a fresh private anonymous mapping; unmapped below, after the read.
+            let base = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(base, libc::MAP_FAILED, "mmap");
+            let iov = libc::iovec {
+                iov_base: base,
+                iov_len: len,
+            };
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+            let read = Request {
+                op: Op::Readv,
+                fd,
+                file: u32::MAX,
+                offset: 0,
+                len: 0,
+                iov: &iov,
+                iovcnt: 1,
+                path: std::ptr::null(),
+                user_data: 9,
+            };
+            let mut sq = ring.submission();
+            // SAFETY: `iov`, the mapping and the file outlive the completion, reaped below.
+            unsafe { sq.push(&read, Fd::Raw(fd), 9, false) }.expect("room");
+            assert_eq!(sq.submit().expect("submit"), 1);
+            drop(sq);
+            let mut cq = ring.completion();
+            let mut got = Vec::new();
+            while got.is_empty() {
+                cq.submit_and_wait_one(false, Duration::from_secs(10))
+                    .expect("wait");
+                cq.drain(|ud, res| got.push((ud, res)));
+            }
+            drop(cq);
+            assert_eq!(
+                got,
+                [(9, 65536)],
+                "a read of {len} bytes from a 64 KiB file"
+            );
+            // SAFETY: the read is complete; nothing refers to the mapping any more.
+            unsafe { libc::munmap(base, len) };
+        }
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -230,6 +230,10 @@ impl SimStore {
             } => (path, ino, write, direct),
             Opened::Dir { path } => return self.dir_op(req.op, &path),
         };
+        // SAFETY: as for this function.
+        if let Some(refused) = unsafe { beyond_the_limits(req) } {
+            return refused;
+        }
         // As O_DIRECT on a real file: a transfer not aligned is refused — except a read at or
         // past the end, which finds nothing to read before it looks at alignment.
         if direct
@@ -655,6 +659,44 @@ unsafe fn scatter(req: &Request, mut bytes: &[u8]) {
 /// # Safety
 ///
 /// `req.iov` points at valid, readable iovecs.
+/// The largest file the simulated disk holds. Its files live in memory (what reads see, and
+/// what the media holds), so one that would grow past this is refused with `EFBIG`, as a
+/// file system refuses a file beyond its largest (ext4's is 16 TiB).
+pub const SIM_MAX_FILE_SIZE: u64 = 4 << 30;
+
+/// What the kernel would refuse before looking at the file: an offset or size beyond `off_t`
+/// (`EINVAL`; a read or write at offset -1 must not be taken for "at the position"), an
+/// empty fallocate (`EINVAL`), a file grown past [`SIM_MAX_FILE_SIZE`] (`EFBIG`).
+///
+/// # Safety
+///
+/// The request's iovecs are valid for the call.
+unsafe fn beyond_the_limits(req: &Request) -> Option<i32> {
+    let end = match req.op {
+        _ if req.offset_out_of_range() => return Some(-libc::EINVAL),
+        Op::Writev => {
+            // SAFETY: the caller guarantees the iovecs (contract).
+            let iovs = unsafe { std::slice::from_raw_parts(req.iov, req.iovcnt as usize) };
+            let len = iovs.iter().map(|v| v.iov_len as u64).sum::<u64>();
+            if len == 0 {
+                return None;
+            }
+            req.offset.checked_add(len)
+        }
+        Op::Fallocate if req.len == 0 || req.offset > dbaio_sys::MAX_OFFSET => {
+            return Some(-libc::EINVAL);
+        }
+        Op::Fallocate => req.offset.checked_add(req.len),
+        Op::Ftruncate if req.len > dbaio_sys::MAX_OFFSET => return Some(-libc::EINVAL),
+        Op::Ftruncate => Some(req.len),
+        _ => return None,
+    };
+    match end {
+        Some(end) if end <= SIM_MAX_FILE_SIZE => None,
+        _ => Some(-libc::EFBIG),
+    }
+}
+
 unsafe fn gather(req: &Request) -> Vec<u8> {
     // SAFETY: the caller guarantees the iovecs (contract).
     let iovs = unsafe { std::slice::from_raw_parts(req.iov, req.iovcnt as usize) };

@@ -139,15 +139,24 @@ impl Issuer {
     /// whose `InFlight` is still alive; the subsystem is shut down.
     pub fn acquire(&self) -> Result<Handle<'_>, AioError> {
         loop {
-            if let Some(h) = self.try_acquire()? {
+            // (Finished handles are reclaimed by `wait_for_free`, not twice.)
+            if let Some(h) = self.acquire_idle(false)? {
                 return Ok(h);
             }
             self.wait_for_free()?;
         }
     }
 
-    /// Acquires a handle if one is idle now.
+    /// Acquires a handle if one is idle now, or can be made idle without waiting: a finished
+    /// I/O whose result no `InFlight` waits for (one dropped, detached, or redeemed through a
+    /// ticket elsewhere) is reclaimed first. `None` means every handle is in flight, staged,
+    /// or holds a result its `InFlight` has yet to collect.
     pub fn try_acquire(&self) -> Result<Option<Handle<'_>>, AioError> {
+        self.acquire_idle(true)
+    }
+
+    /// An idle handle, if there is one (after reclaiming finished ones, if `reclaim`).
+    fn acquire_idle(&self, reclaim: bool) -> Result<Option<Handle<'_>>, AioError> {
         let mut l = self.local.borrow_mut();
         if l.handed_out.is_some() {
             return Err(AioError::ApiViolation(
@@ -162,6 +171,14 @@ impl Issuer {
         }
         if l.staged.len() >= SUBMIT_BATCH_SIZE {
             self.submit_staged_locked(&mut l);
+        }
+        if reclaim && l.idle.is_empty() {
+            // Handles whose results nobody collects are reclaimed lazily, by a wait for a
+            // free one (`acquire`); a caller that never waits must not find them gone for good.
+            drop(l);
+            self.aio.method.poll(&self.aio.shared, self.slot);
+            self.reclaim_finished();
+            l = self.local.borrow_mut();
         }
         let Some(li) = l.idle.pop() else {
             return Ok(None);

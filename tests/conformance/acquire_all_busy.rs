@@ -4,7 +4,9 @@
 //! Guards against: an acquire that deadlocks with every handle busy (waiting for I/Os still staged
 //! in its own batch, or never reclaiming finished detached ones); an acquire that sleeps for ever
 //! instead of returning `AllHandlesHeld` when every handle is claimed by a live `InFlight`; and a
-//! handle given out twice, so a held read returns another read's bytes.
+//! handle given out twice, so a held read returns another read's bytes; a `try_acquire` that
+//! found no handle for good once every handle held a finished read nobody would collect (it
+//! never reclaimed them: found by a caller-side attack, 2026-12-07).
 
 use crate::support::*;
 use dbaio::{AioError, IoBuf, IoMethodKind, OpenOptions};
@@ -39,6 +41,29 @@ fn scenario(m: IoMethodKind) {
         assert_pattern(&me.wait(io).into_buf(), i as u64 * 4096);
     }
     assert!(me.acquire().is_ok());
+    // `try_acquire`, which never waits, still reclaims what finished with nobody to collect
+    // it: every handle's read dropped in flight and finished, then each handle taken again
+    // without an `acquire` between.
+    let dropped: Vec<_> = (0..4u64)
+        .map(|i| {
+            let h = me.try_acquire().unwrap().expect("an idle handle");
+            h.read(&f, i * 4096, IoBuf::new(4096)).wait_ref()
+        })
+        .collect();
+    for w in dropped {
+        aio.wait(w).unwrap();
+    }
+    let again: Vec<_> = (0..4u64)
+        .map(|i| {
+            let h = me.try_acquire().unwrap();
+            let h = h.expect("a finished, uncollected read's handle is reclaimed");
+            h.read(&f, i * 4096, IoBuf::new(4096))
+        })
+        .collect();
+    assert!(me.try_acquire().unwrap().is_none(), "all four held");
+    for (i, io) in again.into_iter().enumerate() {
+        assert_pattern(&me.wait(io).into_buf(), i as u64 * 4096);
+    }
 }
 
 crate::for_every_method!(scenario);

@@ -125,6 +125,7 @@ impl Issuer {
         // them (the view skips idle handles, and re-checks the generation after copying).
         // The iovec itself stays here: only this thread executes the I/O (the count is for
         // the view).
+        s.fields_generation.store(s.generation.load(r) as u32, r);
         s.op.store(op as u8, r);
         s.offset.store(offset, r);
         s.length.store(iov.iov_len as u64, r);

@@ -367,6 +367,7 @@ impl Issuer {
         let shared = &self.aio.shared;
         let s = shared.slot(idx);
         let r = Ordering::Relaxed;
+        s.fields_generation.store(s.generation.load(r) as u32, r);
         s.op.store(def.op as u8, r);
         s.offset.store(def.offset, r);
         s.length.store(def.length, r);
@@ -637,6 +638,7 @@ impl Issuer {
             None => l.unlink(li),
         }
         s.next_generation();
+        self.aio.recycling_hold.pass();
         s.set_state(from, HandleState::Idle);
         s.reset();
         l.idle.push(li);

@@ -31,9 +31,19 @@ pub(crate) struct AioInner {
     pub sim_disk: Option<crate::SimDisk>,
     /// The process that started the subsystem: a child made by `fork` may not use it.
     pub owner: dbaio_sys::Owner,
+    /// Tests only: `TestPoint::Recycling`.
+    pub recycling_hold: crate::method::TestHold,
 }
 
 impl AioInner {
+    /// Where `point` is: the subsystem's own, or its method's (None if it has no such point).
+    fn test_hold(&self, point: crate::TestPoint) -> Option<&crate::method::TestHold> {
+        match point {
+            crate::TestPoint::Recycling => Some(&self.recycling_hold),
+            _ => self.method.test_hold(point),
+        }
+    }
+
     /// Waits until I/O `(i, generation)` is complete, letting the method move it on from this
     /// thread when it can (io_uring reaps the issuer's ring; the worker method runs it if no
     /// worker has taken it).
@@ -321,7 +331,7 @@ impl Aio {
     /// [`Aio::release_hold`]. A method without that point ignores it.
     #[doc(hidden)]
     pub fn hold_next(&self, point: crate::TestPoint) {
-        if let Some(h) = self.inner.method.test_hold(point) {
+        if let Some(h) = self.inner.test_hold(point) {
             h.arm(None);
         }
     }
@@ -329,7 +339,7 @@ impl Aio {
     /// Tests only: as [`Aio::hold_next`], but only the calling thread stops at `point`.
     #[doc(hidden)]
     pub fn hold_next_here(&self, point: crate::TestPoint) {
-        if let Some(h) = self.inner.method.test_hold(point) {
+        if let Some(h) = self.inner.test_hold(point) {
             // SAFETY: gettid has no arguments and cannot fail.
             h.arm(Some(unsafe { libc::gettid() }));
         }
@@ -338,16 +348,13 @@ impl Aio {
     /// Tests only: whether a thread is stopped at `point` now ([`Aio::hold_next`]).
     #[doc(hidden)]
     pub fn held_at(&self, point: crate::TestPoint) -> bool {
-        self.inner
-            .method
-            .test_hold(point)
-            .is_some_and(|h| h.holding())
+        self.inner.test_hold(point).is_some_and(|h| h.holding())
     }
 
     /// Tests only: lets the thread stopped at `point` go on ([`Aio::hold_next`]).
     #[doc(hidden)]
     pub fn release_hold(&self, point: crate::TestPoint) {
-        if let Some(h) = self.inner.method.test_hold(point) {
+        if let Some(h) = self.inner.test_hold(point) {
             h.release();
         }
     }

@@ -155,6 +155,11 @@ pub(crate) struct HandleSlot {
     pub first_block: AtomicU32,
     pub nblocks: AtomicU32,
     pub raw_result: AtomicI32,
+    /// The generation (its low 32 bits) whose I/O the fields describe, written as the issuer
+    /// defines it. The view copies a slot only if it matches the generation: a handle being
+    /// recycled has the next generation before it leaves COMPLETED_SHARED, and its fields
+    /// are still the finished I/O's then.
+    pub fields_generation: AtomicU32,
     /// Who executed it (see `Executor`), for the view.
     pub executor: AtomicU32,
     pub distilled: AtomicU64,

@@ -5,6 +5,9 @@
 //! the state, copy the slot (every field is an atomic, so the copy cannot race), then re-check.
 //! A changed generation means a newer I/O: skip the slot (retrying could chase fast I/Os
 //! forever). A changed state only: retry (states only move forward through a finite set).
+//! Fields whose generation (`fields_generation`) is not the slot's belong to an I/O being
+//! recycled: skip. Within one state nothing is re-checked, so a result is shown only once
+//! the state says the I/O completed.
 //! See `docs/aios.md`.
 
 use crate::handle::files::NO_FILE;
@@ -199,6 +202,7 @@ struct SlotCopy {
     flags: HandleFlags,
     staged_ns: u64,
     executor: Executor,
+    fields_generation: u32,
 }
 
 fn copy_slot(shared: &Shared, i: u32) -> Option<SlotCopy> {
@@ -225,6 +229,7 @@ fn copy_slot(shared: &Shared, i: u32) -> Option<SlotCopy> {
             flags: s.flags(),
             staged_ns: s.staged_ns.load(r),
             executor: Executor::decode(s.executor.load(r)),
+            fields_generation: s.fields_generation.load(r),
         };
         // Every load above happens before the re-check below.
         fence(Ordering::Acquire);
@@ -232,7 +237,11 @@ fn copy_slot(shared: &Shared, i: u32) -> Option<SlotCopy> {
             return None;
         }
         if s.state() == state {
-            return Some(copy);
+            // A handle between its next generation and IDLE (being recycled) still holds
+            // the finished I/O's fields under the new generation: the I/O is over, skip it.
+            let stale =
+                state != HandleState::HandedOut && copy.fields_generation != generation as u32;
+            return (!stale).then_some(copy);
         }
     }
 }
@@ -277,7 +286,13 @@ pub(crate) fn aios(shared: &Shared) -> Vec<AioRow> {
             row.target = Some(if c.file == NO_FILE { "path" } else { "file" }.to_string());
             row.handle_data_len = Some(c.handle_data_len);
             row.raw_result = completed.then_some(c.raw_result);
-            row.result = Some(c.distilled.status.name().to_string());
+            // (An issuer running an I/O itself stores its result a moment before it moves the
+            // state: until then the result is not the I/O's yet.)
+            let status = match completed {
+                true => c.distilled.status,
+                false => crate::handle::result::Status::Unknown,
+            };
+            row.result = Some(status.name().to_string());
             row.target_desc = Some(describe(shared, &c));
             row.f_sync = Some(c.flags.contains(HandleFlags::SYNCHRONOUS));
             row.f_localmem = Some(c.flags.contains(HandleFlags::REFERENCES_LOCAL));

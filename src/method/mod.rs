@@ -32,6 +32,9 @@ pub enum TestPoint {
     /// sim: a submission that has just claimed a handle (made it SUBMITTED) and not yet
     /// queued it.
     SimClaimed,
+    /// Every method: an issuer recycling a handle, between the handle's next generation and
+    /// its move to IDLE.
+    Recycling,
 }
 
 /// A point where a test can stop the next thread to pass, while it holds what it holds

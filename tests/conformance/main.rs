@@ -57,6 +57,7 @@ mod submit_refused;
 mod tickets;
 mod torn_last_block;
 mod view_paused;
+mod view_recycling;
 mod view_under_load;
 mod wait_any_dropped;
 mod wait_from_other_thread;

@@ -449,8 +449,14 @@ impl IoMethod for WorkerMethod {
     }
 
     fn file_closed(&self, slot: u32) {
-        if let Engine::Processes(procs) = &self.engine {
-            procs.file_closed(slot);
+        if let Engine::Processes(procs) = &self.engine
+            && !procs.file_closed(slot)
+        {
+            tracing::warn!(
+                "a worker process did not close its descriptor of a closed file (slot {slot}) \
+                 within 1 s (stopped, or in a long I/O): an unlinked file's space is freed \
+                 when it does"
+            );
         }
     }
 }

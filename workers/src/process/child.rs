@@ -104,6 +104,9 @@ fn run(arg: &str) -> Result<(), String> {
         cursor: id as usize * 64,
         sized: h.min.load(Ordering::Relaxed) < h.max.load(Ordering::Relaxed),
     };
+    // It holds no descriptor yet: whatever was closed before now is swept (a closer may
+    // wait for this cell, whose last value is its previous worker's).
+    w.swept(w.close_seq);
     w.serve();
     Ok(())
 }
@@ -254,7 +257,12 @@ impl Worker<'_> {
             // Visible as idle before no longer counted as coming.
             arrived();
             fence(Ordering::SeqCst);
-            if ctl.queued().any() || h.stop.load(Ordering::SeqCst) != 0 {
+            // A file closed meanwhile counts too: its closer, which bumps `close_seq` before
+            // it wakes the idle workers, may have found this one not idle yet.
+            if ctl.queued().any()
+                || h.stop.load(Ordering::SeqCst) != 0
+                || h.close_seq.load(Ordering::SeqCst) != self.close_seq
+            {
                 h.idle.fetch_and(!bit, Ordering::SeqCst);
                 cell.state.store(W_BUSY, Ordering::Relaxed);
                 continue;
@@ -426,6 +434,21 @@ impl Worker<'_> {
                 .get(slot as usize)
                 .is_some_and(|c| c.epoch.load(Ordering::Acquire) == *epoch)
         });
+        self.swept(seq);
+    }
+
+    /// Tells closers this worker holds no descriptor of a file closed up to `seq`.
+    fn swept(&self, seq: u32) {
+        let h = self.ctl.header();
+        self.ctl.workers()[self.id as usize]
+            .swept
+            .store(seq, Ordering::SeqCst);
+        // Dekker with `ProcessPool::file_closed`: it counts itself a waiter, then looks at
+        // the cells; this stores the cell, then looks for waiters. One sees the other.
+        if h.close_waiters.load(Ordering::SeqCst) != 0 {
+            h.swept_seq.fetch_add(1, Ordering::SeqCst);
+            futex::wake(&h.swept_seq, u32::MAX);
+        }
     }
 }
 

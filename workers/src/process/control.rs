@@ -70,8 +70,13 @@ pub(crate) struct Header {
     /// Regions besides the arena that workers map (pools on huge pages): per region number
     /// 1 ..= `MAX_REGIONS`, the embedder's memfd number and the length (0: none).
     pub regions: [[AtomicU64; 2]; dbaio_sys::arena::MAX_REGIONS],
-    /// Bumped when the embedder closes a file: workers drop their stale descriptors.
+    /// Bumped when the embedder closes a file: workers drop their stale descriptors, and
+    /// each then says so in its cell (`WorkerCell::swept`).
     pub close_seq: AtomicU32,
+    /// Embedder threads closing a file, waiting on `swept_seq` for every worker to drop its
+    /// descriptor of it; a worker that has done so bumps `swept_seq` and wakes them.
+    pub close_waiters: AtomicU32,
+    pub swept_seq: AtomicU32,
     /// Bit `w` set: worker `w` is idle and may be taken and woken by a submitter.
     pub idle: CachePadded<AtomicU64>,
     /// Bit `w` set: worker `w` is on its way to the queue — a submitter woke it, or it has
@@ -163,6 +168,8 @@ pub(crate) struct WorkerCell {
     pub pid: AtomicI32,
     /// Requests executed by the process now in this cell.
     pub done: AtomicU64,
+    /// The `close_seq` up to which this worker holds no descriptor of a closed file.
+    pub swept: AtomicU32,
 }
 
 /// One file slot as the workers see it.

@@ -49,6 +49,11 @@ pub use control::MAX_IOV;
 
 /// Times a request may lose its worker before it is completed as lost.
 const MAX_LOSSES: u32 = 3;
+/// The longest a file's close waits for the worker processes to close their descriptors of it.
+const CLOSE_WAIT_LIMIT: Duration = Duration::from_secs(1);
+/// How often that wait looks again without a wake (a worker may die meanwhile).
+const CLOSE_WAIT_SLICE: Duration = Duration::from_millis(10);
+
 /// How long polls must keep seeing requests queued beside idle workers before one wakes a
 /// worker for them (`ProcessPool::rescue_stranded`).
 const STRANDED_NS: u64 = 1_000_000;
@@ -378,14 +383,37 @@ impl ProcessPool {
     }
 
     /// File slot `slot` was closed: workers close their descriptors for it (idle ones are
-    /// woken to do so).
-    pub fn file_closed(&self, slot: u32) {
+    /// woken to do so), and this waits until every running worker has — so that a file
+    /// unlinked and then closed has freed its space when `close` returns, as without worker
+    /// processes. A busy worker closes them once its request is done. False if one had not
+    /// within `CLOSE_WAIT_LIMIT` (stopped, or in a very long I/O): it closes them later.
+    pub fn file_closed(&self, slot: u32) -> bool {
         let ctl = &self.inner.ctl;
         if let Some(c) = ctl.files().get(slot as usize) {
             c.epoch.store(0, Ordering::Release);
         }
-        ctl.header().close_seq.fetch_add(1, Ordering::AcqRel);
+        let h = ctl.header();
+        // (SeqCst: Dekker with a worker going idle, which sets its idle bit, then looks.)
+        let seq = h.close_seq.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
+        h.close_waiters.fetch_add(1, Ordering::SeqCst);
         wake_idle(ctl, u32::MAX, false);
+        let deadline = Instant::now() + CLOSE_WAIT_LIMIT;
+        let swept = loop {
+            let word = h.swept_seq.load(Ordering::SeqCst);
+            let live = h.live.load(Ordering::SeqCst);
+            let behind = ctl.workers().iter().enumerate().any(|(w, cell)| {
+                live & (1 << w) != 0
+                    && (cell.swept.load(Ordering::SeqCst).wrapping_sub(seq) as i32) < 0
+            });
+            let left = deadline.saturating_duration_since(Instant::now());
+            if !behind || left.is_zero() {
+                break !behind;
+            }
+            // In slices: a worker that dies meanwhile is counted out without a wake.
+            futex::wait(&h.swept_seq, word, Some(left.min(CLOSE_WAIT_SLICE)));
+        };
+        h.close_waiters.fetch_sub(1, Ordering::SeqCst);
+        swept
     }
 
     /// Queues handle `slot`'s request `req` (generation `generation`) for the workers; false

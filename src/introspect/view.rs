@@ -316,6 +316,12 @@ fn describe(shared: &Shared, c: &SlotCopy) -> String {
     }
     let path = shared.files.path(c.file);
     let p = path.display();
+    match c.op {
+        // No range: a sync names its file, a truncation the size it sets.
+        Op::Fsync | Op::Fdatasync => return format!("file \"{p}\""),
+        Op::Ftruncate => return format!("file \"{p}\" to {} bytes", c.length),
+        _ => {}
+    }
     match (c.first_block, c.nblocks) {
         (NO_BLOCK, _) => format!("{} bytes at offset {} in file \"{p}\"", c.length, c.offset),
         (f, 1) => format!("block {f} in file \"{p}\""),

@@ -2,8 +2,8 @@
 //! handed-out handle (all columns after `state` null), staged I/Os in a batch, an I/O held in
 //! COMPLETED_IO by a fault rule (with the waiting issuer's wait event), and finished I/Os whose
 //! results are not yet taken (COMPLETED_SHARED, raw_result set, executor named).
-//! Guards against: idle handles listed or live I/Os missing; a handed-out handle shown with columns
-//! it does not have yet; a staged, held or finished I/O shown with the wrong state, offset, length,
+//! Guards against: idle handles listed or live I/Os missing; a handed-out handle shown with
+//! columns it does not have yet; an fsync described as `0 bytes at offset 0 in file …`; a staged, held or finished I/O shown with the wrong state, offset, length,
 //! raw result or executor; the waits view not naming the I/O a waiting issuer waits on; and a
 //! dropped issuer still listed.
 
@@ -148,6 +148,39 @@ fn scenario(m: IoMethodKind) {
     assert!(
         aio.waits().iter().all(|w| w.issuer != "waiter"),
         "a dropped issuer is not listed"
+    );
+
+    // An fsync held the same way names its file, not a range of 0 bytes at offset 0.
+    aio.inject_fault(
+        FaultRule::new(FaultAction::Hold)
+            .op(dbaio::Op::Fsync)
+            .times(1),
+    );
+    let (a2, f2) = (aio.clone(), f.clone());
+    let t = std::thread::spawn(move || {
+        let me = a2.register_issuer("syncer").unwrap();
+        me.fsync(&f2).unwrap();
+    });
+    let row = loop {
+        if let Some(r) = rows_of(&aio, "syncer")
+            .into_iter()
+            .find(|r| r.state == "COMPLETED_IO")
+        {
+            break r;
+        }
+        assert!(
+            !t.is_finished(),
+            "the held fsync finished without being released"
+        );
+        std::thread::yield_now();
+    };
+    aio.release_held();
+    t.join().unwrap();
+    assert_eq!(row.operation.as_deref(), Some("fsync"));
+    assert_eq!(
+        row.target_desc,
+        Some(format!("file \"{}\"", path.display())),
+        "{row:?}"
     );
 }
 

@@ -44,6 +44,7 @@
 //! | `handle/shmem.rs` | anonymous mappings: the shared region, pool memory, prefaulting |
 //! | `handle/wait_event.rs` | what an issuer is blocked on |
 //! | `handle/storage.rs` | where files live when not in the kernel's file systems (`sim`) |
+//! | `handle/test_hold.rs` | test points: where a test stops a thread ([`TestPoint`]) |
 //! | **`method/`** | **the method trait; `sync.rs`, `worker.rs`, `io_uring.rs`** |
 //! | `method/watcher.rs` | io_uring: reaps a ring nobody waits on (futures, detached I/O) |
 //! | `method/sim/` | `io_method = sim`: the simulated clock, [`SimDisk`], faults, crashes |

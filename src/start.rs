@@ -135,7 +135,6 @@ impl AioBuilder {
                 method,
                 stats,
                 owner: dbaio_sys::Owner::here(),
-                recycling_hold: Default::default(),
             }),
         })
     }

@@ -1242,3 +1242,52 @@ fn a_closed_file_is_closed_in_every_worker_process_when_close_returns() {
         assert!(held.is_empty(), "round {round}: still open in {held:?}");
     }
 }
+
+/// A request a worker process is executing shows that worker in the view, as a worker
+/// thread's does — not `-` ("queued") until its result is posted: the embedder's table cannot
+/// see it, the pool's request cells can. Before, a 160 ms fsync a worker process ran read
+/// SUBMITTED / `-` throughout, with the pool showing that worker busy (found by a
+/// caller-side attack, 2026-12-07). Here the worker is stopped (SIGSTOP) while 8 MiB reads
+/// run, until a stop finds a read taken (nothing queued) and not yet completed (SUBMITTED):
+/// its worker runs it, or ran it and the embedder has yet to complete its result. The reads
+/// are polled, so that no waiter takes one back.
+#[test]
+fn a_request_a_worker_process_runs_shows_its_worker() {
+    let d = dir();
+    let path = d.path().join("big");
+    std::fs::write(&path, vec![3u8; 8 << 20]).unwrap();
+    let aio = Aio::start(settings(1)).unwrap();
+    let me = aio.register_issuer("big").unwrap();
+    let f = aio.open(&path, &OpenOptions::read()).unwrap();
+    let pid = aio.worker_pool().unwrap().workers[0].tid;
+    let stopped = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('T'))
+        })
+    };
+    let mut caught = None;
+    for _ in 0..500 {
+        let io = me.acquire().unwrap().read(&f, 0, IoBuf::new(8 << 20));
+        let id = io.wait_ref().io_id();
+        // SAFETY: kill takes integers; the pid is this test's worker process.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+        while !stopped() {
+            std::thread::yield_now();
+        }
+        let queued = aio.worker_pool().unwrap().queued;
+        let row = aio.aios().into_iter().find(|r| r.io_id == id);
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+        while !io.is_done() {
+            std::hint::spin_loop();
+        }
+        assert_eq!(me.wait(io).bytes(), 8 << 20);
+        if let Some(row) = row.filter(|r| r.state == "SUBMITTED" && queued == 0) {
+            caught = Some(row);
+            break;
+        }
+    }
+    let row = caught.expect("no stop found a read running in the worker");
+    assert_eq!(row.executor, "worker 0", "{row:?}");
+}

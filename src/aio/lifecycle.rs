@@ -638,7 +638,7 @@ impl Issuer {
             None => l.unlink(li),
         }
         s.next_generation();
-        self.aio.recycling_hold.pass();
+        self.aio.shared.recycling_hold.pass();
         s.set_state(from, HandleState::Idle);
         s.reset();
         l.idle.push(li);

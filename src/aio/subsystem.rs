@@ -31,15 +31,14 @@ pub(crate) struct AioInner {
     pub sim_disk: Option<crate::SimDisk>,
     /// The process that started the subsystem: a child made by `fork` may not use it.
     pub owner: dbaio_sys::Owner,
-    /// Tests only: `TestPoint::Recycling`.
-    pub recycling_hold: crate::method::TestHold,
 }
 
 impl AioInner {
     /// Where `point` is: the subsystem's own, or its method's (None if it has no such point).
     fn test_hold(&self, point: crate::TestPoint) -> Option<&crate::method::TestHold> {
         match point {
-            crate::TestPoint::Recycling => Some(&self.recycling_hold),
+            crate::TestPoint::Recycling => Some(&self.shared.recycling_hold),
+            crate::TestPoint::Executing => Some(&self.shared.executing_hold),
             _ => self.method.test_hold(point),
         }
     }
@@ -201,7 +200,7 @@ impl Aio {
     /// issuer, its thread, the executor and the age. Taken without stopping I/O; never a torn
     /// row.
     pub fn aios(&self) -> Vec<AioRow> {
-        crate::introspect::view::aios(&self.inner.shared)
+        crate::introspect::view::aios(&self.inner.shared, self.inner.pool.as_ref())
     }
 
     /// What each registered issuer is waiting for now.

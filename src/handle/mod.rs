@@ -31,4 +31,5 @@ pub(crate) mod shmem;
 pub(crate) mod slot;
 pub(crate) mod state_word;
 pub(crate) mod storage;
+pub(crate) mod test_hold;
 pub(crate) mod wait_event;

@@ -149,6 +149,9 @@ pub(crate) struct Shared {
     pub shutting_down: AtomicBool,
     /// Runs detached I/Os' error callbacks (see `notice.rs`).
     pub notifier: super::notice::Notifier,
+    /// Tests only: `TestPoint::Executing` and `TestPoint::Recycling`.
+    pub executing_hold: super::test_hold::TestHold,
+    pub recycling_hold: super::test_hold::TestHold,
 }
 
 fn round_up(v: usize, a: usize) -> usize {
@@ -230,6 +233,8 @@ impl Shared {
             epoch_ns: monotonic_ns(),
             shutting_down: AtomicBool::new(false),
             notifier: super::notice::Notifier::new(),
+            executing_hold: Default::default(),
+            recycling_hold: Default::default(),
         };
         for i in 0..n_handles {
             let s = shared.slot(i);
@@ -383,6 +388,11 @@ impl Shared {
     /// edges, callbacks and wake-ups. A panic while executing fails the I/O instead of leaving
     /// it in flight for ever.
     pub(crate) fn run_here(&self, i: u32, executor: Executor) {
+        // Shown in the view while it runs (a waiter may run it for seconds: an fsync).
+        self.slot(i)
+            .executor
+            .store(executor.encode(), Ordering::Relaxed);
+        self.executing_hold.pass();
         let issuer = (executor == Executor::Issuer)
             .then(|| &self.issuers[self.slot(i).owner.load(Ordering::Relaxed) as usize]);
         // The first attempt's wait began when the I/O was staged, a moment ago (one clock

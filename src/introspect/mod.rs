@@ -38,7 +38,7 @@ pub(crate) struct Source {
 impl Source {
     /// The aios view.
     pub(crate) fn aios(&self) -> Vec<AioRow> {
-        view::aios(&self.shared)
+        view::aios(&self.shared, self.pool.as_ref())
     }
 
     /// What each issuer waits for.

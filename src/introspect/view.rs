@@ -247,14 +247,28 @@ fn copy_slot(shared: &Shared, i: u32) -> Option<SlotCopy> {
 }
 
 /// The aios view: every non-idle handle, sorted by issuer slot then age (oldest first).
-pub(crate) fn aios(shared: &Shared) -> Vec<AioRow> {
+pub(crate) fn aios(shared: &Shared, pool: Option<&dbaio_workers::PoolObserver>) -> Vec<AioRow> {
     let pid = std::process::id() as i32;
     let now = shared.io_clock_ns();
     let mut rows = Vec::new();
+    // Which worker process has what: asked once, and only if a row needs it.
+    let mut taken: Option<Vec<(u32, u32, u32)>> = None;
     for i in 0..shared.n_handles {
-        let Some(c) = copy_slot(shared, i) else {
+        let Some(mut c) = copy_slot(shared, i) else {
             continue;
         };
+        if c.state == HandleState::Submitted
+            && c.executor == Executor::None
+            && let Some(pool) = pool
+        {
+            let taken = taken.get_or_insert_with(|| pool.taken());
+            if let Some(&(_, _, w)) = taken
+                .iter()
+                .find(|&&(slot, g, _)| slot == i && g == c.generation as u32)
+            {
+                c.executor = Executor::Worker(w);
+            }
+        }
         let owner = i / shared.per_issuer;
         let info = &shared.issuers[owner as usize];
         let mut row = AioRow {

@@ -56,6 +56,7 @@ mod staged_at_shutdown;
 mod submit_refused;
 mod tickets;
 mod torn_last_block;
+mod view_executor;
 mod view_paused;
 mod view_recycling;
 mod view_under_load;

@@ -156,6 +156,17 @@ impl PoolObserver {
         }
     }
 
+    /// The requests worker processes have taken — executing, or executed with the result
+    /// not yet completed in the embedder — as (handle slot, generation's low half, worker
+    /// number): the embedder's own table cannot show that until it completes the result.
+    /// Empty for worker threads, which say so in the sink's `prepare`.
+    pub fn taken(&self) -> Vec<(u32, u32, u32)> {
+        match &self.0 {
+            Observed::Threads(_) => Vec::new(),
+            Observed::Processes(p) => p.taken(),
+        }
+    }
+
     /// Tests only: how long after an embedder thread's drain the process pool's completer
     /// leaves posted results to that thread (1 ms; threads ignore it), counting a drain
     /// now. A test makes it long so that only the embedder's own polls, waits and watched

@@ -202,6 +202,27 @@ impl ProcessObserver {
         self.0.upgrade().map(|i| snapshot(&i))
     }
 
+    /// See [`PoolObserver::taken`](crate::PoolObserver::taken).
+    pub(crate) fn taken(&self) -> Vec<(u32, u32, u32)> {
+        let Some(i) = self.0.upgrade() else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (slot, c) in i.ctl.reqs().iter().enumerate() {
+            let st = c.state.load(Ordering::Acquire);
+            if st & 0xff != RUNNING && st & 0xff != DONE {
+                continue;
+            }
+            let generation = c.generation.load(Ordering::Acquire);
+            // The same request still (a cell freed and queued again between the two loads
+            // holds another generation).
+            if c.state.load(Ordering::Acquire) == st {
+                out.push((slot as u32, generation, st >> 8));
+            }
+        }
+        out
+    }
+
     /// Tests only: see [`PoolObserver::set_drainer_window`](crate::PoolObserver).
     pub(crate) fn set_drainer_window(&self, window: std::time::Duration) {
         if let Some(i) = self.0.upgrade() {

@@ -1033,6 +1033,11 @@ impl IoMethod for Uring {
             // The kernel would take offset -1 as "at the file's position": `perform` refuses it.
             return true;
         }
+        if s.op() == Op::FadviseWillneed && s.length.load(Ordering::Relaxed) > u64::from(u32::MAX) {
+            // The entry carries a 32-bit length: `posix_fadvise` takes the whole range (and
+            // refuses one beyond `off_t`, as every method does).
+            return true;
+        }
         match s.op() {
             // A buffered write the file system cannot do without blocking would be handed to
             // an io-wq kernel thread: several times the cost of the pwrite it is. The issuer

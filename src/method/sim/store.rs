@@ -688,6 +688,8 @@ unsafe fn beyond_the_limits(req: &Request) -> Option<i32> {
         }
         Op::Fallocate => req.offset.checked_add(req.len),
         Op::Ftruncate if req.len > dbaio_sys::MAX_OFFSET => return Some(-libc::EINVAL),
+        // (The kernel takes any offset for advice, only not a length beyond `off_t`.)
+        Op::FadviseWillneed if req.len > dbaio_sys::MAX_OFFSET => return Some(-libc::EINVAL),
         Op::Ftruncate => Some(req.len),
         _ => return None,
     };

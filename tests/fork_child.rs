@@ -85,6 +85,7 @@ fn a_forked_child_drops_its_copy_of_the_aio_and_the_parent_goes_on() {
         .unwrap();
         assert!(read_first_block(&aio, &path).iter().all(|&b| b == 0x6b));
         let me = aio.register_issuer("parent").unwrap();
+        let f = aio.open(&path, &OpenOptions::read()).unwrap();
         // SAFETY: the child only asks for an issuer and a handle, drops and leaves with _exit.
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork failed");
@@ -97,6 +98,7 @@ fn a_forked_child_drops_its_copy_of_the_aio_and_the_parent_goes_on() {
                 if !matches!(me.acquire().map(drop), Err(AioError::ApiViolation(_))) {
                     return 3;
                 }
+                drop(f); // its copy: the parent's file stays open, in its workers too
                 drop(me);
                 drop(aio);
                 0
@@ -104,7 +106,6 @@ fn a_forked_child_drops_its_copy_of_the_aio_and_the_parent_goes_on() {
             // SAFETY: _exit ends the child without running the test harness's code.
             unsafe { libc::_exit(code.unwrap_or(1)) };
         }
-        drop(me);
         let status = wait_with_watchdog(pid, &what);
         assert!(
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
@@ -119,6 +120,19 @@ fn a_forked_child_drops_its_copy_of_the_aio_and_the_parent_goes_on() {
             read_first_block(&aio, &path).iter().all(|&b| b == 0x6b),
             "{what}: the parent's read after the child's drop"
         );
+        // The parent's own file, which the child closed its copy of, still reads — through
+        // the worker processes, which the child's close must not have made drop it.
+        for b in 0..8u64 {
+            let c = me.wait(me.acquire().unwrap().read(&f, b * 4096, IoBuf::new(4096)));
+            assert!(c.into_buf().iter().all(|&x| x == 0x6b), "{what}: block {b}");
+        }
+        if let Some(pool) = aio.worker_pool() {
+            assert_eq!(
+                pool.ran_locally, 0,
+                "{what}: the child's close of its copy closed the parent's file in its workers"
+            );
+        }
+        drop((f, me));
         drop(aio);
     }
 }

@@ -55,7 +55,13 @@ impl AioInner {
     /// Drops one reference to file slot `slot`, closing the fd when it was the last.
     pub(crate) fn release_file(&self, slot: u32) {
         if let Some(fd) = self.shared.files.release(slot) {
-            self.method.file_closed(slot);
+            // A child made by fork closes only its copy of the descriptor: the rings' file
+            // tables and the worker processes' segment are the parent's, shared with it, and
+            // the file is still open there (so is the buffer pool's memory).
+            let child = self.owner.forked_since();
+            if !child {
+                self.method.file_closed(slot);
+            }
             if let Some(store) = &self.shared.storage {
                 store.closing(fd);
             }
@@ -68,7 +74,7 @@ impl AioInner {
                 );
             }
             // The layer above (the buffer manager) forgets the file before the slot is reused.
-            if let Some(a) = self.shared.attachment_hooks() {
+            if let Some(a) = self.shared.attachment_hooks().filter(|_| !child) {
                 a.file_closed(slot, self.shared.shutting_down.load(Ordering::SeqCst));
             }
             self.shared.files.free_slot(slot);

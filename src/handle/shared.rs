@@ -58,6 +58,22 @@ impl IssuerSlot {
         self.wait_event.store(event as u32, Ordering::Release);
     }
 
+    /// The wait published now: (event, object, since).
+    fn current_wait(&self) -> (u32, u64, u64) {
+        (
+            self.wait_event.load(Ordering::Relaxed),
+            self.wait_object.load(Ordering::Relaxed),
+            self.wait_since_ns.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Publishes `wait` (from [`IssuerSlot::current_wait`]) again.
+    fn resume_wait(&self, (event, object, since): (u32, u64, u64)) {
+        self.wait_object.store(object, Ordering::Relaxed);
+        self.wait_since_ns.store(since, Ordering::Relaxed);
+        self.wait_event.store(event, Ordering::Release);
+    }
+
     /// Publishes that the wait is over.
     pub(crate) fn end_wait(&self) {
         self.wait_event
@@ -392,14 +408,27 @@ impl Shared {
         self.slot(i)
             .executor
             .store(executor.encode(), Ordering::Relaxed);
-        self.executing_hold.pass();
-        let issuer = (executor == Executor::Issuer)
-            .then(|| &self.issuers[self.slot(i).owner.load(Ordering::Relaxed) as usize]);
+        let owner = &self.issuers[self.slot(i).owner.load(Ordering::Relaxed) as usize];
+        // A waiter that is the I/O's own issuer (its wait took the I/O back from a queue)
+        // names the I/O as its wait event while it runs it, as the issuer running its own I/O
+        // does, then goes back to the wait it was in.
+        let own_waiter =
+            executor == Executor::Waiter && owner.tid.load(Ordering::Relaxed) == this_tid();
+        let resume = own_waiter.then(|| owner.current_wait());
+        let issuer = (executor == Executor::Issuer || own_waiter).then_some(&**owner);
+        self.run_attempts(i, executor, issuer);
+        if let Some(wait) = resume {
+            owner.resume_wait(wait);
+        }
+    }
+
+    /// [`Shared::run_here`]'s attempts: until one completes the I/O (or panics).
+    fn run_attempts(&self, i: u32, executor: Executor, issuer: Option<&IssuerSlot>) {
         // The first attempt's wait began when the I/O was staged, a moment ago (one clock
         // read fewer per synchronous I/O); a retry's begins now.
         let mut since = self.slot(i).staged_ns.load(Ordering::Relaxed);
         loop {
-            let Some(raw) = self.execute_once(i, issuer.map(|c| &**c), since) else {
+            let Some(raw) = self.execute_once(i, issuer, since) else {
                 self.fail_panicked(i, executor);
                 return;
             };
@@ -413,12 +442,7 @@ impl Shared {
     /// Executes handle `i` (SUBMITTED, claimed by the caller) once in the calling thread: its
     /// raw result, or `None` if executing it panicked. With `issuer` (the I/O's own issuer
     /// runs it) the issuer's wait event names the I/O meanwhile, its wait begun at `since`.
-    pub(crate) fn execute_once(
-        &self,
-        i: u32,
-        issuer: Option<&IssuerSlot>,
-        since: u64,
-    ) -> Option<i32> {
+    fn execute_once(&self, i: u32, issuer: Option<&IssuerSlot>, since: u64) -> Option<i32> {
         let req = self.request(i);
         if let Some(info) = issuer {
             info.begin_wait(
@@ -427,6 +451,7 @@ impl Shared {
                 since,
             );
         }
+        self.executing_hold.pass();
         // SAFETY: the iovecs and path of a SUBMITTED handle name memory the issuer parked in
         // the handle until reclaim, which cannot happen before the I/O completes, after this.
         let raw = catch_unwind(AssertUnwindSafe(|| unsafe {
@@ -741,6 +766,19 @@ fn not_submitted(found: HandleState) -> ! {
 thread_local! {
     /// The clock reading of the step this thread is in ([`Shared::one_clock`]); 0 outside one.
     static STEP_CLOCK: Cell<u64> = const { Cell::new(0) };
+    /// This thread's id, once asked (`gettid` is a system call).
+    static TID: Cell<i32> = const { Cell::new(0) };
+}
+
+/// The calling thread's kernel id.
+fn this_tid() -> i32 {
+    TID.with(|t| {
+        if t.get() == 0 {
+            // SAFETY: gettid has no arguments and cannot fail.
+            t.set(unsafe { libc::gettid() });
+        }
+        t.get()
+    })
 }
 
 /// The I/O clock, not yet relative to a subsystem's epoch: the step's reading if this thread

@@ -18,7 +18,7 @@ pub enum TestPoint {
     /// its move to IDLE.
     Recycling,
     /// Every method: a thread about to execute an I/O itself (an issuer, or a waiter that
-    /// took it back), its executor already published.
+    /// took it back), its executor and wait event already published.
     Executing,
 }
 

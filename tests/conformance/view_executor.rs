@@ -9,7 +9,9 @@
 //! executing thread is stopped where it starts (`TestPoint::Executing`).
 
 use crate::support::*;
-use dbaio::{Aio, AioRow, FaultAction, FaultRule, IoBuf, IoMethodKind, OpenOptions, TestPoint};
+use dbaio::{
+    Aio, AioRow, FaultAction, FaultRule, IoBuf, IoMethodKind, OpenOptions, TestPoint, WaitRow,
+};
 
 /// Lets the stopped thread go on when dropped, so a failed check cannot hang the test.
 struct ReleaseExecuting<'a>(&'a Aio);
@@ -20,14 +22,16 @@ impl Drop for ReleaseExecuting<'_> {
     }
 }
 
-/// The view's row of I/O `io_id` while a thread is stopped starting to execute it.
-fn row_while_stopped(aio: &Aio, io_id: impl Fn() -> u32 + Send) -> Vec<AioRow> {
+/// The view's row of I/O `io_id`, and the waits, while a thread is stopped starting to
+/// execute it.
+fn row_while_stopped(aio: &Aio, io_id: impl Fn() -> u32 + Send) -> (Vec<AioRow>, Vec<WaitRow>) {
     let _release = ReleaseExecuting(aio);
     eventually(60, "a thread stopped starting an I/O", || {
         aio.held_at(TestPoint::Executing)
     });
     let id = io_id();
-    aio.aios().into_iter().filter(|r| r.io_id == id).collect()
+    let rows = aio.aios().into_iter().filter(|r| r.io_id == id).collect();
+    (rows, aio.waits())
 }
 
 fn scenario(m: IoMethodKind) {
@@ -51,7 +55,7 @@ fn scenario(m: IoMethodKind) {
                 let h = me.acquire().unwrap();
                 id.store(h.wait_ref().io_id(), std::sync::atomic::Ordering::SeqCst);
                 let io = h.read(&f, 8192, IoBuf::new(4096));
-                let rows = looker.join().unwrap();
+                let (rows, _) = looker.join().unwrap();
                 assert_pattern(&me.wait(io).into_buf(), 8192);
                 rows
             });
@@ -75,13 +79,23 @@ fn scenario(m: IoMethodKind) {
             let queued = me.acquire().unwrap().read(&f, 8192, IoBuf::new(4096));
             let id = queued.wait_ref().io_id();
             aio.hold_next(TestPoint::Executing);
-            let rows = std::thread::scope(|t| {
+            let (rows, waits) = std::thread::scope(|t| {
                 let looker = t.spawn(|| row_while_stopped(&aio, || id));
                 // The wait takes the queued read back and runs it: stopped as it starts.
                 assert_pattern(&me.wait(queued).into_buf(), 8192);
                 looker.join().unwrap()
             });
             assert_running(&rows, "waiter");
+            // Its issuer waits for the read by reading it, and says so.
+            let w = waits
+                .iter()
+                .find(|w| w.issuer == "runs")
+                .expect("the issuer's wait");
+            assert_eq!(
+                (w.wait_event.as_str(), w.waiting_on.as_str()),
+                ("DataFileRead", format!("io {id}").as_str()),
+                "{waits:?}"
+            );
             drop(stopped);
             aio.release_held();
             if let Some(busy) = busy {

@@ -58,8 +58,8 @@ impl IssuerSlot {
         self.wait_event.store(event as u32, Ordering::Release);
     }
 
-    /// The wait published now: (event, object, since).
-    fn current_wait(&self) -> (u32, u64, u64) {
+    /// The wait published now.
+    fn current_wait(&self) -> Wait {
         (
             self.wait_event.load(Ordering::Relaxed),
             self.wait_object.load(Ordering::Relaxed),
@@ -68,7 +68,7 @@ impl IssuerSlot {
     }
 
     /// Publishes `wait` (from [`IssuerSlot::current_wait`]) again.
-    fn resume_wait(&self, (event, object, since): (u32, u64, u64)) {
+    fn resume_wait(&self, (event, object, since): Wait) {
         self.wait_object.store(object, Ordering::Relaxed);
         self.wait_since_ns.store(since, Ordering::Relaxed);
         self.wait_event.store(event, Ordering::Release);
@@ -82,6 +82,9 @@ impl IssuerSlot {
 }
 
 pub(crate) use dbaio_sys::retry_transient;
+
+/// A published wait: event, object, since.
+type Wait = (u32, u64, u64);
 
 /// What a method did for a thread that waits on I/O (see `IoMethod::drive_one`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -414,16 +417,18 @@ impl Shared {
         // does, then goes back to the wait it was in.
         let own_waiter =
             executor == Executor::Waiter && owner.tid.load(Ordering::Relaxed) == this_tid();
-        let resume = own_waiter.then(|| owner.current_wait());
-        let issuer = (executor == Executor::Issuer || own_waiter).then_some(&**owner);
+        let issuer = (executor == Executor::Issuer || own_waiter)
+            .then(|| (&**owner, own_waiter.then(|| owner.current_wait())));
         self.run_attempts(i, executor, issuer);
-        if let Some(wait) = resume {
-            owner.resume_wait(wait);
-        }
     }
 
     /// [`Shared::run_here`]'s attempts: until one completes the I/O (or panics).
-    fn run_attempts(&self, i: u32, executor: Executor, issuer: Option<&IssuerSlot>) {
+    fn run_attempts(
+        &self,
+        i: u32,
+        executor: Executor,
+        issuer: Option<(&IssuerSlot, Option<Wait>)>,
+    ) {
         // The first attempt's wait began when the I/O was staged, a moment ago (one clock
         // read fewer per synchronous I/O); a retry's begins now.
         let mut since = self.slot(i).staged_ns.load(Ordering::Relaxed);
@@ -441,10 +446,16 @@ impl Shared {
 
     /// Executes handle `i` (SUBMITTED, claimed by the caller) once in the calling thread: its
     /// raw result, or `None` if executing it panicked. With `issuer` (the I/O's own issuer
-    /// runs it) the issuer's wait event names the I/O meanwhile, its wait begun at `since`.
-    fn execute_once(&self, i: u32, issuer: Option<&IssuerSlot>, since: u64) -> Option<i32> {
+    /// runs it) the issuer's wait event names the I/O meanwhile, its wait begun at `since`;
+    /// afterwards it has none, or the wait given with it again (a waiter's).
+    fn execute_once(
+        &self,
+        i: u32,
+        issuer: Option<(&IssuerSlot, Option<Wait>)>,
+        since: u64,
+    ) -> Option<i32> {
         let req = self.request(i);
-        if let Some(info) = issuer {
+        if let Some((info, _)) = issuer {
             info.begin_wait(
                 WaitEvent::for_sync_op(self.slot(i).op()),
                 u64::from(i),
@@ -460,8 +471,10 @@ impl Shared {
                 Some(store) => store.perform(&req),
             }
         }));
-        if let Some(info) = issuer {
-            info.end_wait();
+        match issuer {
+            Some((info, Some(wait))) => info.resume_wait(wait),
+            Some((info, None)) => info.end_wait(),
+            None => {}
         }
         raw.ok()
     }

@@ -296,6 +296,13 @@ impl HandleSlot {
                 .is_ok()
     }
 
+    /// Whether the I/O of generation low bits `gen_low` still waits in the worker queue (not
+    /// taken by a worker or a waiter): its queue entry is live.
+    pub(crate) fn is_queued(&self, gen_low: u32) -> bool {
+        let w = self.queue_mark.load(Ordering::Acquire);
+        w & 1 == 1 && (w >> 1) as u32 == gen_low
+    }
+
     /// Like [`HandleSlot::take_queued_exact`], but looks before it locks: for a caller that
     /// tries several handles, most of them already taken by workers.
     pub(crate) fn take_queued_if(&self, generation: u64) -> bool {

@@ -475,6 +475,15 @@ fn queue(pool: &WorkerPool, shared: &Shared, i: u32) -> bool {
     if unsafe { pool.try_submit(shared.request(i)) }.is_ok() {
         return true;
     }
+    // Full. Entries of requests their waiters took back stay until a worker pops them, and a
+    // busy issuer that runs its own reads can fill the queue with them while the workers
+    // wait for a CPU: make room by dropping those (and requeueing any live one met).
+    if purge_taken_back(pool, shared)
+        // SAFETY: as above.
+        && unsafe { pool.try_submit(shared.request(i)) }.is_ok()
+    {
+        return true;
+    }
     // Not queued: take the mark back, unless a waiter saw it and took the I/O first (and
     // counted an entry taken back that never went in).
     if s.take_queued_exact(generation) {
@@ -482,6 +491,41 @@ fn queue(pool: &WorkerPool, shared: &Shared, i: u32) -> bool {
     }
     pool.untaken_back();
     true
+}
+
+/// Drops the entries of taken-back requests from the head of a full queue: all of them up to
+/// the first live entry after some were dropped, or none if the first `LIVE_LOOKS` are live
+/// (a queue full of work, whose overflow runs here as before). A live entry popped goes back
+/// at the tail. True if it dropped any.
+fn purge_taken_back(pool: &WorkerPool, shared: &Shared) -> bool {
+    const LIVE_LOOKS: usize = 32;
+    let (mut dropped, mut live) = (false, 0);
+    for _ in 0..pool.queue_capacity() {
+        if live >= LIVE_LOOKS || (dropped && live > 0) {
+            break;
+        }
+        let Some(req) = pool.pop_oldest() else {
+            return true; // the workers emptied it meanwhile
+        };
+        let s = shared.slot(req.user_data as u32);
+        if s.is_queued((req.user_data >> 32) as u32) {
+            live += 1;
+            // SAFETY: a live request, queued before under the same contract; a slot was
+            // freed by the pop, so only a racing submitter can take it (then it is run here).
+            if let Err(req) = unsafe { pool.try_submit(req) } {
+                if s.take_queued((req.user_data >> 32) as u32) {
+                    shared.run_here(req.user_data as u32, Executor::Waiter);
+                } else {
+                    // A waiter took it back meanwhile, and counted an entry that is gone.
+                    pool.dropped_taken_back();
+                }
+            }
+        } else {
+            pool.dropped_taken_back();
+            dropped = true;
+        }
+    }
+    dropped
 }
 
 impl WorkerMethod {

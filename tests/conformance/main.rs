@@ -54,6 +54,7 @@ mod shutdown;
 mod slice_io;
 mod staged_at_shutdown;
 mod submit_refused;
+mod taken_back_entries;
 mod tickets;
 mod torn_last_block;
 mod view_executor;

@@ -350,6 +350,23 @@ impl WorkerPool {
         self.shared.queued()
     }
 
+    /// How many entries the queue holds at most.
+    pub fn queue_capacity(&self) -> usize {
+        self.shared.queue.capacity()
+    }
+
+    /// Pops the oldest queue entry, for a submitter that found the queue full and looks for
+    /// entries of requests taken back to drop (see [`WorkerPool::dropped_taken_back`]); a
+    /// live one it pops must be queued again or run by the caller.
+    pub fn pop_oldest(&self) -> Option<Request> {
+        self.shared.queue.pop()
+    }
+
+    /// A taken-back request's entry, popped by the submitter side (not a worker) and dropped.
+    pub fn dropped_taken_back(&self) {
+        self.shared.taken_back.fetch_sub(1, Ordering::Relaxed);
+    }
+
     /// The submitter side took back a request it had queued (the sink's `prepare` will drop
     /// its entry): counted so that `queued` leaves the entry out. Call once per request taken
     /// back; call [`WorkerPool::untaken_back`] for one taken back that never reached the queue.

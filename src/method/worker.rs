@@ -512,7 +512,11 @@ fn purge_taken_back(pool: &WorkerPool, shared: &Shared) -> bool {
             live += 1;
             // SAFETY: a live request, queued before under the same contract; a slot was
             // freed by the pop, so only a racing submitter can take it (then it is run here).
-            if let Err(req) = unsafe { pool.try_submit(req) } {
+            let requeued = unsafe { pool.try_submit(req) };
+            // A worker that found the queue empty while the request was out of it may have
+            // gone to sleep: wake one for it (it may be a detached I/O nobody waits for).
+            pool.wake(1);
+            if let Err(req) = requeued {
                 if s.take_queued((req.user_data >> 32) as u32) {
                     shared.run_here(req.user_data as u32, Executor::Waiter);
                 } else {

@@ -419,16 +419,6 @@ impl Shared {
             executor == Executor::Waiter && owner.tid.load(Ordering::Relaxed) == this_tid();
         let issuer = (executor == Executor::Issuer || own_waiter)
             .then(|| (&**owner, own_waiter.then(|| owner.current_wait())));
-        self.run_attempts(i, executor, issuer);
-    }
-
-    /// [`Shared::run_here`]'s attempts: until one completes the I/O (or panics).
-    fn run_attempts(
-        &self,
-        i: u32,
-        executor: Executor,
-        issuer: Option<(&IssuerSlot, Option<Wait>)>,
-    ) {
         // The first attempt's wait began when the I/O was staged, a moment ago (one clock
         // read fewer per synchronous I/O); a retry's begins now.
         let mut since = self.slot(i).staged_ns.load(Ordering::Relaxed);

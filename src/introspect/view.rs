@@ -261,12 +261,12 @@ pub(crate) fn aios(shared: &Shared, pool: Option<&dbaio_workers::PoolObserver>) 
             && c.executor == Executor::None
             && let Some(pool) = pool
         {
+            // (In slot order: a search per row, not a scan.)
             let taken = taken.get_or_insert_with(|| pool.taken());
-            if let Some(&(_, _, w)) = taken
-                .iter()
-                .find(|&&(slot, g, _)| slot == i && g == c.generation as u32)
+            if let Ok(k) = taken.binary_search_by_key(&i, |&(slot, _, _)| slot)
+                && taken[k].1 == c.generation as u32
             {
-                c.executor = Executor::Worker(w);
+                c.executor = Executor::Worker(taken[k].2);
             }
         }
         let owner = i / shared.per_issuer;

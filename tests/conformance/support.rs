@@ -189,6 +189,41 @@ pub fn assert_pattern(buf: &[u8], offset: u64) {
     }
 }
 
+/// Starts a read at offset 0 that a fault rule holds mid-completion, and waits until the
+/// worker running it is held by it (with `io_workers = 1`, the only worker: the queue is then
+/// the waiters' alone). Worker threads only: a worker process's completion runs in the
+/// embedder, so a hold there does not keep the worker busy (stop it instead,
+/// [`stop_worker_process`]).
+pub fn hold_the_worker<'a>(
+    aio: &Aio,
+    me: &'a dbaio::Issuer,
+    f: &dbaio::File,
+) -> dbaio::InFlight<'a> {
+    aio.inject_fault(
+        dbaio::FaultRule::new(dbaio::FaultAction::Hold)
+            .offsets(0..1)
+            .times(1),
+    );
+    let busy = me.acquire().unwrap().read(f, 0, dbaio::IoBuf::new(4096));
+    let id = busy.wait_ref().io_id();
+    eventually(60, "the worker held", || {
+        aio.aios()
+            .iter()
+            .any(|r| r.io_id == id && r.state == "COMPLETED_IO")
+    });
+    busy
+}
+
+/// Lets the thread stopped at test point `.1` go on when dropped, so a failed check cannot
+/// leave it stopped (and the test hung).
+pub struct ReleaseHoldOnDrop<'a>(pub &'a Aio, pub dbaio::TestPoint);
+
+impl Drop for ReleaseHoldOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.release_hold(self.1);
+    }
+}
+
 /// Lets completions parked by a `FaultAction::Hold` rule go on when dropped, so a failing
 /// assertion cannot leave the subsystem unable to shut down.
 pub struct ReleaseHeldOnDrop(pub Aio);

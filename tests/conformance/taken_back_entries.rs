@@ -11,7 +11,7 @@
 //! queued bit), simply run each read once.
 
 use crate::support::*;
-use dbaio::{FaultAction, FaultRule, IoBuf, IoMethodKind, OpenOptions};
+use dbaio::{IoBuf, IoMethodKind, OpenOptions};
 
 const QUEUE: u32 = 16;
 
@@ -28,14 +28,8 @@ fn scenario(m: IoMethodKind) {
     let f = aio.open(&path, &OpenOptions::read()).unwrap();
     // The only worker kept busy: a read held mid-completion (threads; a process's completion
     // runs in the embedder, so there the worker simply takes the reads or they are taken back).
-    let busy = (m == IoMethodKind::Worker && !on_processes()).then(|| {
-        aio.inject_fault(FaultRule::new(FaultAction::Hold).offsets(0..1).times(1));
-        let busy = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));
-        eventually(60, "the worker held", || {
-            aio.aios().iter().any(|r| r.state == "COMPLETED_IO")
-        });
-        busy
-    });
+    let busy =
+        (m == IoMethodKind::Worker && !on_processes()).then(|| hold_the_worker(&aio, &me, &f));
     for k in 1..=(4 * QUEUE as u64) {
         let io = me.acquire().unwrap().read(&f, k * 4096, IoBuf::new(4096));
         assert_pattern(&me.wait(io).into_buf(), k * 4096);

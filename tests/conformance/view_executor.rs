@@ -9,23 +9,12 @@
 //! executing thread is stopped where it starts (`TestPoint::Executing`).
 
 use crate::support::*;
-use dbaio::{
-    Aio, AioRow, FaultAction, FaultRule, IoBuf, IoMethodKind, OpenOptions, TestPoint, WaitRow,
-};
-
-/// Lets the stopped thread go on when dropped, so a failed check cannot hang the test.
-struct ReleaseExecuting<'a>(&'a Aio);
-
-impl Drop for ReleaseExecuting<'_> {
-    fn drop(&mut self) {
-        self.0.release_hold(TestPoint::Executing);
-    }
-}
+use dbaio::{Aio, AioRow, IoBuf, IoMethodKind, OpenOptions, TestPoint, WaitRow};
 
 /// The view's row of I/O `io_id`, and the waits, while a thread is stopped starting to
 /// execute it.
 fn row_while_stopped(aio: &Aio, io_id: impl Fn() -> u32 + Send) -> (Vec<AioRow>, Vec<WaitRow>) {
-    let _release = ReleaseExecuting(aio);
+    let _release = ReleaseHoldOnDrop(aio, TestPoint::Executing);
     eventually(60, "a thread stopped starting an I/O", || {
         aio.held_at(TestPoint::Executing)
     });
@@ -69,12 +58,7 @@ fn scenario(m: IoMethodKind) {
                 let pid = aio.worker_pool().unwrap().workers[0].tid;
                 (None, Some(stop_worker_process(pid)))
             } else {
-                aio.inject_fault(FaultRule::new(FaultAction::Hold).offsets(0..1).times(1));
-                let busy = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));
-                eventually(60, "the worker held", || {
-                    aio.aios().iter().any(|r| r.state == "COMPLETED_IO")
-                });
-                (Some(busy), None)
+                (Some(hold_the_worker(&aio, &me, &f)), None)
             };
             let queued = me.acquire().unwrap().read(&f, 8192, IoBuf::new(4096));
             let id = queued.wait_ref().io_id();

@@ -9,16 +9,7 @@
 //! (`TestPoint::Recycling`).
 
 use crate::support::*;
-use dbaio::{Aio, IoBuf, IoMethodKind, OpenOptions, TestPoint};
-
-/// Lets the stopped issuer go on when dropped, so a failed check cannot hang the test.
-struct ReleaseRecycling<'a>(&'a Aio);
-
-impl Drop for ReleaseRecycling<'_> {
-    fn drop(&mut self) {
-        self.0.release_hold(TestPoint::Recycling);
-    }
-}
+use dbaio::{IoBuf, IoMethodKind, OpenOptions, TestPoint};
 
 fn scenario(m: IoMethodKind) {
     let d = dir();
@@ -32,7 +23,7 @@ fn scenario(m: IoMethodKind) {
     aio.hold_next_here(TestPoint::Recycling);
     let rows = std::thread::scope(|t| {
         let looker = t.spawn(|| {
-            let _release = ReleaseRecycling(&aio);
+            let _release = ReleaseHoldOnDrop(&aio, TestPoint::Recycling);
             eventually(60, "the issuer stopped in its recycle", || {
                 aio.held_at(TestPoint::Recycling)
             });

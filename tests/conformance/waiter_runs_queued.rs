@@ -10,9 +10,7 @@
 //! running the queued I/O itself (the worker is freed only after that wait returns: a hang).
 
 use crate::support::*;
-use dbaio::{
-    Aio, FaultAction, FaultRule, File, InFlight, IoBuf, IoMethodKind, Issuer, OpenOptions,
-};
+use dbaio::{Aio, FaultAction, FaultRule, IoBuf, IoMethodKind, OpenOptions};
 use std::time::Duration;
 
 /// Worker processes: the only worker is stopped (SIGSTOP) instead of held mid-completion
@@ -133,21 +131,6 @@ fn scenario(m: IoMethodKind) {
 fn assert_nothing_queued(aio: &Aio) {
     let pool = aio.worker_pool().unwrap();
     assert_eq!(pool.queued, 0, "taken back, not queued: {pool:?}");
-}
-
-/// Starts a read at offset 0 that a fault rule holds mid-completion, and waits until the
-/// only worker is held by it.
-fn hold_the_worker<'a>(aio: &Aio, me: &'a Issuer, f: &File) -> InFlight<'a> {
-    aio.inject_fault(FaultRule::new(FaultAction::Hold).offsets(0..1).times(1));
-    let busy = me.acquire().unwrap().read(f, 0, IoBuf::new(4096));
-    while !aio
-        .aios()
-        .iter()
-        .any(|r| r.issuer == "waits" && r.state == "COMPLETED_IO")
-    {
-        std::thread::yield_now();
-    }
-    busy
 }
 
 crate::for_every_method!(scenario);

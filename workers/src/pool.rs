@@ -158,7 +158,7 @@ impl PoolObserver {
 
     /// The requests worker processes have taken — executing, or executed with the result
     /// not yet completed in the embedder — as (handle slot, generation's low half, worker
-    /// number): the embedder's own table cannot show that until it completes the result.
+    /// number), in slot order: the embedder's own table cannot show that until it completes the result.
     /// Empty for worker threads, which say so in the sink's `prepare`.
     pub fn taken(&self) -> Vec<(u32, u32, u32)> {
         match &self.0 {

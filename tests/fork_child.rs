@@ -79,6 +79,9 @@ fn a_forked_child_drops_its_copy_of_the_aio_and_the_parent_goes_on() {
             io_method: method,
             io_worker_kind: kind,
             io_workers: 2,
+            // Every read here would hit the page cache and complete at submit, in the
+            // issuer, never reaching a worker process: the check below would see nothing.
+            io_worker_try_cached: false,
             introspection_socket: Some(socket.clone()),
             ..Settings::default()
         })

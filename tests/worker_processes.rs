@@ -1243,6 +1243,84 @@ fn a_closed_file_is_closed_in_every_worker_process_when_close_returns() {
     }
 }
 
+/// A worker process that is stopped (or stuck in an I/O that never ends) holds up one close,
+/// for its second, not every close after it: a later close does not wait for that worker
+/// again until it has swept. Before, each close waited the full second, and an engine closing
+/// N files with one worker stopped took N seconds. Once the worker runs again it closes what
+/// it missed, and closes wait for it as before.
+#[test]
+fn a_stopped_worker_process_holds_up_one_close_not_every_one() {
+    let d = dir();
+    let aio = Aio::start(settings(1)).unwrap();
+    let me = aio.register_issuer("closes").unwrap();
+    let paths: Vec<_> = (0..4).map(|k| d.path().join(format!("f{k}"))).collect();
+    let mut files = Vec::new();
+    for (k, path) in paths.iter().enumerate() {
+        std::fs::write(path, vec![k as u8; 1 << 20]).unwrap();
+        let f = aio.open(path, &OpenOptions::read()).unwrap();
+        // Polled, not waited for: a waiter could take the read back and run it itself.
+        let read = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));
+        while !read.is_done() {
+            std::thread::yield_now();
+        }
+        me.wait(read).check().unwrap();
+        files.push(f);
+    }
+    let pool = aio.worker_pool().unwrap();
+    let stopped_pid = pool.workers[0].tid;
+    assert!(
+        paths.iter().all(|p| worker_descriptors_of(&aio, p)
+            .iter()
+            .any(|(pid, _)| *pid == stopped_pid)),
+        "the worker did not open every file; the test proves nothing"
+    );
+    struct Continue(i32);
+    impl Drop for Continue {
+        fn drop(&mut self) {
+            // SAFETY: kill takes integers; the pid is this test's worker process.
+            unsafe { libc::kill(self.0, libc::SIGCONT) };
+        }
+    }
+    let resume = Continue(stopped_pid);
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(stopped_pid, libc::SIGSTOP) }, 0);
+    while !std::fs::read_to_string(format!("/proc/{stopped_pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('T'))
+    }) {
+        std::thread::yield_now();
+    }
+    let last = files.pop().unwrap();
+    for (path, f) in paths.iter().zip(files) {
+        std::fs::remove_file(path).unwrap();
+        drop(f);
+    }
+    let pool = aio.worker_pool().unwrap();
+    assert_eq!(
+        pool.close_waits_expired, 1,
+        "three closes with the worker stopped: only the first may wait for it"
+    );
+    drop(resume);
+    // Running again, it closes what it missed (polled: it is not told; a watchdog fails).
+    let end = Instant::now() + Duration::from_secs(30);
+    while paths[..3]
+        .iter()
+        .any(|p| !worker_descriptors_of(&aio, p).is_empty())
+    {
+        assert!(
+            Instant::now() < end,
+            "the worker never closed the files closed while it was stopped"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // And closes wait for it again.
+    std::fs::remove_file(&paths[3]).unwrap();
+    me.close(last);
+    let held = worker_descriptors_of(&aio, &paths[3]);
+    assert!(held.is_empty(), "the last file is still open in {held:?}");
+    assert_eq!(aio.worker_pool().unwrap().close_waits_expired, 1);
+}
+
 /// A request a worker process is executing shows that worker in the view, as a worker
 /// thread's does — not `-` ("queued") until its result is posted: the embedder's table cannot
 /// see it, the pool's request cells can. Before, a 160 ms fsync a worker process ran read

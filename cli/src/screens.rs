@@ -500,6 +500,11 @@ fn write_worker_metrics(o: &mut String, p: &WorkerPoolRow) {
                 "Waits that slept to their safety limit although an awaited I/O had completed (0 unless there is a bug).",
                 p.missed_wakes,
             ),
+            (
+                "dbaio_worker_close_waits_expired_total",
+                "Closes that waited their full second for a worker process to close its descriptor of the file (a worker stopped, or in a very long I/O).",
+                p.close_waits_expired,
+            ),
         ];
         for (name, help, value) in counters {
             let _ = writeln!(

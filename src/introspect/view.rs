@@ -121,6 +121,11 @@ pub struct WorkerPoolRow {
     /// I/O had completed (a missed wake-up), since start. Always 0 unless there is a bug.
     #[serde(default)]
     pub missed_wakes: u64,
+    /// Worker processes: closes that waited the full second for a worker to close its
+    /// descriptor of the file (a worker stopped, or in a very long I/O), since start. A later
+    /// close does not wait for that worker again until it has.
+    #[serde(default)]
+    pub close_waits_expired: u64,
     /// Workers the pool counts as running (what its sizing and retiring go by).
     #[serde(default)]
     pub live: u32,
@@ -155,6 +160,7 @@ pub(crate) fn worker_pool(pool: Option<&dbaio_workers::PoolObserver>) -> Option<
         ran_locally: snap.local,
         requeued: snap.requeued,
         missed_wakes: snap.missed_wakes,
+        close_waits_expired: snap.close_waits_expired,
         live: snap.live,
         workers: snap
             .workers

@@ -23,7 +23,7 @@ use crate::handle::settings::{IoMethodKind, IoWorkerKind, Settings};
 use crate::handle::shared::{Completed, Drive, Shared};
 use crate::handle::slot::{Executor, HandleSlot, HandleState};
 use dbaio_sys::{Cached, Op, try_read_cached};
-use dbaio_workers::process::{ProcessConfig, ProcessPool, ProcessSink};
+use dbaio_workers::process::{ClosedInWorkers, ProcessConfig, ProcessPool, ProcessSink};
 use dbaio_workers::{CompletionSink, PoolObserver, PoolSize, WorkerPool};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
@@ -449,14 +449,20 @@ impl IoMethod for WorkerMethod {
     }
 
     fn file_closed(&self, slot: u32) {
-        if let Engine::Processes(procs) = &self.engine
-            && !procs.file_closed(slot)
-        {
-            tracing::warn!(
+        let Engine::Processes(procs) = &self.engine else {
+            return;
+        };
+        match procs.file_closed(slot) {
+            ClosedInWorkers::All => {}
+            ClosedInWorkers::Expired => tracing::warn!(
                 "a worker process did not close its descriptor of a closed file (slot {slot}) \
                  within 1 s (stopped, or in a long I/O): an unlinked file's space is freed \
-                 when it does"
-            );
+                 when it does; later closes do not wait for it until it has"
+            ),
+            ClosedInWorkers::NotByStuck => tracing::debug!(
+                "a closed file (slot {slot}) is still open in a worker process an earlier \
+                 close waited for in vain: closed when that worker next looks"
+            ),
         }
     }
 }

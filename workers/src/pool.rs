@@ -134,6 +134,10 @@ pub struct PoolSnapshot {
     /// safety limit although one of them had completed — a wake-up the pool missed. 0
     /// unless the wake protocol (`process/wake.rs`) is wrong.
     pub missed_wakes: u64,
+    /// Worker processes: closes that waited their full second for a worker to close its
+    /// descriptor of the file (stopped, or in a very long I/O). A close after one does not
+    /// wait for that worker again until it has.
+    pub close_waits_expired: u64,
 }
 
 /// Reads a pool's [`PoolSnapshot`] without keeping the pool alive (for a view that lives in
@@ -537,6 +541,7 @@ fn snapshot(s: &Shared) -> PoolSnapshot {
         local: 0,
         requeued: 0,
         missed_wakes: 0,
+        close_waits_expired: 0,
     }
 }
 

@@ -53,6 +53,21 @@ const MAX_LOSSES: u32 = 3;
 const CLOSE_WAIT_LIMIT: Duration = Duration::from_secs(1);
 /// How often that wait looks again without a wake (a worker may die meanwhile).
 const CLOSE_WAIT_SLICE: Duration = Duration::from_millis(10);
+/// In `Inner::stuck`: the worker's `swept` value is in the low 32 bits.
+const STUCK: u64 = 1 << 32;
+
+/// What [`ProcessPool::file_closed`] found of the workers' descriptors of the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClosedInWorkers {
+    /// Every running worker has closed its descriptor.
+    All,
+    /// One had not when the wait reached its limit (stopped, or in a very long I/O); it
+    /// closes it when it next looks.
+    Expired,
+    /// Only workers an earlier close already waited for in vain have not; not waited for
+    /// again.
+    NotByStuck,
+}
 
 /// How long polls must keep seeing requests queued beside idle workers before one wakes a
 /// worker for them (`ProcessPool::rescue_stranded`).
@@ -154,6 +169,11 @@ struct Inner {
     replaced: AtomicU32,
     /// Requests queued again after their worker died.
     requeued: AtomicU64,
+    /// Per worker: `STUCK | swept` once a close waited for it to its limit, while its
+    /// `swept` has not moved since (later closes do not wait for it); else 0.
+    stuck: Box<[AtomicU64]>,
+    /// Closes whose wait for a worker's descriptor reached `CLOSE_WAIT_LIMIT`.
+    close_waits_expired: AtomicU64,
     /// Tests only: the completer's naps and sleeps last until someone wakes it.
     timers_held: AtomicBool,
     /// Waiter sleeps that ran to their safety limit although an awaited I/O completed.
@@ -308,6 +328,7 @@ impl ProcessPool {
         if bell < 0 {
             return Err(io::Error::last_os_error());
         }
+        let stuck = ctl.workers().iter().map(|_| AtomicU64::new(0)).collect();
         let inner = Arc::new(Inner {
             segment,
             ctl,
@@ -325,6 +346,8 @@ impl ProcessPool {
             retired: AtomicU32::new(0),
             replaced: AtomicU32::new(0),
             requeued: AtomicU64::new(0),
+            stuck,
+            close_waits_expired: AtomicU64::new(0),
             timers_held: AtomicBool::new(false),
             missed_wakes: AtomicU64::new(0),
             stranded_since: AtomicU64::new(0),
@@ -406,10 +429,13 @@ impl ProcessPool {
     /// File slot `slot` was closed: workers close their descriptors for it (idle ones are
     /// woken to do so), and this waits until every running worker has — so that a file
     /// unlinked and then closed has freed its space when `close` returns, as without worker
-    /// processes. A busy worker closes them once its request is done. False if one had not
-    /// within `CLOSE_WAIT_LIMIT` (stopped, or in a very long I/O): it closes them later.
-    pub fn file_closed(&self, slot: u32) -> bool {
-        let ctl = &self.inner.ctl;
+    /// processes. A busy worker closes them once its request is done. A worker that has not
+    /// within `CLOSE_WAIT_LIMIT` (stopped, or in a very long I/O) is not waited for again by
+    /// later closes until it has swept: a stopped worker costs one close the limit, not
+    /// every close.
+    pub fn file_closed(&self, slot: u32) -> ClosedInWorkers {
+        let inner = &*self.inner;
+        let ctl = &inner.ctl;
         if let Some(c) = ctl.files().get(slot as usize) {
             c.epoch.store(0, Ordering::Release);
         }
@@ -419,22 +445,49 @@ impl ProcessPool {
         h.close_waiters.fetch_add(1, Ordering::SeqCst);
         wake_idle(ctl, u32::MAX, false);
         let deadline = Instant::now() + CLOSE_WAIT_LIMIT;
-        let swept = loop {
-            let word = h.swept_seq.load(Ordering::SeqCst);
+        // Workers behind this close: (waited for, known stuck since an earlier close).
+        let behind = || {
             let live = h.live.load(Ordering::SeqCst);
-            let behind = ctl.workers().iter().enumerate().any(|(w, cell)| {
-                live & (1 << w) != 0
-                    && (cell.swept.load(Ordering::SeqCst).wrapping_sub(seq) as i32) < 0
-            });
+            let (mut waited, mut stuck) = (0u64, 0u64);
+            for (w, cell) in ctl.workers().iter().enumerate() {
+                let swept = cell.swept.load(Ordering::SeqCst);
+                if live & (1 << w) == 0 || (swept.wrapping_sub(seq) as i32) >= 0 {
+                    continue;
+                }
+                if inner.stuck[w].load(Ordering::Relaxed) == STUCK | u64::from(swept) {
+                    stuck |= 1 << w;
+                } else {
+                    waited |= 1 << w;
+                }
+            }
+            (waited, stuck)
+        };
+        let outcome = loop {
+            let word = h.swept_seq.load(Ordering::SeqCst);
+            let (waited, stuck) = behind();
             let left = deadline.saturating_duration_since(Instant::now());
-            if !behind || left.is_zero() {
-                break !behind;
+            if waited == 0 {
+                break if stuck == 0 {
+                    ClosedInWorkers::All
+                } else {
+                    ClosedInWorkers::NotByStuck
+                };
+            }
+            if left.is_zero() {
+                for (w, cell) in ctl.workers().iter().enumerate() {
+                    if waited & (1 << w) != 0 {
+                        let swept = cell.swept.load(Ordering::SeqCst);
+                        inner.stuck[w].store(STUCK | u64::from(swept), Ordering::Relaxed);
+                    }
+                }
+                inner.close_waits_expired.fetch_add(1, Ordering::Relaxed);
+                break ClosedInWorkers::Expired;
             }
             // In slices: a worker that dies meanwhile is counted out without a wake.
             futex::wait(&h.swept_seq, word, Some(left.min(CLOSE_WAIT_SLICE)));
         };
         h.close_waiters.fetch_sub(1, Ordering::SeqCst);
-        swept
+        outcome
     }
 
     /// Queues handle `slot`'s request `req` (generation `generation`) for the workers; false
@@ -733,6 +786,7 @@ fn snapshot(inner: &Inner) -> PoolSnapshot {
         local: inner.local.load(Ordering::Relaxed),
         requeued: inner.requeued.load(Ordering::Relaxed),
         missed_wakes: inner.missed_wakes.load(Ordering::Relaxed),
+        close_waits_expired: inner.close_waits_expired.load(Ordering::Relaxed),
     }
 }
 

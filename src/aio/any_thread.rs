@@ -2,7 +2,8 @@
 //!
 //! [`Aio::with_issuer`] gives code that owns no thread (a `&self` method of a `Send + Sync`
 //! storage backend, called from whatever thread the engine runs on) the calling thread's own
-//! issuer, registered on first use and released when the thread ends.
+//! issuer, registered on first use and released when the thread ends (it does not keep the
+//! subsystem alive: [`Parked`]).
 //!
 //! Each thread keeps its issuers in a thread-local list, one per subsystem (by the
 //! subsystem's number), so the hot path is a thread-local lookup and no lock. The issuer is
@@ -13,22 +14,88 @@
 //! [`AioError::ShutDown`] and the thread's issuer is released.
 
 use super::issuer::Issuer;
-use super::subsystem::Aio;
+use super::subsystem::{Aio, AioInner};
 use crate::handle::error::AioError;
 use std::cell::RefCell;
+use std::mem::ManuallyDrop;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 
 thread_local! {
     /// This thread's issuers, by subsystem number.
-    static ISSUERS: RefCell<Vec<(u32, Rc<Issuer>)>> = const { RefCell::new(Vec::new()) };
+    static ISSUERS: RefCell<Vec<Rc<Parked>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A thread's issuer for one subsystem, kept in the thread's list between calls.
+///
+/// It must not keep the subsystem alive: an engine that lets its last `Aio`, `File`, `Issuer`
+/// and `Ticket` go expects the subsystem's threads, worker processes, socket and memory to
+/// go with them, not to linger until every thread that once called `with_issuer` ends (a
+/// thread pool's threads may never end). So the issuer's own `Arc` of the subsystem is not
+/// counted: its count is given back as soon as the issuer is registered. That is sound
+/// because the issuer is only used inside `with_issuer`, whose caller holds an `Aio` (a
+/// counted reference), and when the list lets it go, which first takes a counted reference
+/// through `subsystem` (or, if the subsystem is gone, never touches it).
+///
+/// When the subsystem goes first, its drop waits for the I/Os of the issuers parked so
+/// (`AioInner::drop`), as an issuer's own drop would.
+struct Parked {
+    id: u32,
+    subsystem: Weak<AioInner>,
+    /// Holds an uncounted `Arc` of the subsystem: never dropped as it is (see `Drop`).
+    issuer: ManuallyDrop<Issuer>,
+}
+
+impl Parked {
+    /// Parks `issuer` (registered by the caller of `with_issuer`, who holds `aio`).
+    fn new(aio: &Arc<AioInner>, issuer: Issuer) -> Parked {
+        debug_assert!(Arc::ptr_eq(aio, &issuer.aio));
+        // SAFETY: the issuer's `Arc` was counted (cloned at registration); giving its count
+        // back leaves at least the caller's, so the subsystem lives on. From here on the
+        // issuer's `Arc` is used only while a counted reference is held (the type's docs).
+        unsafe { Arc::decrement_strong_count(Arc::as_ptr(&issuer.aio)) };
+        Parked {
+            id: aio.shared.id,
+            subsystem: Arc::downgrade(aio),
+            issuer: ManuallyDrop::new(issuer),
+        }
+    }
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        match self.subsystem.upgrade() {
+            Some(alive) => {
+                // SAFETY: `alive` keeps the subsystem; the issuer's `Arc` gets its count back,
+                // so the issuer's drop (which waits for its I/Os and frees its slot, then
+                // drops that `Arc`) runs as for any issuer. Dropped once: `self` is dropping.
+                unsafe {
+                    Arc::increment_strong_count(Arc::as_ptr(&alive));
+                    ManuallyDrop::drop(&mut self.issuer);
+                }
+                drop(alive);
+            }
+            None => {
+                // The subsystem is gone: its drop waited for this issuer's I/Os, and its
+                // slot went with the table. Only the issuer's own lists are freed here; its
+                // `Arc` (dangling) is not touched.
+                // SAFETY: `local` is plain memory (lists of numbers) dropped once, and the
+                // rest of the issuer is never dropped.
+                unsafe { std::ptr::drop_in_place(&mut self.issuer.local) };
+            }
+        }
+    }
 }
 
 impl Aio {
     /// Runs `f` with the calling thread's issuer for this subsystem, registering it on the
     /// thread's first call (named after the thread). Calls may nest. The issuer is released
-    /// when the thread ends; [`InFlight`](crate::InFlight)s borrow it only inside `f` — to
-    /// let an I/O outlive the call, turn it into a [`Ticket`](crate::Ticket).
+    /// when the thread ends, or when the subsystem is (it does not keep the subsystem alive);
+    /// [`InFlight`](crate::InFlight)s borrow it only inside `f` — to let an I/O outlive the
+    /// call, turn it into a [`Ticket`](crate::Ticket). If `f` panics with a batch open
+    /// ([`Issuer::begin_batch`]), the batch is ended as the panic leaves: what it staged is
+    /// submitted, not left for the thread's next call.
     ///
     /// Errors: the subsystem is shut down, or all `max_issuers` slots are taken.
     pub fn with_issuer<R>(&self, f: impl FnOnce(&Issuer) -> R) -> Result<R, AioError> {
@@ -39,8 +106,8 @@ impl Aio {
             // stack still holds it; dropped outside the borrow.
             let gone = ISSUERS.try_with(|list| {
                 let mut list = list.borrow_mut();
-                let gone: Vec<_> = list.iter().filter(|(s, _)| *s == id).cloned().collect();
-                list.retain(|(sub, _)| *sub != id);
+                let gone: Vec<_> = list.iter().filter(|p| p.id == id).cloned().collect();
+                list.retain(|p| p.id != id);
                 gone
             });
             drop(gone);
@@ -48,25 +115,55 @@ impl Aio {
         }
         let found = ISSUERS.try_with(|list| {
             let list = list.borrow();
-            list.iter()
-                .find(|(sub, _)| *sub == id)
-                .map(|(_, i)| Rc::clone(i))
+            list.iter().find(|p| p.id == id).map(Rc::clone)
         });
-        let issuer = match found {
-            Ok(Some(issuer)) => issuer,
+        let parked = match found {
+            Ok(Some(parked)) => parked,
             Ok(None) => {
-                let issuer = Rc::new(self.register_issuer(&thread_name())?);
-                // Registered outside the borrow: registering may log, and logging may run
-                // code that comes back here.
-                let _ = ISSUERS.try_with(|list| {
-                    list.borrow_mut().push((id, Rc::clone(&issuer)));
+                let issuer = self.register_issuer(&thread_name())?;
+                let parked = Rc::new(Parked::new(&self.inner, issuer));
+                // Pushed outside the borrow: registering may log, and logging may run code
+                // that comes back here. Issuers of subsystems gone since leave the list
+                // (dropped outside the borrow too).
+                let gone = ISSUERS.try_with(|list| {
+                    let mut list = list.borrow_mut();
+                    let (live, gone) = std::mem::take(&mut *list)
+                        .into_iter()
+                        .partition(|p| p.subsystem.strong_count() > 0);
+                    *list = live;
+                    list.push(Rc::clone(&parked));
+                    gone
                 });
-                issuer
+                drop(gone);
+                parked
             }
             // The thread is ending and its list is gone: an issuer for this call only.
-            Err(_) => Rc::new(self.register_issuer(&thread_name())?),
+            Err(_) => {
+                let issuer = self.register_issuer(&thread_name())?;
+                let _batch = EndBatchOnPanic(&issuer);
+                return Ok(f(&issuer));
+            }
         };
-        Ok(f(&issuer))
+        let issuer: &Issuer = &parked.issuer;
+        let _batch = EndBatchOnPanic(issuer);
+        Ok(f(issuer))
+    }
+}
+
+/// Ends an issuer's open batch if a panic unwinds through `with_issuer`: the thread's next
+/// call (a thread pool runs its next task on the same thread) would otherwise stage its I/Os
+/// for good, and a ticket or a future on them would never complete.
+struct EndBatchOnPanic<'a>(&'a Issuer);
+
+impl Drop for EndBatchOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() && self.0.local.try_borrow().is_ok_and(|l| l.in_batch) {
+            tracing::warn!(
+                issuer = self.0.slot,
+                "open AIO batch left by a panic in with_issuer: submitting its staged I/Os"
+            );
+            self.0.end_batch();
+        }
     }
 }
 

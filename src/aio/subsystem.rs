@@ -33,7 +33,45 @@ pub(crate) struct AioInner {
     pub owner: dbaio_sys::Owner,
 }
 
+/// The last reference gone. Issuers the threads keep for [`Aio::with_issuer`] do not count
+/// (`any_thread.rs`): one may still hold I/Os — staged in a batch, or started and dropped —
+/// that its own drop would have waited for. Waited for here, before the method stops.
+impl Drop for AioInner {
+    fn drop(&mut self) {
+        if self
+            .shared
+            .issuers
+            .iter()
+            .any(|i| i.in_use.load(Ordering::Acquire))
+        {
+            self.shut_down();
+        }
+    }
+}
+
 impl AioInner {
+    /// [`Aio::shutdown`]: refuses new I/O, waits for every I/O started, runs the error
+    /// callbacks of detached I/Os.
+    fn shut_down(&self) {
+        let shared = &self.shared;
+        shared.shutting_down.store(true, Ordering::SeqCst);
+        for i in 0..shared.n_handles {
+            let s = shared.slot(i);
+            let g = s.generation.load(Ordering::Acquire);
+            if matches!(
+                s.state(),
+                HandleState::Defined
+                    | HandleState::Staged
+                    | HandleState::Submitted
+                    | HandleState::CompletedIo
+            ) {
+                let _ = self.wait_done(i, g);
+            }
+        }
+        // Detached I/Os' error callbacks, queued as they completed, run before we return.
+        shared.notifier.finish();
+    }
+
     /// Where `point` is: the subsystem's own, or its method's (None if it has no such point).
     fn test_hold(&self, point: crate::TestPoint) -> Option<&crate::method::TestHold> {
         match point {
@@ -374,23 +412,7 @@ impl Aio {
     /// here; the error callbacks of detached I/Os have all run when it returns. Issuers may
     /// still wait on and reclaim what they started.
     pub fn shutdown(&self) {
-        let shared = &self.inner.shared;
-        shared.shutting_down.store(true, Ordering::SeqCst);
-        for i in 0..shared.n_handles {
-            let s = shared.slot(i);
-            let g = s.generation.load(Ordering::Acquire);
-            if matches!(
-                s.state(),
-                HandleState::Defined
-                    | HandleState::Staged
-                    | HandleState::Submitted
-                    | HandleState::CompletedIo
-            ) {
-                let _ = self.inner.wait_done(i, g);
-            }
-        }
-        // Detached I/Os' error callbacks, queued as they completed, run before we return.
-        shared.notifier.finish();
+        self.inner.shut_down();
     }
 
     /// True once [`Aio::shutdown`] was called.

@@ -64,4 +64,5 @@ mod view_under_load;
 mod wait_any_dropped;
 mod wait_from_other_thread;
 mod waiter_runs_queued;
+mod with_issuer_lifetime;
 mod worker_pool;

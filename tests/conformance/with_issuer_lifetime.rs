@@ -1,0 +1,156 @@
+//! The issuers `Aio::with_issuer` keeps for each thread, over the subsystem's life: they do
+//! not keep it alive, and a panic does not leave one in batch mode.
+//! Guards against (both found by a caller-side attack, 2026-12-07): a thread that had once
+//! called `with_issuer` keeping the whole subsystem — its threads, worker processes, socket
+//! and memory — after the engine let go of every `Aio`, `File`, `Issuer` and `Ticket`, until
+//! that thread ended (a pool's threads may never end: an engine reopening its database on
+//! one leaked a subsystem per reopen); the I/Os such a thread's issuer still held (staged in a
+//! batch, started and dropped) lost when the subsystem then goes; and a panic inside
+//! `with_issuer` after `begin_batch` leaving the thread's issuer in batch mode, so that the
+//! thread's next task staged its I/Os for good and a ticket on them never completed.
+
+use crate::support::*;
+use dbaio::{IoBuf, IoMethodKind, OpenOptions};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A pool thread writes through `with_issuer`, leaving a write staged in an open batch, and
+/// stays alive; the engine then drops everything it holds. The subsystem goes at once (its
+/// socket file is removed), the staged write lands first, and the thread can then use a new
+/// subsystem.
+fn does_not_keep_the_subsystem(m: IoMethodKind) {
+    let d = dir();
+    let path = d.path().join("written");
+    let socket = d.path().join("aio.sock");
+    let aio = start_with(m, |s| s.introspection_socket = Some(socket.clone()));
+    let disk = aio.sim_disk();
+    let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
+    let (to_pool, tasks) = mpsc::channel::<Box<dyn FnOnce() + Send>>();
+    let (done, finished) = mpsc::channel::<()>();
+    let pool_thread = std::thread::Builder::new()
+        .name("pool-0".into())
+        .spawn(move || {
+            for task in tasks {
+                task();
+                done.send(()).unwrap();
+            }
+        })
+        .unwrap();
+    let wait_task = || {
+        finished
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the pool thread's task did not finish (hang)")
+    };
+    {
+        let (aio, f) = (aio.clone(), f.clone());
+        to_pool
+            .send(Box::new(move || {
+                aio.with_issuer(|iss| {
+                    iss.write_all_at(&f, 0, IoBuf::from_slice(&[1u8; 4096]))
+                        .unwrap();
+                    // Left staged in an open batch when the call returns.
+                    iss.begin_batch().unwrap();
+                    drop(
+                        iss.acquire()
+                            .unwrap()
+                            .write(&f, 4096, IoBuf::from_slice(&[2u8; 4096])),
+                    );
+                    // (sync and io_uring run a buffered write at once, batch or not)
+                    assert!(iss.staged() <= 1);
+                })
+                .unwrap();
+            }))
+            .unwrap();
+    }
+    wait_task();
+    assert!(
+        socket.exists(),
+        "the socket is served while the subsystem runs"
+    );
+    drop(f);
+    drop(aio);
+    assert!(
+        !socket.exists(),
+        "the subsystem outlived every reference the engine held (kept by the pool thread's issuer)"
+    );
+    let written = match &disk {
+        Some(disk) => disk.contents(&path).unwrap(),
+        None => std::fs::read(&path).unwrap(),
+    };
+    assert_eq!(written.len(), 8192, "the staged write was lost");
+    assert!(written[..4096].iter().all(|&b| b == 1));
+    assert!(
+        written[4096..].iter().all(|&b| b == 2),
+        "the staged write was lost"
+    );
+    // The same thread, with a new subsystem.
+    let aio = start(m);
+    let again = d.path().join("again");
+    let f = aio.open(&again, &OpenOptions::read_write()).unwrap();
+    {
+        let (aio, f) = (aio.clone(), f.clone());
+        to_pool
+            .send(Box::new(move || {
+                aio.with_issuer(|iss| iss.write_all_at(&f, 0, IoBuf::from_slice(b"again")))
+                    .unwrap()
+                    .unwrap();
+            }))
+            .unwrap();
+    }
+    wait_task();
+    assert_eq!(contents(&aio, &again), b"again");
+    drop(to_pool);
+    pool_thread.join().unwrap();
+}
+
+/// A task panics inside `with_issuer` after `begin_batch`; the thread catches it (as a pool
+/// does) and runs its next task, a write turned into a ticket: it is submitted, not staged
+/// (so that a future on it completes without a wait to run it), and the staged write of the
+/// panicked task landed too.
+fn a_panic_ends_the_batch(m: IoMethodKind) {
+    let d = dir();
+    let path = d.path().join("written");
+    let aio = start(m);
+    let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
+    let (aio2, f2) = (aio.clone(), f.clone());
+    let pool_thread = std::thread::spawn(move || {
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            aio2.with_issuer(|iss| {
+                iss.begin_batch().unwrap();
+                drop(
+                    iss.acquire()
+                        .unwrap()
+                        .write(&f2, 0, IoBuf::from_slice(&[7u8; 4096])),
+                );
+                panic!("the task fails mid-batch");
+            })
+        }));
+        assert!(panicked.is_err());
+        let (in_batch, staged, ticket) = aio2
+            .with_issuer(|iss| {
+                let ticket = iss
+                    .acquire()
+                    .unwrap()
+                    .write(&f2, 4096, IoBuf::from_slice(&[8u8; 4096]))
+                    .into_ticket();
+                (iss.in_batch(), iss.staged(), ticket)
+            })
+            .unwrap();
+        assert!(
+            !in_batch,
+            "the panic left the thread's issuer in batch mode"
+        );
+        assert_eq!(staged, 0, "the next task's write stays staged");
+        ticket.wait().check().unwrap();
+    });
+    pool_thread.join().unwrap();
+    let written = contents(&aio, &path);
+    assert_eq!(written.len(), 8192);
+    assert!(
+        written[..4096].iter().all(|&b| b == 7),
+        "the panicked task's write"
+    );
+    assert!(written[4096..].iter().all(|&b| b == 8));
+}
+
+crate::for_every_method!(does_not_keep_the_subsystem, a_panic_ends_the_batch);

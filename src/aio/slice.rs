@@ -285,11 +285,11 @@ impl Issuer {
         // The partial first and last blocks keep what is there (zeros past the end).
         let last = end - DIRECT_ALIGN;
         if !aligned(offset) && start < len {
-            self.read_into(file, start, &mut bounce[..DIRECT_ALIGN as usize])?;
+            self.read_kept_block(file, start, &mut bounce[..DIRECT_ALIGN as usize], len)?;
         }
         if !aligned(end_asked) && last < len && (last != start || aligned(offset)) {
             let at = (last - start) as usize;
-            self.read_into(file, last, &mut bounce[at..])?;
+            self.read_kept_block(file, last, &mut bounce[at..], len)?;
         }
         let skip = (offset - start) as usize;
         bounce[skip..skip + data.len()].copy_from_slice(data);
@@ -302,6 +302,33 @@ impl Issuer {
             self.wait(io).check()?;
         }
         Ok(())
+    }
+}
+
+impl Issuer {
+    /// Reads the block at `at` (one `DIRECT_ALIGN` block, `block`) whose bytes a
+    /// read-modify-write keeps, in a file `len` bytes long: every byte of it the file holds
+    /// must come, or the write would put zeros over them. A read that stops short of them
+    /// (a short transfer, not the end of the file) is tried again, twice, then is an error
+    /// (`read only N of M bytes`); before, the short count was taken as the end of the file
+    /// and the rest of the block written back as zeros, reported done (found by a
+    /// caller-side attack, 2026-12-07, on `sim` with `sim_fault_short`).
+    fn read_kept_block(
+        &self,
+        file: &File,
+        at: u64,
+        block: &mut [u8],
+        len: u64,
+    ) -> Result<(), AioError> {
+        let want = (len - at).min(block.len() as u64) as usize;
+        let mut got = 0;
+        for _ in 0..3 {
+            got = self.read_into(file, at, block)?;
+            if got >= want {
+                return Ok(());
+            }
+        }
+        Err(short_read(file, at, want, got).into())
     }
 }
 

@@ -168,8 +168,65 @@ fn a_short_aligned_read_is_not_the_end_of_the_file(m: IoMethodKind) {
     assert!(buf[..] == data[..], "{m}: the bytes");
 }
 
+/// An unaligned O_DIRECT write whose read of the block it keeps comes back short (a short
+/// transfer mid-file, here an injected `Short(1000)`) reads that block again, and keeps every
+/// byte of it that it was not given. Guards against taking the short count for the end of the
+/// file and writing zeros over the rest of the block, reported done (found by a caller-side
+/// attack on `sim` with `sim_fault_short`, 2026-12-07: 158 of 1000 unaligned writes changed
+/// bytes they were not given, and a redb database would not open again). An injected `Short`
+/// rewrites only the count (the kernel delivered the whole block), so the bytes alone cannot
+/// tell here: the second read, counted in the issuer's statistics, does.
+fn an_unaligned_write_keeps_the_bytes_a_short_read_left_out(m: IoMethodKind) {
+    let d = dir();
+    let path = d.path().join("rmw");
+    let data: Vec<u8> = (0..4).flat_map(block).collect();
+    std::fs::write(&path, &data).unwrap();
+    let aio = start(m);
+    let file = aio
+        .open(&path, &OpenOptions::read_write().direct(true))
+        .unwrap();
+    let me = aio.register_issuer("writer").unwrap();
+    aio.inject_fault(
+        dbaio::FaultRule::new(dbaio::FaultAction::Short(1000))
+            .op(dbaio::Op::Readv)
+            .on_file(&file)
+            .times(1),
+    );
+    let reads = || {
+        aio.stats()
+            .iter()
+            .filter(|r| r.issuer == "writer")
+            .flat_map(|r| r.ops.iter())
+            .filter(|o| o.op == "readv")
+            .map(|o| o.count)
+            .sum::<u64>()
+    };
+    me.write_all_from(&file, 345, &[0xee; 9]).unwrap();
+    assert_eq!(
+        aio.faults_injected(),
+        1,
+        "{m}: the short read was not injected"
+    );
+    aio.clear_faults();
+    assert_eq!(
+        reads(),
+        2,
+        "{m}: the short read of the kept block was not read again"
+    );
+    let mut want = data.clone();
+    want[345..354].fill(0xee);
+    let got = contents(&aio, &path);
+    assert_eq!(got.len(), want.len(), "{m}: the length");
+    let wrong = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+    assert_eq!(
+        wrong, 0,
+        "{m}: {wrong} bytes the write was not given changed"
+    );
+}
+
 fn scenario(m: IoMethodKind) {
     a_short_aligned_read_is_not_the_end_of_the_file(m);
+    an_unaligned_write_keeps_the_bytes_a_short_read_left_out(m);
     appends_keep_a_concurrent_extension(m);
     reads_of_a_changing_file_end_short_not_in_error(m);
     two_opens_share_one_read_modify_write(m);

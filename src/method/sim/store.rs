@@ -15,6 +15,12 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
+/// Where a short transfer on an O_DIRECT file may stop: `dbaio::DIRECT_ALIGN`, the alignment
+/// the slice layer reads and writes O_DIRECT files in (a layer above this one, so not
+/// imported; `tests/sim.rs` checks the two agree). The kernel ends a short O_DIRECT transfer
+/// on a block boundary (or at the end of the file), never mid-block.
+const DIRECT_BLOCK: u64 = 4096;
+
 /// The fault probabilities, from the `sim_fault_*` settings.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Faults {
@@ -86,6 +92,27 @@ impl SimStore {
 
     fn draw(&self, n: u64) -> u64 {
         self.rng.lock().below(n)
+    }
+
+    /// The bytes a short transfer of `n` (> 1) bytes at `offset` moves: any count below `n`
+    /// on a buffered file; on an O_DIRECT file one that ends on a [`DIRECT_BLOCK`] boundary
+    /// inside the range, as the kernel's do — all `n` if none falls inside (a transfer that
+    /// crosses no boundary is never short). One draw either way, as before O_DIRECT was told
+    /// apart: the file's mode changes where the cut falls, never which draw a later fault
+    /// gets.
+    fn short_count(&self, offset: u64, n: u64, direct: bool) -> u64 {
+        if !direct {
+            return 1 + self.draw(n - 1);
+        }
+        // The boundaries `b` with `offset < b < offset + n`, in blocks: `first..=last`.
+        let first = offset / DIRECT_BLOCK + 1;
+        let last = (offset + n - 1) / DIRECT_BLOCK;
+        let choices = (last + 1).saturating_sub(first);
+        let pick = self.draw(choices.max(1));
+        if choices == 0 {
+            return n;
+        }
+        (first + pick) * DIRECT_BLOCK - offset
     }
 }
 
@@ -246,10 +273,10 @@ impl SimStore {
         }
         match req.op {
             // SAFETY: as for this function.
-            Op::Readv => unsafe { self.read(&path, ino, req) },
+            Op::Readv => unsafe { self.read(&path, ino, direct, req) },
             Op::Writev if !write => -libc::EBADF,
             // SAFETY: as for this function.
-            Op::Writev => unsafe { self.write(&path, ino, req) },
+            Op::Writev => unsafe { self.write(&path, ino, direct, req) },
             Op::Fsync | Op::Fdatasync => self.with_file(&path, ino, |f| {
                 f.sync();
                 0
@@ -443,12 +470,13 @@ impl SimStore {
         0
     }
 
-    /// A read: the bytes reads see, or a fault.
+    /// A read: the bytes reads see, or a fault (a short one on an O_DIRECT file — `direct` —
+    /// ends on a block boundary: [`SimStore::short_count`]).
     ///
     /// # Safety
     ///
     /// The request's iovecs are valid and writable for the call.
-    unsafe fn read(&self, path: &Path, ino: u64, req: &Request) -> i32 {
+    unsafe fn read(&self, path: &Path, ino: u64, direct: bool, req: &Request) -> i32 {
         if self.chance(self.faults.read_error) {
             return -libc::EIO;
         }
@@ -486,7 +514,7 @@ impl SimStore {
             }
         }
         if short && n > 1 {
-            n = 1 + self.draw(n - 1);
+            n = self.short_count(req.offset, n, direct);
         }
         let start = req.offset as usize;
         // SAFETY: as for this function.
@@ -494,13 +522,14 @@ impl SimStore {
         n as i32
     }
 
-    /// A write into the cache, or a fault: refused (EIO, ENOSPC), short, or — the lie —
+    /// A write into the cache, or a fault: refused (EIO, ENOSPC), short (on an O_DIRECT file
+    /// — `direct` — ending on a block boundary: [`SimStore::short_count`]), or — the lie —
     /// put at a wrong offset and reported done.
     ///
     /// # Safety
     ///
     /// The request's iovecs are valid for the call.
-    unsafe fn write(&self, path: &Path, ino: u64, req: &Request) -> i32 {
+    unsafe fn write(&self, path: &Path, ino: u64, direct: bool, req: &Request) -> i32 {
         if self.chance(self.faults.write_error) {
             return -libc::EIO;
         }
@@ -511,7 +540,7 @@ impl SimStore {
         let mut data = unsafe { gather(req) };
         let full = data.len();
         if self.chance(self.faults.short) && full > 1 {
-            data.truncate(1 + self.draw(full as u64 - 1) as usize);
+            data.truncate(self.short_count(req.offset, full as u64, direct) as usize);
         }
         let reported = data.len();
         let mut offset = req.offset;

@@ -22,6 +22,8 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 pub(super) const REFCOUNT_MASK: u64 = (1 << 18) - 1;
+/// Pins one buffer's shared count holds (an issuer's hit pins come on top).
+pub(crate) const PIN_LIMIT: u32 = REFCOUNT_MASK as u32;
 const USAGE_SHIFT: u32 = 18;
 const USAGE_MASK: u64 = 0xf << USAGE_SHIFT;
 const USAGE_MAX: u64 = 5;
@@ -162,6 +164,16 @@ impl Lookup {
     }
 }
 
+/// Why looking a block up gave no pinned buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NoPin {
+    /// Every buffer is pinned: there is no victim.
+    AllPinned,
+    /// The block's buffer (this one) already holds `PIN_LIMIT` pins: one more would run the
+    /// count into the usage bits.
+    PinnedTooOften(u32),
+}
+
 impl BufferPool {
     /// A pool of `s.pool_blocks()` pages of `s.block_size` bytes, for `s.max_issuers`
     /// issuers and `s.max_files` file slots, on memory as `s.huge_pages` and
@@ -286,15 +298,17 @@ impl BufferPool {
         ((s & !USAGE_MASK) | (usage << USAGE_SHIFT)) + 1
     }
 
-    /// Pins `b` (refcount + 1, usage count up to 5).
-    fn pin(&self, b: u32) {
-        let old =
-            self.descs[b as usize]
-                .state
-                .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |s| {
-                    (s & REFCOUNT_MASK < REFCOUNT_MASK).then(|| Self::pinned(s))
-                });
-        assert!(old.is_ok(), "buffer {b} pinned too often");
+    /// Pins `b` (refcount + 1, usage count up to 5), found mapped. Refused when `b` already
+    /// holds `PIN_LIMIT` pins: a caller can pin one block that often (its pins are its own to
+    /// drop), and that must be its error, not a panic in the pool.
+    fn pin_found(&self, b: u32) -> Result<Lookup, NoPin> {
+        self.descs[b as usize]
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |s| {
+                (s & REFCOUNT_MASK < REFCOUNT_MASK).then(|| Self::pinned(s))
+            })
+            .map(|_| Lookup::Found(b))
+            .map_err(|_| NoPin::PinnedTooOften(b))
     }
 
     /// Drops one pin of `b`.
@@ -310,8 +324,8 @@ impl BufferPool {
     /// Finds (and pins) the buffer for `tag`, assigning an unpinned victim if it is not in the
     /// pool: the current buffer of `ring` if it can be reused, else the buffer right after
     /// `after` (the previous block's, in a combined read) if nobody pins it and it was used at
-    /// most once, else one from the clock sweep. A ring records whichever it got. `None` when
-    /// every buffer is pinned.
+    /// most once, else one from the clock sweep. A ring records whichever it got. Refused
+    /// when every buffer is pinned, or when the block's buffer holds all the pins it can.
     ///
     /// The neighbour rule keeps a combined read in one contiguous piece of memory on a pool
     /// that has been recycled, where the sweep's victims are scattered: a device that maps
@@ -323,7 +337,7 @@ impl BufferPool {
         tag: Tag,
         mut ring: Option<&mut BufferRing>,
         after: Option<u32>,
-    ) -> Option<Lookup> {
+    ) -> Result<Lookup, NoPin> {
         let key = tag.pack();
         let p = tag.partition();
         let mut from_ring = ring.as_ref().and_then(|r| r.candidate());
@@ -336,8 +350,8 @@ impl BufferPool {
             {
                 let map = self.map[p].lock();
                 if let Some(&b) = map.get(&key) {
-                    self.pin(b); // under the partition lock: it cannot be evicted meanwhile
-                    return Some(Lookup::Found(b));
+                    // Under the partition lock: it cannot be evicted meanwhile.
+                    return self.pin_found(b);
                 }
             }
             // The ring's buffer is tried once; a refused one goes back to the sweep.
@@ -347,7 +361,7 @@ impl BufferPool {
                 .or_else(|| neighbour.take().filter(|&b| self.pin_reusable(b)))
             {
                 Some(b) => b,
-                None => self.victim()?,
+                None => self.victim().ok_or(NoPin::AllPinned)?,
             };
             let d = &self.descs[v as usize];
             let old = (d.state.load(Ordering::Acquire) & TAG_VALID != 0)
@@ -371,9 +385,8 @@ impl BufferPool {
             };
             if let Some(&b) = new_map.get(&key) {
                 // Someone else brought the block in meanwhile: use theirs.
-                self.pin(b);
                 self.unpin(v);
-                return Some(Lookup::Found(b));
+                return self.pin_found(b);
             }
             if !self.reserve_victim(v) {
                 continue;
@@ -389,9 +402,9 @@ impl BufferPool {
             if let Some(r) = ring.as_deref_mut() {
                 r.record(v);
             }
-            return Some(Lookup::Assigned(v));
+            return Ok(Lookup::Assigned(v));
         }
-        None
+        Err(NoPin::AllPinned)
     }
 
     /// With the partition locks held: is the victim still pinned only by us, idle, and pinned
@@ -469,37 +482,48 @@ impl BufferPool {
             slots[k].store(NO_BUFFER, Ordering::Release);
             return None;
         }
-        if s & USAGE_MASK < USAGE_MAX << USAGE_SHIFT {
-            // Count the use for the clock sweep; hot buffers are at the maximum and skip this.
-            let _ = d.state.compare_exchange(
-                s,
-                s + (1 << USAGE_SHIFT),
+        Self::count_use(&d.state, s);
+        Some(b)
+    }
+
+    /// Counts a use of a buffer whose state word was `seen` for the clock sweep, once the hit
+    /// is known to be the right block (a stale hint's buffer must not look used: a ring would
+    /// then refuse to reuse it). One CAS, no retry: hot buffers are at the maximum and skip
+    /// it, and a use lost to a concurrent change only ages the buffer a little early.
+    #[inline]
+    fn count_use(state: &AtomicU64, seen: u64) {
+        if seen & USAGE_MASK < USAGE_MAX << USAGE_SHIFT {
+            let _ = state.compare_exchange(
+                seen,
+                seen + (1 << USAGE_SHIFT),
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             );
         }
-        Some(b)
     }
 
     /// A hit without the partition lock, pinned in the buffer's shared count: the hint names
     /// a candidate, one CAS pins it only if it is VALID, tagged and not being retagged (so an
     /// evictor, which needs the count at its own single pin, cannot have reserved it), and the
-    /// tag is checked once pinned (it cannot change while pinned). For callers that hold many
-    /// pins (read streams); `None` sends them to `lookup_or_assign`.
+    /// tag is checked once pinned (it cannot change while pinned); only then is the use
+    /// counted. For callers that hold many pins (read streams); `None` sends them to
+    /// `lookup_or_assign`.
     fn try_pin(&self, tag: Tag) -> Option<u32> {
         let b = self.hint_slot(tag).load(Ordering::Relaxed);
         let d = self.descs.get(b as usize)?;
-        d.state
+        let s = d
+            .state
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
                 let pinnable = s & (VALID | TAG_VALID | RETAGGING) == VALID | TAG_VALID
                     && s & REFCOUNT_MASK < REFCOUNT_MASK;
-                pinnable.then(|| Self::pinned(s))
+                pinnable.then_some(s + 1)
             })
             .ok()?;
         if d.tag.load(Ordering::Acquire) != tag.pack() {
             self.unpin(b);
             return None;
         }
+        Self::count_use(&d.state, s + 1);
         Some(b)
     }
 

@@ -10,14 +10,14 @@
 //! they live here, with the pool: the issuer's own file (`aio/issuer.rs`) is below the buffer
 //! manager and must not know it. See `docs/design.md`, "The buffer manager".
 
-use super::pool::{BufferPool, SHARED_PIN, Tag};
+use super::pool::{BufferPool, NoPin, PIN_LIMIT, SHARED_PIN, Tag};
 use super::ring::BufferRing;
 use super::verification::{PageVerdict, PageVerification, ReadVerdicts};
 use crate::aio::file::File;
 use crate::aio::io::InFlight;
 use crate::aio::issuer::Issuer;
 use crate::handle::callback::{CallbackId, HandleCallbacks, IoContext, ReportTarget};
-use crate::handle::error::AioError;
+use crate::handle::error::{AioError, IoError};
 use crate::handle::result::{ERROR_DATA_EOF, IoResult, Status};
 use crate::handle::settings::MAX_IO_COMBINE_LIMIT;
 use std::marker::PhantomData;
@@ -159,22 +159,27 @@ impl Issuer {
         if let Some((buffer, hit_pin)) = pool.pin_hit(tag, self.slot()) {
             return Ok(PinnedBuffer::new(self, pool, buffer, hit_pin));
         }
-        let pinned = self.pin_slow(pool, tag)?;
+        let pinned = self.pin_slow(pool, file, block)?;
         self.finish_buffer_read(file, block, pinned.buffer)?;
         pool.remember(tag, pinned.buffer);
         Ok(pinned)
     }
 
-    /// Pins `tag`'s buffer through the mapping table, assigning a victim if it is not in the
-    /// pool.
+    /// Pins the buffer of block `block` of `file` through the mapping table, assigning a
+    /// victim if it is not in the pool.
     fn pin_slow<'a>(
         &'a self,
         pool: &'a BufferPool,
-        tag: Tag,
+        file: &File,
+        block: u32,
     ) -> Result<PinnedBuffer<'a>, AioError> {
+        let tag = Tag {
+            file: file.slot,
+            block,
+        };
         let b = pool
             .lookup_or_assign(tag, None, None)
-            .ok_or(AioError::NoUnpinnedBuffers)?
+            .map_err(|why| pin_refused(file, block, why))?
             .buffer();
         Ok(PinnedBuffer::new(self, pool, b, SHARED_PIN))
     }
@@ -189,7 +194,7 @@ impl Issuer {
             file: file.slot,
             block,
         };
-        let pinned = self.pin_slow(pool, tag)?;
+        let pinned = self.pin_slow(pool, file, block)?;
         let b = pinned.buffer;
         let (valid, in_progress) = pool.flags(b);
         if !valid && in_progress {
@@ -228,7 +233,9 @@ impl Issuer {
                 continue;
             }
             let io = self.start_owned_read(pool, file, block, &[b])?;
-            self.wait(io).check()?;
+            self.wait(io)
+                .check()
+                .map_err(|e| numbered_in_relation(e, file))?;
         }
     }
 
@@ -258,7 +265,7 @@ impl Issuer {
         }
         let b0 = pool
             .lookup_or_assign(tag(first), ring.as_deref_mut(), None)
-            .ok_or(AioError::NoUnpinnedBuffers)?
+            .map_err(|why| pin_refused(file, first, why))?
             .buffer();
         out.push(b0);
         if !pool.start_io(b0) {
@@ -274,8 +281,10 @@ impl Issuer {
         let max = max.min(self.aio.shared.max_iov).min(MAX_IO_COMBINE_LIMIT);
         for block in first + 1..first.saturating_add(max) {
             let after = out.last().copied();
-            let Some(found) = pool.lookup_or_assign(tag(block), ring.as_deref_mut(), after) else {
-                break; // every buffer pinned: read what we have
+            let Ok(found) = pool.lookup_or_assign(tag(block), ring.as_deref_mut(), after) else {
+                // Every buffer pinned, or this one as often as it can be: read what we have
+                // (the next start of this block says why it cannot).
+                break;
             };
             let b = found.buffer();
             if !pool.start_io(b) {
@@ -360,6 +369,30 @@ impl Issuer {
             )
         })
     }
+}
+
+/// The error for a pin of block `block` of `file` that the pool refused.
+fn pin_refused(file: &File, block: u32, why: NoPin) -> AioError {
+    match why {
+        NoPin::AllPinned => AioError::NoUnpinnedBuffers,
+        NoPin::PinnedTooOften(buffer) => AioError::PinnedTooOften {
+            path: file.path().display().to_string(),
+            block: file.segment_base().saturating_add(block),
+            buffer,
+            limit: PIN_LIMIT,
+        },
+    }
+}
+
+/// A buffer read's error `e` on `file`, with its blocks numbered across the relation the file
+/// is a segment of (`OpenOptions::segment_base`): md.c names the segment's path and the
+/// relation's blocks (`could not read blocks 20..20 in file "base/5/16421.1"`), as the page
+/// verification messages do; the handle holds the blocks in the file's own numbering.
+pub(crate) fn numbered_in_relation(mut e: IoError, file: &File) -> IoError {
+    if let Some((first, n)) = e.blocks {
+        e.blocks = Some((file.segment_base().saturating_add(first), n));
+    }
+    e
 }
 
 /// The id of the built-in buffer-read callback (registered first, in `start.rs`).

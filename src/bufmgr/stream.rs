@@ -15,10 +15,10 @@
 
 use super::advice::{Advice, StreamAdvice};
 use super::pool::{BufferPool, SHARED_PIN, Tag};
-use super::ring::BufferRing;
+use super::ring::{self, BufferRing};
 use crate::aio::io::InFlight;
 use crate::aio::issuer::Issuer;
-use crate::bufmgr::read::{PinnedBuffer, StartedRead};
+use crate::bufmgr::read::{PinnedBuffer, StartedRead, numbered_in_relation};
 use crate::bufmgr::relation::Relation;
 use crate::bufmgr::verification::ReadVerdicts;
 use crate::handle::error::{AioError, IoError};
@@ -47,7 +47,9 @@ pub struct ReadStreamOptions {
     /// Recycle a small ring of buffers instead of taking victims from the whole pool
     /// (PostgreSQL's `BAS_BULKREAD` strategy, which its sequential scans of big tables use):
     /// a scan bigger than the pool then leaves the pool's other pages cached. The ring holds
-    /// the stream's look-ahead plus 32 blocks (PostgreSQL's 256 kB).
+    /// the stream's look-ahead plus 32 blocks (PostgreSQL's 256 kB), at most an eighth of the
+    /// pool (as PostgreSQL caps it) but at least 3 buffers; the stream then pins at most the
+    /// ring less 2, so its look-ahead stays within the ring.
     pub ring: bool,
 }
 
@@ -217,7 +219,14 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
             .pool()
             .expect("every started subsystem has a buffer pool");
         let pin_budget = (pool.buffers() / s.max_issuers.max(1)).max(1);
-        let max_pinned = ((max_ios + 1) * combine_limit).min(pin_budget).max(1);
+        let mut max_pinned = ((max_ios + 1) * combine_limit).min(pin_budget).max(1);
+        // A ring holds at most an eighth of the pool; the stream pins less than the ring, or
+        // the ring's next buffer would be one it pins and the clock sweep would supply all.
+        let ring = opts.ring.then(|| {
+            let len = ring::ring_len(pool.buffers(), max_pinned);
+            max_pinned = max_pinned.min(ring::pin_limit(len));
+            BufferRing::new(len)
+        });
         let readahead = if opts.full {
             max_pinned
         } else if opts.sequential {
@@ -244,8 +253,7 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
             ios_in_flight: 0,
             error: None,
             scratch: Vec::with_capacity(combine_limit as usize),
-            // Its own pins plus room for the buffers to age before they come round again.
-            ring: opts.ring.then(|| BufferRing::new(max_pinned + 32)),
+            ring,
             advice,
             stats: ReadStreamStats {
                 read_sizes: vec![0; combine_limit as usize + 1],
@@ -327,7 +335,7 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
             .expect("queued blocks were located");
         if !pool.flags(e.buffer).0 {
             if let Some(err) = read_error {
-                return fail(err.into());
+                return fail(numbered_in_relation(err, file).into());
             }
             // Someone else's read, or past the end of a short read: finish it here.
             if let Err(err) = self.issuer.finish_buffer_read(file, b, e.buffer) {

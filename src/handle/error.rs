@@ -67,6 +67,21 @@ pub enum AioError {
         "no unpinned buffers available\nHINT:  Raise buffer_pool_size, or hold fewer buffers pinned."
     )]
     NoUnpinnedBuffers,
+    /// One buffer holds as many pins as its pin count can (a caller pinning the same block
+    /// over and over without dropping the pins).
+    #[error(
+        "could not pin block {block} of file \"{path}\": buffer {buffer} is already pinned {limit} times, the most one buffer can be\nHINT:  Drop pins of the block (PinnedBuffer, StreamBuffer) before taking more."
+    )]
+    PinnedTooOften {
+        /// The file's path.
+        path: String,
+        /// The block, numbered across the relation for a segment file.
+        block: u32,
+        /// The buffer holding it.
+        buffer: u32,
+        /// Pins one buffer's count holds.
+        limit: u32,
+    },
     /// The subsystem is shutting down.
     #[error("the AIO subsystem is shut down")]
     ShutDown,
@@ -152,7 +167,8 @@ impl From<AioError> for std::io::Error {
             AioError::TooManyIssuers(_)
             | AioError::TooManyFiles(_)
             | AioError::AllHandlesHeld(_)
-            | AioError::NoUnpinnedBuffers => ErrorKind::ResourceBusy,
+            | AioError::NoUnpinnedBuffers
+            | AioError::PinnedTooOften { .. } => ErrorKind::ResourceBusy,
             AioError::ShutDown => ErrorKind::NotConnected,
         };
         std::io::Error::new(kind, e)
@@ -182,7 +198,8 @@ pub struct IoError {
     pub transferred: u64,
     /// The OS error number (0: end of file, or a failure a callback reported).
     pub errno: i32,
-    /// First block and count when the I/O was block I/O.
+    /// First block and count when the I/O was block I/O (a buffer read of a relation's
+    /// segment numbers them across the relation, as md.c's messages do).
     pub blocks: Option<(u32, u32)>,
     /// A callback's own message, when a callback (not the OS) failed the I/O.
     pub detail: Option<Box<str>>,

@@ -17,6 +17,7 @@ mod awaited_staged;
 mod batch_mode;
 mod buffer_pool;
 mod buffer_pool_close;
+mod bufmgr_edges;
 mod cached_reads;
 mod callbacks;
 mod checksum_accounting;

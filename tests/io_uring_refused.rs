@@ -2,7 +2,10 @@
 //! `io_uring_setup` fail with EPERM (as a container policy would), starting with
 //! `io_method = io_uring` fails with an error naming the cause and the fallback setting, and
 //! with `io_uring_fallback = worker` it starts on the worker method and does I/O.
-//! Guards against: a silent fallback, or a panic, when the kernel says no.
+//! Guards against: a silent fallback, or a panic, when the kernel says no. And once io_uring
+//! runs, a new issuer whose ring the kernel refuses (no descriptor left: EMFILE) gets an error
+//! that says so, not "could not start io_method" with a hint to allow io_uring (found by a
+//! caller-side attack, 2026-12-07).
 
 use dbaio::{Aio, AioError, IoBuf, IoMethodKind, OpenOptions, Settings};
 use std::process::Command;
@@ -11,6 +14,11 @@ const CHILD: &str = "DBAIO_REFUSED_CHILD";
 
 /// Denies io_uring_setup (EPERM) to the calling thread.
 fn deny_io_uring() {
+    deny_io_uring_with(libc::EPERM);
+}
+
+/// Makes io_uring_setup fail with `errno` on the calling thread.
+fn deny_io_uring_with(errno: i32) {
     let nr = libc::SYS_io_uring_setup as u32;
     let filter = [
         // A = seccomp_data.nr
@@ -30,7 +38,7 @@ fn deny_io_uring() {
             code: (libc::BPF_RET | libc::BPF_K) as u16,
             jt: 0,
             jf: 0,
-            k: libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
+            k: libc::SECCOMP_RET_ERRNO | errno as u32,
         },
         libc::sock_filter {
             code: (libc::BPF_RET | libc::BPF_K) as u16,
@@ -128,4 +136,44 @@ fn refused_io_uring_errors_or_falls_back() {
             .find(|l| l.contains("refusal message"))
             .unwrap_or("")
     );
+}
+
+#[test]
+fn a_new_issuer_whose_ring_is_refused_says_so() {
+    let aio = match Aio::start(Settings {
+        io_method: IoMethodKind::IoUring,
+        ..Settings::default()
+    }) {
+        Ok(aio) => aio,
+        Err(e) => {
+            eprintln!("SKIPPED a_new_issuer_whose_ring_is_refused_says_so: {e}");
+            return;
+        }
+    };
+    let a2 = aio.clone();
+    // A thread of its own: the filter stays on it.
+    let text = std::thread::spawn(move || {
+        deny_io_uring_with(libc::EMFILE);
+        match a2.register_issuer("late") {
+            Err(e @ AioError::IssuerRing { .. }) => e.to_string(),
+            Err(other) => panic!("expected IssuerRing, got {other:?}"),
+            Ok(_) => panic!("expected IssuerRing, got an issuer"),
+        }
+    })
+    .join()
+    .unwrap();
+    assert!(
+        text.starts_with("could not register an issuer: its io_uring ring could not be created: "),
+        "{text}"
+    );
+    assert!(text.contains("ulimit -n"), "{text}");
+    assert!(!text.contains("Allow io_uring"), "{text}");
+    // The subsystem runs on: another thread registers and reads.
+    let me = aio.register_issuer("after").unwrap();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let f = aio
+        .open(dir.path().join("f"), &OpenOptions::read_write())
+        .unwrap();
+    me.write_all_at(&f, 0, IoBuf::from_slice(b"runs on"))
+        .unwrap();
 }

@@ -49,6 +49,15 @@ pub enum AioError {
     /// A rule of the handle API was broken (a bug in the caller).
     #[error("API violation: {0}")]
     ApiViolation(&'static str),
+    /// io_uring: a new issuer's ring could not be created (the subsystem runs; this issuer
+    /// cannot be registered).
+    #[error(
+        "could not register an issuer: its io_uring ring could not be created: {cause}\nHINT:  Each issuer has a ring of its own (a file descriptor and locked memory): raise the limit named, or register fewer issuers (max_issuers)."
+    )]
+    IssuerRing {
+        /// Why the kernel refused.
+        cause: String,
+    },
     /// All `max_issuers` issuer slots are taken.
     #[error("too many issuers: all {0} slots are in use\nHINT:  Raise max_issuers.")]
     TooManyIssuers(u32),
@@ -165,6 +174,7 @@ impl From<AioError> for std::io::Error {
             | AioError::TooManyBuffers { .. }
             | AioError::IoUringRefused { .. } => ErrorKind::InvalidInput,
             AioError::TooManyIssuers(_)
+            | AioError::IssuerRing { .. }
             | AioError::TooManyFiles(_)
             | AioError::AllHandlesHeld(_)
             | AioError::NoUnpinnedBuffers

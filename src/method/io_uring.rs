@@ -1062,10 +1062,11 @@ impl IoMethod for Uring {
             return Ok(());
         }
         let _g = self.files_lock.lock();
-        let ring =
-            Ring::new(self.entries, self.fixed_files).map_err(|r| AioError::IoUringRefused {
-                cause: r.to_string(),
-            })?;
+        // The method started (its probe made a ring): a refusal now is this issuer's alone,
+        // not io_uring's (a descriptor limit reached, locked memory used up).
+        let ring = Ring::new(self.entries, self.fixed_files).map_err(|r| AioError::IssuerRing {
+            cause: r.to_string(),
+        })?;
         for (file, fd) in shared.files.open_files() {
             if file < self.fixed_files {
                 ring.update_fixed_file(file, fd).map_err(AioError::Start)?;

@@ -116,6 +116,23 @@ impl Issuer {
         self.streams.set(self.streams.get().saturating_sub(1));
     }
 
+    /// True if at least `want` of this issuer's handles are idle, or held by I/Os no
+    /// `InFlight` waits for (finished, detached, tickets: `acquire` reclaims or waits for
+    /// them). A read stream leaves the last such handle to a read its consumer is about to
+    /// wait for (`bufmgr/stream.rs`).
+    pub(crate) fn has_free_handles(&self, want: usize) -> bool {
+        let l = self.local.borrow();
+        let mut free = l.idle.len();
+        let mut li = l.head;
+        while free < want && li != NIL {
+            if !l.h[li as usize].held {
+                free += 1;
+            }
+            li = l.h[li as usize].next;
+        }
+        free >= want
+    }
+
     /// Read streams open on this issuer.
     pub(crate) fn open_streams(&self) -> u32 {
         self.streams.get()

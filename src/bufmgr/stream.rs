@@ -174,6 +174,9 @@ pub struct ReadStream<'a, I: Iterator<Item = u32>> {
     max_pinned: u32,
     combine_limit: u32,
     ios_in_flight: u32,
+    /// True while `next_buffer` starts the read its consumer will wait for at once (nothing
+    /// was queued): that read may take the issuer's last free handle.
+    consumer_waits: bool,
     /// Set when looking ahead failed with nothing queued; handed to the consumer.
     error: Option<StreamError>,
     scratch: Vec<u32>,
@@ -251,6 +254,7 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
             max_pinned,
             combine_limit,
             ios_in_flight: 0,
+            consumer_waits: false,
             error: None,
             scratch: Vec::with_capacity(combine_limit as usize),
             ring,
@@ -308,7 +312,9 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
             if let Some(e) = self.error.take() {
                 return Some(Err(e));
             }
+            self.consumer_waits = true;
             self.look_ahead();
+            self.consumer_waits = false;
         }
         let Some(e) = self.queue.pop_front() else {
             return self.error.take().map(Err);
@@ -497,6 +503,16 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
             // An error the consumer has not taken yet holds the rest of the run back: a
             // second one would replace it, and its block would never be handed out.
             if self.ios_in_flight >= self.io_cap() || self.error.is_some() {
+                return false;
+            }
+            // A read the consumer is not about to wait for (looking ahead, a prefetch, a
+            // stream just made) leaves the issuer's last free handle alone: another stream
+            // on this issuer may have a consumer waiting with nothing queued, and reads
+            // looked ahead hold their handles until their own consumers come for them.
+            // Streams read in turn could otherwise hold every handle between them, and the
+            // one whose consumer waits would fail a block it could read.
+            let consumer_waits_for_it = self.consumer_waits && self.queue.is_empty();
+            if !consumer_waits_for_it && !self.issuer.has_free_handles(2) {
                 return false;
             }
             let block = self.pending_start;

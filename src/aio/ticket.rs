@@ -65,7 +65,8 @@ impl Ticket {
 
     /// True once the I/O is complete. Never blocks; does not drive completion (see
     /// [`Ticket::check_done`]; with worker processes, a request left queued beside idle
-    /// workers for a millisecond gets one woken).
+    /// workers for a millisecond gets one woken), and does not start an I/O still staged in
+    /// its issuer's open batch (it completes once the batch ends).
     pub fn is_done(&self) -> bool {
         if self.cell.notice.is_delivered() {
             return true;
@@ -152,6 +153,12 @@ impl std::future::Future for Ticket {
     /// Ready with the result once the I/O is complete; woken by whoever completes it (a
     /// worker, the thread that reaps the ring, or io_uring's watcher thread). Dropping the
     /// future before it is ready detaches the I/O, as dropping the ticket does.
+    ///
+    /// Polling never starts an I/O: one still staged in its issuer's open batch
+    /// ([`Issuer::begin_batch`](crate::Issuer::begin_batch)) completes once the issuer ends
+    /// the batch (on `sync` and `io_uring` a buffered write may run at once regardless).
+    /// Await a ticket after `end_batch`; a task that awaits its own staged I/O before
+    /// ending the batch waits for ever ([`Ticket::wait`], which blocks, runs it instead).
     fn poll(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,

@@ -121,9 +121,10 @@ pub struct WorkerPoolRow {
     /// I/O had completed (a missed wake-up), since start. Always 0 unless there is a bug.
     #[serde(default)]
     pub missed_wakes: u64,
-    /// Worker processes: closes that waited the full second for a worker to close its
-    /// descriptor of the file (a worker stopped, or in a very long I/O), since start. A later
-    /// close does not wait for that worker again until it has.
+    /// Worker processes: closes whose wait for a worker to close its descriptor of the file
+    /// reached its second (a worker stopped, or in a very long I/O), since start. A later
+    /// close does not wait for that worker again until it has swept; one waiting at the same
+    /// time stops when the first gives up, and is not counted.
     #[serde(default)]
     pub close_waits_expired: u64,
     /// Workers the pool counts as running (what its sizing and retiring go by).

@@ -134,9 +134,10 @@ pub struct PoolSnapshot {
     /// safety limit although one of them had completed — a wake-up the pool missed. 0
     /// unless the wake protocol (`process/wake.rs`) is wrong.
     pub missed_wakes: u64,
-    /// Worker processes: closes that waited their full second for a worker to close its
-    /// descriptor of the file (stopped, or in a very long I/O). A close after one does not
-    /// wait for that worker again until it has.
+    /// Worker processes: closes whose wait for a worker to close its descriptor of the file
+    /// reached its second (the worker stopped, or in a very long I/O). A close after one
+    /// does not wait for that worker again until it has swept; one waiting at the same time
+    /// stops when the first gives up, and is not counted.
     pub close_waits_expired: u64,
 }
 

@@ -445,8 +445,12 @@ impl ProcessPool {
         h.close_waiters.fetch_add(1, Ordering::SeqCst);
         wake_idle(ctl, u32::MAX, false);
         let deadline = Instant::now() + CLOSE_WAIT_LIMIT;
-        // Workers behind this close: (waited for, known stuck since an earlier close).
-        let behind = || {
+        // Workers behind this close: (waited for, known stuck since an earlier close), and
+        // the `swept` value each was seen with (a worker marked stuck is marked with that
+        // value: read again, it could be one the worker swept meanwhile, and a running worker
+        // would then be taken for a stuck one).
+        let mut seen = [0u32; crate::MAX_WORKERS as usize];
+        let mut behind = || {
             let live = h.live.load(Ordering::SeqCst);
             let (mut waited, mut stuck) = (0u64, 0u64);
             for (w, cell) in ctl.workers().iter().enumerate() {
@@ -458,6 +462,7 @@ impl ProcessPool {
                     stuck |= 1 << w;
                 } else {
                     waited |= 1 << w;
+                    seen[w] = swept;
                 }
             }
             (waited, stuck)
@@ -474,10 +479,9 @@ impl ProcessPool {
                 };
             }
             if left.is_zero() {
-                for (w, cell) in ctl.workers().iter().enumerate() {
+                for (w, (mark, &swept)) in inner.stuck.iter().zip(&seen).enumerate() {
                     if waited & (1 << w) != 0 {
-                        let swept = cell.swept.load(Ordering::SeqCst);
-                        inner.stuck[w].store(STUCK | u64::from(swept), Ordering::Relaxed);
+                        mark.store(STUCK | u64::from(swept), Ordering::Relaxed);
                     }
                 }
                 inner.close_waits_expired.fetch_add(1, Ordering::Relaxed);

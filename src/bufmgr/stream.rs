@@ -140,6 +140,13 @@ struct StreamIo<'a> {
 
 /// A read stream over a [`Relation`]; see the module documentation.
 ///
+/// Each read in flight holds one of its issuer's handles until the consumer reaches its
+/// blocks. Several streams on one issuer share its handles, and a read looked ahead leaves
+/// the last free one to the read a consumer waits for; `InFlight`s the caller holds on the
+/// same issuer are not looked ahead of, so with few handles (`io_max_concurrency`) a caller
+/// holding its own can leave a stream with none: its next block is then `AllHandlesHeld`
+/// until the caller waits for or drops one.
+///
 /// ```
 /// use dbaio::{Aio, OpenOptions, ReadStream, ReadStreamOptions, Relation, Settings};
 /// let dir = tempfile::tempdir().unwrap();

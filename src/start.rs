@@ -135,6 +135,7 @@ impl AioBuilder {
                 method,
                 stats,
                 owner: dbaio_sys::Owner::here(),
+                retired: Arc::default(),
             }),
         })
     }

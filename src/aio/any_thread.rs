@@ -14,7 +14,7 @@
 //! [`AioError::ShutDown`] and the thread's issuer is released.
 
 use super::issuer::Issuer;
-use super::subsystem::{Aio, AioInner};
+use super::subsystem::{Aio, AioInner, Retired};
 use crate::handle::error::AioError;
 use std::cell::RefCell;
 use std::mem::ManuallyDrop;
@@ -43,6 +43,8 @@ thread_local! {
 struct Parked {
     id: u32,
     subsystem: Weak<AioInner>,
+    /// When the subsystem goes first: when its drop has waited for this issuer's I/Os.
+    retired: Arc<Retired>,
     /// Holds an uncounted `Arc` of the subsystem: never dropped as it is (see `Drop`).
     issuer: ManuallyDrop<Issuer>,
 }
@@ -58,6 +60,7 @@ impl Parked {
         Parked {
             id: aio.shared.id,
             subsystem: Arc::downgrade(aio),
+            retired: Arc::clone(&aio.retired),
             issuer: ManuallyDrop::new(issuer),
         }
     }
@@ -77,11 +80,15 @@ impl Drop for Parked {
                 drop(alive);
             }
             None => {
-                // The subsystem is gone: its drop waited for this issuer's I/Os, and its
-                // slot went with the table. Only the issuer's own lists are freed here; its
-                // `Arc` (dangling) is not touched.
-                // SAFETY: `local` is plain memory (lists of numbers) dropped once, and the
-                // rest of the issuer is never dropped.
+                // The subsystem is gone, or going on another thread: its drop waits for this
+                // issuer's I/Os and closes the files they kept open; its slot goes with the
+                // table. Once it has waited, the memory those I/Os used (still parked in
+                // this issuer's lists, never reclaimed) is freed here; if it never did, it is
+                // leaked (`Local::drop`). The issuer's `Arc` (dangling) is not touched.
+                if self.retired.wait() {
+                    self.issuer.local.get_mut().free_memory_of_done_ios();
+                }
+                // SAFETY: `local` is dropped once, here, and the rest of the issuer never.
                 unsafe { std::ptr::drop_in_place(&mut self.issuer.local) };
             }
         }

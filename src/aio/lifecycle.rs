@@ -57,6 +57,17 @@ impl LocalHandle {
     }
 }
 
+impl Local {
+    /// Frees the memory (and ticket cells) of every I/O left here, which the caller knows
+    /// are all done: their subsystem's drop waited for them (`any_thread.rs`).
+    pub(super) fn free_memory_of_done_ios(&mut self) {
+        for h in &mut self.h {
+            drop(std::mem::take(&mut h.memory));
+            drop(h.notice.take());
+        }
+    }
+}
+
 impl Drop for Local {
     /// Memory still parked here when the bookkeeping goes belongs to an I/O that was never
     /// reclaimed: the issuer's drop was cut short (a panic). The kernel or a worker may still

@@ -31,6 +31,38 @@ pub(crate) struct AioInner {
     pub sim_disk: Option<crate::SimDisk>,
     /// The process that started the subsystem: a child made by `fork` may not use it.
     pub owner: dbaio_sys::Owner,
+    /// Tells the issuers threads keep for [`Aio::with_issuer`] when this subsystem's drop has
+    /// waited for their I/Os (`any_thread.rs`).
+    pub retired: Arc<Retired>,
+}
+
+/// How a subsystem's drop went, for the issuers threads keep for [`Aio::with_issuer`] (which
+/// do not keep the subsystem alive): once it has waited for their I/Os, the memory those I/Os
+/// used is theirs to free; if it never does (a panic in the drop), it is leaked.
+#[derive(Default)]
+pub(crate) struct Retired {
+    /// 0 while the subsystem lives or its drop runs; `WAITED`; `GAVE_UP`.
+    state: parking_lot::Mutex<u8>,
+    changed: parking_lot::Condvar,
+}
+
+impl Retired {
+    const WAITED: u8 = 1;
+    const GAVE_UP: u8 = 2;
+
+    fn set(&self, state: u8) {
+        *self.state.lock() = state;
+        self.changed.notify_all();
+    }
+
+    /// Waits until the subsystem's drop is over its wait; true if every I/O is done.
+    pub(crate) fn wait(&self) -> bool {
+        let mut state = self.state.lock();
+        while *state == 0 {
+            self.changed.wait(&mut state);
+        }
+        *state == Self::WAITED
+    }
 }
 
 /// The last reference gone. Issuers the threads keep for [`Aio::with_issuer`] do not count
@@ -38,6 +70,14 @@ pub(crate) struct AioInner {
 /// that its own drop would have waited for. Waited for here, before the method stops.
 impl Drop for AioInner {
     fn drop(&mut self) {
+        /// Says the drop gave up if it unwinds before it has waited.
+        struct GaveUp<'a>(&'a Retired);
+        impl Drop for GaveUp<'_> {
+            fn drop(&mut self) {
+                self.0.set(Retired::GAVE_UP);
+            }
+        }
+        let gave_up = GaveUp(&self.retired);
         if self
             .shared
             .issuers
@@ -45,7 +85,20 @@ impl Drop for AioInner {
             .any(|i| i.in_use.load(Ordering::Acquire))
         {
             self.shut_down();
+            // Their handles not yet reclaimed keep their files open; every `File` is gone
+            // with the last reference, so nobody else holds these (an issuer's own drop would
+            // have given them back at reclaim).
+            for (_, fd) in self.shared.files.open_files() {
+                if let Some(store) = &self.shared.storage {
+                    store.closing(fd);
+                }
+                // SAFETY: the file table's descriptor, which no I/O uses any more (all are
+                // done) and nothing else will close: the table goes with this subsystem.
+                unsafe { libc::close(fd) };
+            }
         }
+        std::mem::forget(gave_up);
+        self.retired.set(Retired::WAITED);
     }
 }
 

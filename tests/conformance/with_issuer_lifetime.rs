@@ -16,8 +16,9 @@ use std::time::Duration;
 
 /// A pool thread writes through `with_issuer`, leaving a write staged in an open batch, and
 /// stays alive; the engine then drops everything it holds. The subsystem goes at once (its
-/// socket file is removed), the staged write lands first, and the thread can then use a new
-/// subsystem.
+/// socket file is removed), the staged write lands first, the file is closed (its handle,
+/// never reclaimed by the parked issuer, kept it open: found by the next attack), and the
+/// thread can then use a new subsystem.
 fn does_not_keep_the_subsystem(m: IoMethodKind) {
     let d = dir();
     let path = d.path().join("written");
@@ -72,6 +73,11 @@ fn does_not_keep_the_subsystem(m: IoMethodKind) {
     assert!(
         !socket.exists(),
         "the subsystem outlived every reference the engine held (kept by the pool thread's issuer)"
+    );
+    let open = descriptors_of(&path);
+    assert_eq!(
+        open, 0,
+        "the file stayed open after the subsystem went (its staged write's handle was never reclaimed)"
     );
     let written = match &disk {
         Some(disk) => disk.contents(&path).unwrap(),
@@ -154,3 +160,12 @@ fn a_panic_ends_the_batch(m: IoMethodKind) {
 }
 
 crate::for_every_method!(does_not_keep_the_subsystem, a_panic_ends_the_batch);
+
+/// This process's descriptors open on `path`.
+fn descriptors_of(path: &std::path::Path) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|t| t == path))
+        .count()
+}

@@ -163,6 +163,7 @@ impl Aio {
 struct EndBatchOnPanic<'a>(&'a Issuer);
 
 impl Drop for EndBatchOnPanic<'_> {
+    #[inline]
     fn drop(&mut self) {
         if std::thread::panicking() && self.0.local.try_borrow().is_ok_and(|l| l.in_batch) {
             tracing::warn!(

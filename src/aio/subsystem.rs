@@ -70,6 +70,9 @@ impl Retired {
 /// that its own drop would have waited for. Waited for here, before the method stops.
 impl Drop for AioInner {
     fn drop(&mut self) {
+        if on_own_thread() && self.retire_elsewhere() {
+            return;
+        }
         /// Says the drop gave up if it unwinds before it has waited.
         struct GaveUp<'a>(&'a Retired);
         impl Drop for GaveUp<'_> {
@@ -100,6 +103,59 @@ impl Drop for AioInner {
         std::mem::forget(gave_up);
         self.retired.set(Retired::WAITED);
     }
+}
+
+impl AioInner {
+    /// Moves this drop to a thread of its own, leaving placeholders behind (true: there is
+    /// nothing left for this drop to do). On one of the subsystem's own threads — a worker
+    /// completing an I/O whose ticket's waker dropped the last reference, an error callback
+    /// on the notifier's thread — the drop could neither wait for the I/O that thread is
+    /// completing nor stop the pool the thread belongs to (found by a caller-side attack,
+    /// 2026-12-07: it waited there for ever).
+    fn retire_elsewhere(&mut self) -> bool {
+        let moved = AioInner {
+            _introspection: self._introspection.take(),
+            shared: Arc::clone(&self.shared),
+            method: std::mem::replace(&mut self.method, Box::new(crate::method::SyncMethod)),
+            stats: Arc::clone(&self.stats),
+            pool: self.pool.take(),
+            sim_disk: self.sim_disk.take(),
+            owner: self.owner,
+            retired: Arc::clone(&self.retired),
+        };
+        let slot = Arc::new(parking_lot::Mutex::new(Some(moved)));
+        let theirs = Arc::clone(&slot);
+        let spawned = std::thread::Builder::new()
+            .name(RETIRE_THREAD.into())
+            .spawn(move || drop(theirs.lock().take()));
+        if let Err(e) = spawned {
+            tracing::error!(
+                "could not start a thread to drop the AIO subsystem ({e}): dropping it on one \
+                 of its own threads, which may wait for ever"
+            );
+            RETIRING_HERE.with(|r| r.set(true));
+            drop(slot.lock().take());
+            RETIRING_HERE.with(|r| r.set(false));
+        }
+        true
+    }
+}
+
+thread_local! {
+    /// Set while a drop `retire_elsewhere` could not move runs where it is.
+    static RETIRING_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The name of the thread a subsystem's drop moves to (`AioInner::retire_elsewhere`).
+const RETIRE_THREAD: &str = "dbaio-retire";
+
+/// True on a thread the subsystem started (workers, completer, watcher, notifier, socket
+/// server: all named `dbaio-…`), but the one a drop moves to.
+fn on_own_thread() -> bool {
+    !RETIRING_HERE.with(|r| r.get())
+        && std::thread::current()
+            .name()
+            .is_some_and(|n| n.starts_with("dbaio-") && n != RETIRE_THREAD)
 }
 
 impl AioInner {

@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 pub(crate) use crate::handle::test_hold::TestHold;
 pub use crate::handle::test_hold::TestPoint;
+pub(crate) use sync::SyncMethod;
 
 /// What a method must do.
 pub(crate) trait IoMethod: Send + Sync {

@@ -86,6 +86,12 @@ const NOT_ON_SIM: &[(&str, &str)] = &[
      system; the simulated disk's files live only in it (the sim column's own data paths \
      are checked by every other scenario)",
     ),
+    (
+        "the_last_reference_can_go_on_the_thread_completing_an_io",
+        "a simulated I/O completes only on a thread that waits for or polls it, and here \
+         none may: the ticket's waker is to drop the last reference on the thread completing \
+         it",
+    ),
 ];
 
 thread_local! {

@@ -7,7 +7,10 @@
 //! one leaked a subsystem per reopen); the I/Os such a thread's issuer still held (staged in a
 //! batch, started and dropped) lost when the subsystem then goes; and a panic inside
 //! `with_issuer` after `begin_batch` leaving the thread's issuer in batch mode, so that the
-//! thread's next task staged its I/Os for good and a ticket on them never completed.
+//! thread's next task staged its I/Os for good and a ticket on them never completed; and the
+//! last reference going on the thread that completes an I/O (a ticket dropped by its future's
+//! waker, with the thread's issuer parked elsewhere): the subsystem's drop waited there for
+//! that very I/O, for ever (found by the attack on the first fix).
 
 use crate::support::*;
 use dbaio::{IoBuf, IoMethodKind, OpenOptions};
@@ -159,7 +162,106 @@ fn a_panic_ends_the_batch(m: IoMethodKind) {
     assert!(written[4096..].iter().all(|&b| b == 8));
 }
 
-crate::for_every_method!(does_not_keep_the_subsystem, a_panic_ends_the_batch);
+/// The last counted reference is a ticket that its future's waker drops: the waker runs on
+/// the thread completing the ticket's write (a worker, with a delay injected so that the
+/// future is polled first), and the thread's issuer that started it is parked on another
+/// thread. The subsystem goes (its socket file is removed) and the write is on disk. Before,
+/// the drop ran on the completing thread and waited for the I/O that thread was completing.
+/// Where the write is done before the first poll (sync, io_uring's buffered write, sim) the
+/// moment cannot be reached, and the scenario checks only that everything goes.
+fn the_last_reference_can_go_on_the_thread_completing_an_io(m: IoMethodKind) {
+    use std::future::Future;
+    use std::sync::{Arc, Mutex};
+    use std::task::{Context, Poll, Wake, Waker};
+    /// Drops the ticket it holds when woken; remembers a wake that came before it held one.
+    struct DropOnWake(Mutex<(bool, Option<dbaio::Ticket>)>);
+    impl Wake for DropOnWake {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            let ticket = {
+                let mut g = self.0.lock().unwrap();
+                g.0 = true;
+                g.1.take()
+            };
+            drop(ticket);
+        }
+    }
+    let d = dir();
+    let path = d.path().join("written");
+    let socket = d.path().join("aio.sock");
+    let aio = start_with(m, |s| s.introspection_socket = Some(socket.clone()));
+    let disk = aio.sim_disk();
+    let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
+    aio.inject_fault(
+        dbaio::FaultRule::new(dbaio::FaultAction::Delay(Duration::from_millis(100)))
+            .op(dbaio::Op::Writev)
+            .on_file(&f)
+            .times(1),
+    );
+    let (tickets, ticket) = mpsc::channel();
+    let (release, released) = mpsc::channel::<()>();
+    let parker = {
+        let (aio, f) = (aio.clone(), f.clone());
+        std::thread::spawn(move || {
+            let t = aio
+                .with_issuer(|iss| {
+                    iss.acquire()
+                        .unwrap()
+                        .write(&f, 0, IoBuf::from_slice(&[5u8; 8192]))
+                        .into_ticket()
+                })
+                .unwrap();
+            drop((aio, f));
+            tickets.send(t).unwrap();
+            // Keeps its parked issuer until the test is done.
+            let _ = released.recv_timeout(Duration::from_secs(60));
+        })
+    };
+    let mut t = ticket.recv_timeout(Duration::from_secs(60)).unwrap();
+    let waker = Arc::new(DropOnWake(Mutex::new((false, None))));
+    let w = Waker::from(Arc::clone(&waker));
+    match std::pin::Pin::new(&mut t).poll(&mut Context::from_waker(&w)) {
+        Poll::Ready(c) => {
+            c.check().unwrap();
+            drop(t);
+        }
+        Poll::Pending => {
+            let mut g = waker.0.lock().unwrap();
+            if g.0 {
+                // Woken during the poll (worker processes: the poll found the result posted
+                // and completed it on this thread): the moment is missed this time.
+                drop(g);
+                drop(t);
+            } else {
+                g.1 = Some(t);
+            }
+        }
+    }
+    drop((f, aio));
+    let end = std::time::Instant::now() + Duration::from_secs(60);
+    while socket.exists() {
+        assert!(
+            std::time::Instant::now() < end,
+            "the subsystem's drop, run by the thread completing the ticket's write, never ended"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    release.send(()).unwrap();
+    parker.join().unwrap();
+    let written = match &disk {
+        Some(disk) => disk.contents(&path).unwrap(),
+        None => std::fs::read(&path).unwrap(),
+    };
+    assert!(written.len() == 8192 && written.iter().all(|&b| b == 5));
+}
+
+crate::for_every_method!(
+    does_not_keep_the_subsystem,
+    a_panic_ends_the_batch,
+    the_last_reference_can_go_on_the_thread_completing_an_io
+);
 
 /// This process's descriptors open on `path`.
 fn descriptors_of(path: &std::path::Path) -> usize {

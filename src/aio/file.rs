@@ -252,9 +252,7 @@ impl File {
 
     /// The relation-wide number of the file's block 0 ([`OpenOptions::segment_base`]).
     pub fn segment_base(&self) -> u32 {
-        self.aio.shared.files.slots[self.slot as usize]
-            .segment_base
-            .load(Ordering::Relaxed)
+        self.aio.shared.files.segment_base(self.slot)
     }
 
     /// True if opened with O_DIRECT.

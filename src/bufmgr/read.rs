@@ -17,7 +17,7 @@ use crate::aio::file::File;
 use crate::aio::io::InFlight;
 use crate::aio::issuer::Issuer;
 use crate::handle::callback::{CallbackId, HandleCallbacks, IoContext, ReportTarget};
-use crate::handle::error::{AioError, IoError};
+use crate::handle::error::AioError;
 use crate::handle::result::{ERROR_DATA_EOF, IoResult, Status};
 use crate::handle::settings::MAX_IO_COMBINE_LIMIT;
 use std::marker::PhantomData;
@@ -233,9 +233,7 @@ impl Issuer {
                 continue;
             }
             let io = self.start_owned_read(pool, file, block, &[b])?;
-            self.wait(io)
-                .check()
-                .map_err(|e| numbered_in_relation(e, file))?;
+            self.wait(io).check()?;
         }
     }
 
@@ -382,17 +380,6 @@ fn pin_refused(file: &File, block: u32, why: NoPin) -> AioError {
             limit: PIN_LIMIT,
         },
     }
-}
-
-/// A buffer read's error `e` on `file`, with its blocks numbered across the relation the file
-/// is a segment of (`OpenOptions::segment_base`): md.c names the segment's path and the
-/// relation's blocks (`could not read blocks 20..20 in file "base/5/16421.1"`), as the page
-/// verification messages do; the handle holds the blocks in the file's own numbering.
-pub(crate) fn numbered_in_relation(mut e: IoError, file: &File) -> IoError {
-    if let Some((first, n)) = e.blocks {
-        e.blocks = Some((file.segment_base().saturating_add(first), n));
-    }
-    e
 }
 
 /// The id of the built-in buffer-read callback (registered first, in `start.rs`).

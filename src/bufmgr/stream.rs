@@ -18,7 +18,7 @@ use super::pool::{BufferPool, SHARED_PIN, Tag};
 use super::ring::{self, BufferRing};
 use crate::aio::io::InFlight;
 use crate::aio::issuer::Issuer;
-use crate::bufmgr::read::{PinnedBuffer, StartedRead, numbered_in_relation};
+use crate::bufmgr::read::{PinnedBuffer, StartedRead};
 use crate::bufmgr::relation::Relation;
 use crate::bufmgr::verification::ReadVerdicts;
 use crate::handle::error::{AioError, IoError};
@@ -348,7 +348,7 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
             .expect("queued blocks were located");
         if !pool.flags(e.buffer).0 {
             if let Some(err) = read_error {
-                return fail(numbered_in_relation(err, file).into());
+                return fail(err.into());
             }
             // Someone else's read, or past the end of a short read: finish it here.
             if let Err(err) = self.issuer.finish_buffer_read(file, b, e.buffer) {

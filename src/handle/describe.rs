@@ -39,6 +39,15 @@ impl Shared {
         let detail = cb
             .map(|cb| cb.report(&result))
             .or_else(|| self.executor_detail(idx, result));
+        // A relation's segment numbers its blocks across the relation, as md.c's messages do
+        // (`could not read blocks 20..20 in file "base/5/16421.1"`); the handle holds them in
+        // the file's own numbering.
+        let blocks = (first != crate::handle::slot::NO_BLOCK).then(|| {
+            (
+                shared.files.segment_base(file).saturating_add(first),
+                nblocks,
+            )
+        });
         let message = cb.and_then(|cb| {
             let (relation, base) = shared.files.relation(file);
             let first = if first == crate::handle::slot::NO_BLOCK {
@@ -64,7 +73,7 @@ impl Shared {
             length: s.length.load(r),
             transferred: s.raw_result.load(r).max(0) as u64,
             errno,
-            blocks: (first != crate::handle::slot::NO_BLOCK).then_some((first, nblocks)),
+            blocks,
             detail: detail.map(String::into_boxed_str),
             message: message.map(String::into_boxed_str),
             invalid_pages,

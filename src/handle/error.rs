@@ -208,8 +208,8 @@ pub struct IoError {
     pub transferred: u64,
     /// The OS error number (0: end of file, or a failure a callback reported).
     pub errno: i32,
-    /// First block and count when the I/O was block I/O (a buffer read of a relation's
-    /// segment numbers them across the relation, as md.c's messages do).
+    /// First block and count when the I/O was block I/O (on a relation's segment, numbered
+    /// across the relation, as md.c's messages do: `OpenOptions::segment_base`).
     pub blocks: Option<(u32, u32)>,
     /// A callback's own message, when a callback (not the OS) failed the I/O.
     pub detail: Option<Box<str>>,

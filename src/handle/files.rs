@@ -87,13 +87,18 @@ impl FileTable {
         }
     }
 
+    /// The relation-wide number of file `slot`'s block 0 (0 for a file that is not a later
+    /// segment of a relation).
+    pub(crate) fn segment_base(&self, slot: u32) -> u32 {
+        self.slots
+            .get(slot as usize)
+            .map_or(0, |s| s.segment_base.load(Ordering::Relaxed))
+    }
+
     /// The name messages give a block of file `slot`: the relation's path (a segment's path
     /// without its `.N` suffix) and the relation-wide block number of the file's block 0.
     pub(crate) fn relation(&self, slot: u32) -> (String, u32) {
-        let base = self
-            .slots
-            .get(slot as usize)
-            .map_or(0, |s| s.segment_base.load(Ordering::Relaxed));
+        let base = self.segment_base(slot);
         let path = self.path(slot).display().to_string();
         if base == 0 {
             return (path, 0);

@@ -23,12 +23,14 @@ use std::time::Duration;
 /// never reclaimed by the parked issuer, kept it open: found by the next attack), and the
 /// thread can then use a new subsystem.
 fn does_not_keep_the_subsystem(m: IoMethodKind) {
-    let d = dir();
-    let path = d.path().join("written");
-    let socket = d.path().join("aio.sock");
-    let aio = start_with(m, |s| s.introspection_socket = Some(socket.clone()));
-    let disk = aio.sim_disk();
-    let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
+    let Watched {
+        d,
+        path,
+        socket,
+        aio,
+        disk,
+        file: f,
+    } = watched(m);
     let (to_pool, tasks) = mpsc::channel::<Box<dyn FnOnce() + Send>>();
     let (done, finished) = mpsc::channel::<()>();
     let pool_thread = std::thread::Builder::new()
@@ -82,10 +84,7 @@ fn does_not_keep_the_subsystem(m: IoMethodKind) {
         open, 0,
         "the file stayed open after the subsystem went (its staged write's handle was never reclaimed)"
     );
-    let written = match &disk {
-        Some(disk) => disk.contents(&path).unwrap(),
-        None => std::fs::read(&path).unwrap(),
-    };
+    let written = written(disk.as_ref(), &path);
     assert_eq!(written.len(), 8192, "the staged write was lost");
     assert!(written[..4096].iter().all(|&b| b == 1));
     assert!(
@@ -188,12 +187,14 @@ fn the_last_reference_can_go_on_the_thread_completing_an_io(m: IoMethodKind) {
             drop(ticket);
         }
     }
-    let d = dir();
-    let path = d.path().join("written");
-    let socket = d.path().join("aio.sock");
-    let aio = start_with(m, |s| s.introspection_socket = Some(socket.clone()));
-    let disk = aio.sim_disk();
-    let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
+    let Watched {
+        d: _d,
+        path,
+        socket,
+        aio,
+        disk,
+        file: f,
+    } = watched(m);
     aio.inject_fault(
         dbaio::FaultRule::new(dbaio::FaultAction::Delay(Duration::from_millis(100)))
             .op(dbaio::Op::Writev)
@@ -250,10 +251,7 @@ fn the_last_reference_can_go_on_the_thread_completing_an_io(m: IoMethodKind) {
     }
     release.send(()).unwrap();
     parker.join().unwrap();
-    let written = match &disk {
-        Some(disk) => disk.contents(&path).unwrap(),
-        None => std::fs::read(&path).unwrap(),
-    };
+    let written = written(disk.as_ref(), &path);
     assert!(written.len() == 8192 && written.iter().all(|&b| b == 5));
 }
 
@@ -270,4 +268,41 @@ fn descriptors_of(path: &std::path::Path) -> usize {
         .flatten()
         .filter(|e| std::fs::read_link(e.path()).is_ok_and(|t| t == path))
         .count()
+}
+
+/// A subsystem serving its view on a socket file (which goes when the subsystem does), with a
+/// file `written` open for writing, and its simulated disk (to read the file on `sim` once
+/// the subsystem is gone).
+struct Watched {
+    d: tempfile::TempDir,
+    path: std::path::PathBuf,
+    socket: std::path::PathBuf,
+    aio: dbaio::Aio,
+    disk: Option<dbaio::SimDisk>,
+    file: dbaio::File,
+}
+
+fn watched(m: IoMethodKind) -> Watched {
+    let d = dir();
+    let path = d.path().join("written");
+    let socket = d.path().join("aio.sock");
+    let aio = start_with(m, |s| s.introspection_socket = Some(socket.clone()));
+    let disk = aio.sim_disk();
+    let file = aio.open(&path, &OpenOptions::read_write()).unwrap();
+    Watched {
+        d,
+        path,
+        socket,
+        aio,
+        disk,
+        file,
+    }
+}
+
+/// What `path` holds, on the simulated disk `disk` if there is one.
+fn written(disk: Option<&dbaio::SimDisk>, path: &std::path::Path) -> Vec<u8> {
+    match disk {
+        Some(disk) => disk.contents(path).unwrap(),
+        None => std::fs::read(path).unwrap(),
+    }
 }

@@ -409,13 +409,16 @@ impl<'a> InFlight<'a> {
         false
     }
 
+    /// Complete, or kept: its handle moved on to another I/O once its result was kept
+    /// for this `InFlight` (a new generation).
     fn state_done(&self) -> bool {
-        self.issuer
+        let s = self
+            .issuer
             .aio
             .shared
-            .slot(self.issuer.handle_index(self.local))
-            .state()
-            >= HandleState::CompletedShared
+            .slot(self.issuer.handle_index(self.local));
+        s.state() >= HandleState::CompletedShared
+            || s.generation.load(Ordering::Acquire) != self.generation
     }
 
     /// True once complete, after reaping whatever completions are ready now (io_uring's
@@ -431,10 +434,6 @@ impl<'a> InFlight<'a> {
         self.state_done()
     }
 
-    pub(crate) fn local(&self) -> u32 {
-        self.local
-    }
-
     /// The issuer that owns its handle.
     pub(crate) fn owner(&self) -> &'a Issuer {
         self.issuer
@@ -447,9 +446,19 @@ impl<'a> InFlight<'a> {
     }
 }
 
+impl std::fmt::Debug for InFlight<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InFlight")
+            .field("io_id", &self.issuer.handle_index(self.local))
+            .field("generation", &self.generation)
+            .field("done", &self.state_done())
+            .finish()
+    }
+}
+
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.issuer.detach(self.local);
+        self.issuer.detach(self.local, self.generation);
     }
 }
 
@@ -499,6 +508,19 @@ impl Completion {
             memory,
             error: o.error.map(Box::new),
         }
+    }
+
+    /// The completion as a notice's outcome, with its memory and skip (a kept result
+    /// turned into a ticket).
+    pub(crate) fn into_outcome(self) -> (crate::handle::notice::Outcome, IoMemory, u32) {
+        let outcome = crate::handle::notice::Outcome {
+            result: self.result,
+            op: self.op,
+            offset: self.offset,
+            length: self.length,
+            error: self.error.map(|e| *e),
+        };
+        (outcome, self.memory, self.skip)
     }
 
     pub(crate) fn from_reclaimed(r: Reclaimed) -> Completion {

@@ -94,6 +94,7 @@ impl Issuer {
             h: (0..n).map(|_| LocalHandle::new()).collect(),
             awaited: Vec::with_capacity(n as usize),
             batch_clock: 0,
+            kept: Vec::new(),
         };
         Ok(Issuer {
             aio: Arc::clone(aio),
@@ -150,10 +151,13 @@ impl Issuer {
         l.in_flight + l.staged.len() as u32
     }
 
-    /// Acquires a handle, waiting for one to free up if all are busy.
+    /// Acquires a handle, waiting for one to free up if all are busy. When every handle is
+    /// held by a live `InFlight`, the oldest one's result is kept for it (after waiting for
+    /// it, if unfinished) and its handle is given out: a caller may hold more `InFlight`s
+    /// than the issuer has handles (`io_max_concurrency`), as PostgreSQL's wait references
+    /// allow.
     ///
-    /// Errors: a handle is already handed out (API violation); every handle holds a result
-    /// whose `InFlight` is still alive; the subsystem is shut down.
+    /// Errors: a handle is already handed out (API violation); the subsystem is shut down.
     pub fn acquire(&self) -> Result<Handle<'_>, AioError> {
         loop {
             // (Finished handles are reclaimed by `wait_for_free`, not twice.)
@@ -166,8 +170,9 @@ impl Issuer {
 
     /// Acquires a handle if one is idle now, or can be made idle without waiting: a finished
     /// I/O whose result no `InFlight` waits for (one dropped, detached, or redeemed through a
-    /// ticket elsewhere) is reclaimed first. `None` means every handle is in flight, staged,
-    /// or holds a result its `InFlight` has yet to collect.
+    /// ticket elsewhere) is reclaimed first, else a finished result an `InFlight` has yet to
+    /// collect is kept for it ([`Issuer::acquire`]). `None` means every handle is in flight
+    /// or staged.
     pub fn try_acquire(&self) -> Result<Option<Handle<'_>>, AioError> {
         self.acquire_idle(true)
     }
@@ -194,7 +199,9 @@ impl Issuer {
             // free one (`acquire`); a caller that never waits must not find them gone for good.
             drop(l);
             self.aio.method.poll(&self.aio.shared, self.slot);
-            self.reclaim_finished();
+            if self.reclaim_finished() == 0 {
+                self.keep_finished_held();
+            }
             l = self.local.borrow_mut();
         }
         let Some(li) = l.idle.pop() else {
@@ -280,6 +287,11 @@ impl Issuer {
         }
         let (li, generation) = io.into_parts();
         let idx = self.base + li;
+        if self.aio.shared.slot(idx).generation.load(Ordering::Relaxed) != generation {
+            return self
+                .take_kept(li, generation)
+                .expect("a held handle is recycled only once its result is kept");
+        }
         self.submit_if_staged(idx);
         if !self.aio.shared.slot(idx).state().is_complete() {
             if let Err(e) = self.wait_as(WaitEvent::AioIoCompletion, idx, generation) {
@@ -295,12 +307,8 @@ impl Issuer {
         if !std::ptr::eq(io.owner(), self) {
             return io.owner().try_wait(io);
         }
-        let idx = self.base + io.local();
-        if !self.aio.shared.slot(idx).state().is_complete() {
-            self.aio.method.poll(&self.aio.shared, self.slot);
-            if !self.aio.shared.slot(idx).state().is_complete() {
-                return Err(io);
-            }
+        if !io.check_done() {
+            return Err(io);
         }
         Ok(self.wait(io))
     }
@@ -425,7 +433,9 @@ impl Issuer {
         awaited.clear();
         let l = self.local.borrow();
         let mut li = l.head;
-        let (mut complete, mut total) = (0, 0);
+        // Kept results are complete ones an `InFlight` will redeem.
+        let kept = l.kept.len() as u32;
+        let (mut complete, mut total) = (kept, kept);
         while li != NIL {
             if l.h[li as usize].held {
                 total += 1;

@@ -7,7 +7,7 @@
 //! back). These are private methods of [`Issuer`]; the API's file stays short enough to read
 //! as a list of what an issuer can do. See `docs/design.md`, "The API".
 
-use super::io::IoMemory;
+use super::io::{Completion, IoMemory};
 use super::issuer::{Issuer, SUBMIT_BATCH_SIZE};
 use super::ticket::TicketCell;
 use crate::aio::file::File;
@@ -111,6 +111,21 @@ pub(super) struct Local {
     pub(super) awaited: Vec<(u32, u64)>,
     /// The staging time of the batch being staged (see `Issuer::staging_clock`).
     pub(super) batch_clock: u64,
+    /// Results reclaimed before their `InFlight` came for them, so that their handles could
+    /// start other I/Os (`Issuer::keep_held`).
+    pub(super) kept: Vec<Kept>,
+}
+
+/// A held I/O's result, reclaimed early: its handle went back to the idle stack (a new
+/// generation) and the `InFlight` naming (handle, generation) finds its completion here —
+/// PostgreSQL's wait reference with the result in the owner's return slot. A wait for a
+/// free handle keeps one when every handle is held (the oldest, after waiting for it), so
+/// an issuer whose caller holds as many `InFlight`s as it has handles starts the next I/O
+/// instead of failing it.
+pub(super) struct Kept {
+    pub(super) li: u32,
+    pub(super) generation: u64,
+    pub(super) completion: Completion,
 }
 
 impl Local {
@@ -142,6 +157,15 @@ impl Local {
     }
 }
 
+/// The completion kept for the I/O `(li, generation)` names, taken out of `l.kept`.
+fn take_kept(l: &mut Local, li: u32, generation: u64) -> Option<Completion> {
+    let k = l
+        .kept
+        .iter()
+        .position(|k| k.li == li && k.generation == generation)?;
+    Some(l.kept.swap_remove(k).completion)
+}
+
 /// What a reclaim hands back.
 pub(crate) struct Reclaimed {
     pub result: IoResult,
@@ -171,31 +195,80 @@ impl Issuer {
         &self.aio.shared.issuers[self.slot as usize]
     }
 
-    /// Frees at least one handle: reclaim finished ones, else submit staged ones and wait for
-    /// the oldest in-flight I/O whose result no `InFlight` is waiting for.
+    /// Frees at least one handle: reclaims finished ones, or keeps a finished result its
+    /// `InFlight` has yet to collect (`Kept`); else submits staged ones and waits for the
+    /// oldest in-flight I/O no `InFlight` waits for, or, with every handle held by one, for
+    /// the oldest, whose result is then kept.
     pub(super) fn wait_for_free(&self) -> Result<(), AioError> {
         self.aio.method.poll(&self.aio.shared, self.slot);
-        if self.reclaim_finished() > 0 {
+        if self.reclaim_finished() > 0 || self.keep_finished_held() {
             return Ok(());
         }
-        let oldest = {
+        let (oldest, held) = {
             let mut l = self.local.borrow_mut();
             self.submit_staged_locked(&mut l);
             let mut li = l.head;
             while li != NIL && l.h[li as usize].held {
                 li = l.h[li as usize].next;
             }
-            li
+            if li == NIL {
+                (l.head, true)
+            } else {
+                (li, false)
+            }
         };
         if oldest == NIL {
-            return Err(AioError::AllHandlesHeld(self.aio.shared.per_issuer));
+            // No handle idle and none in flight: the only other place is the caller's hand.
+            return Err(AioError::ApiViolation(
+                "only one I/O handle can be handed out at a time",
+            ));
         }
         let idx = self.base + oldest;
         let generation = self.aio.shared.slot(idx).generation.load(Ordering::Relaxed);
         self.wait_as(WaitEvent::AioHandleFree, idx, generation)?;
         let mut l = self.local.borrow_mut();
-        self.reclaim_locked(&mut l, oldest);
+        if held {
+            self.keep_held(&mut l, oldest);
+        } else {
+            self.reclaim_locked(&mut l, oldest);
+        }
         Ok(())
+    }
+
+    /// Keeps the oldest finished result an `InFlight` has yet to collect, if there is one,
+    /// freeing its handle without waiting; true if it did.
+    pub(super) fn keep_finished_held(&self) -> bool {
+        let mut l = self.local.borrow_mut();
+        let mut li = l.head;
+        while li != NIL {
+            if l.h[li as usize].held
+                && self.aio.shared.slot(self.base + li).state() == HandleState::CompletedShared
+            {
+                self.keep_held(&mut l, li);
+                return true;
+            }
+            li = l.h[li as usize].next;
+        }
+        false
+    }
+
+    /// Reclaims complete handle `li`, held by an `InFlight`, into `Local::kept`, where that
+    /// `InFlight` finds its completion; the handle is idle again.
+    fn keep_held(&self, l: &mut Local, li: u32) {
+        let s = self.aio.shared.slot(self.base + li);
+        let generation = s.generation.load(Ordering::Relaxed);
+        let completion = Completion::from_reclaimed(self.reclaim_locked(l, li));
+        l.kept.push(Kept {
+            li,
+            generation,
+            completion,
+        });
+    }
+
+    /// The kept completion of the I/O `(li, generation)` names, taken out of the keeping.
+    pub(super) fn take_kept(&self, li: u32, generation: u64) -> Option<Completion> {
+        let mut l = self.local.borrow_mut();
+        take_kept(&mut l, li, generation)
     }
 
     pub(super) fn submit_staged_locked(&self, l: &mut Local) {
@@ -291,11 +364,27 @@ impl Issuer {
         NIL
     }
 
-    /// Gives started handle `li` (held by an `InFlight` being converted) a notice: its
-    /// memory moves into a shared cell, the notice is attached in the slot (delivered here
-    /// if the I/O is complete already), and the handle is no longer held — recycled like a
-    /// dropped I/O once complete, its result having gone to the notice.
-    pub(crate) fn attach_notice(&self, li: u32, notice: Notice) -> Arc<TicketCell> {
+    /// Gives started I/O `(li, generation)` (held by an `InFlight` being converted) a
+    /// notice: its memory moves into a shared cell, the notice is attached in the slot
+    /// (delivered here if the I/O is complete already), and the handle is no longer held —
+    /// recycled like a dropped I/O once complete, its result having gone to the notice. A
+    /// kept result (`Kept`) is delivered to the new cell at once.
+    pub(crate) fn attach_notice(
+        &self,
+        li: u32,
+        generation: u64,
+        notice: Notice,
+    ) -> Arc<TicketCell> {
+        if let Some(c) = self.take_kept(li, generation) {
+            let (outcome, memory, skip) = c.into_outcome();
+            let cell = Arc::new(TicketCell {
+                notice,
+                memory: parking_lot::Mutex::new(memory),
+                skip,
+            });
+            cell.notice.deliver_outcome(&self.aio.shared, outcome);
+            return cell;
+        }
         let mut l = self.local.borrow_mut();
         let lh = &mut l.h[li as usize];
         let cell = Arc::new(TicketCell {
@@ -337,8 +426,19 @@ impl Issuer {
         l.idle.push(li);
     }
 
-    pub(crate) fn detach(&self, li: u32) {
-        self.local.borrow_mut().h[li as usize].held = false;
+    /// The `InFlight` of I/O `(li, generation)` goes unredeemed: the handle is recycled
+    /// once the I/O is done; a kept result goes now, a failure in it logged.
+    pub(crate) fn detach(&self, li: u32, generation: u64) {
+        let mut l = self.local.borrow_mut();
+        if !l.kept.is_empty()
+            && let Some(c) = take_kept(&mut l, li, generation)
+        {
+            if let Err(e) = c.check() {
+                tracing::warn!(issuer = self.slot, "{e}");
+            }
+            return;
+        }
+        l.h[li as usize].held = false;
     }
 
     /// Defines, stages and (unless batching) submits the handed-out handle `li`; `held`: an

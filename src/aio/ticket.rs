@@ -181,7 +181,7 @@ impl InFlight<'_> {
     pub fn into_ticket(self) -> Ticket {
         let issuer = self.owner();
         let (li, generation) = self.into_parts();
-        let cell = issuer.attach_notice(li, Notice::for_ticket());
+        let cell = issuer.attach_notice(li, generation, Notice::for_ticket());
         Ticket {
             aio: Arc::clone(&issuer.aio),
             cell,
@@ -212,7 +212,7 @@ impl InFlight<'_> {
     fn detach_with(self, on_error: Option<OnError>) {
         let issuer = self.owner();
         let (li, generation) = self.into_parts();
-        let cell = issuer.attach_notice(li, Notice::detached(on_error));
+        let cell = issuer.attach_notice(li, generation, Notice::detached(on_error));
         if !cell.notice.is_delivered() {
             let wref = issuer
                 .aio

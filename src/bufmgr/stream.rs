@@ -141,11 +141,11 @@ struct StreamIo<'a> {
 /// A read stream over a [`Relation`]; see the module documentation.
 ///
 /// Each read in flight holds one of its issuer's handles until the consumer reaches its
-/// blocks. Several streams on one issuer share its handles, and a read looked ahead leaves
-/// the last free one to the read a consumer waits for; `InFlight`s the caller holds on the
-/// same issuer are not looked ahead of, so with few handles (`io_max_concurrency`) a caller
-/// holding its own can leave a stream with none: its next block is then `AllHandlesHeld`
-/// until the caller waits for or drops one.
+/// blocks (or a wait for a free handle keeps its result). Several streams on one issuer
+/// share its handles, and a read looked ahead leaves the last free one to the read a
+/// consumer waits for; `InFlight`s the caller holds on the same issuer are not looked ahead
+/// of, so with few handles (`io_max_concurrency`) a stream's read may wait for the oldest
+/// read in flight (the caller's or another stream's) to free a handle.
 ///
 /// ```
 /// use dbaio::{Aio, OpenOptions, ReadStream, ReadStreamOptions, Relation, Settings};
@@ -488,8 +488,9 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
     /// streams are open on its issuer — its share of the issuer's handles, less one for
     /// other work. A read's handle stays held until the consumer reaches its blocks, so
     /// streams consumed in turn could otherwise hold every handle between them, and one
-    /// with nothing queued would have to fail a block it could read (8 streams of random
-    /// blocks on one issuer failed 445 of 24,000).
+    /// with nothing queued would wait for another stream's read to free one (before
+    /// results could be kept it failed: 8 streams of random blocks on one issuer failed 445
+    /// of 24,000 blocks).
     fn io_cap(&self) -> u32 {
         let streams = self.issuer.open_streams();
         if streams <= 1 {

@@ -10,8 +10,10 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
-/// Errors from starting or using the subsystem (not from an individual I/O).
+/// Errors from starting or using the subsystem (not from an individual I/O). More may be
+/// added: match with a wildcard arm.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AioError {
     /// A bad setting.
     #[error("{0}")]
@@ -66,11 +68,6 @@ pub enum AioError {
         "too many open files in the AIO subsystem: all {0} slots are in use\nHINT:  Raise max_files."
     )]
     TooManyFiles(u32),
-    /// Every handle of the issuer holds a result its caller has not taken yet.
-    #[error(
-        "all {0} I/O handles of this issuer hold results not yet taken\nHINT:  Wait on (or drop) an InFlight before starting another I/O, or raise io_max_concurrency."
-    )]
-    AllHandlesHeld(u32),
     /// Every buffer of the pool is pinned.
     #[error(
         "no unpinned buffers available\nHINT:  Raise buffer_pool_size, or hold fewer buffers pinned."
@@ -176,7 +173,6 @@ impl From<AioError> for std::io::Error {
             AioError::TooManyIssuers(_)
             | AioError::IssuerRing { .. }
             | AioError::TooManyFiles(_)
-            | AioError::AllHandlesHeld(_)
             | AioError::NoUnpinnedBuffers
             | AioError::PinnedTooOften { .. } => ErrorKind::ResourceBusy,
             AioError::ShutDown => ErrorKind::NotConnected,

@@ -33,7 +33,7 @@ use super::op::Op;
 use super::result::{IoResult, Status};
 use super::shared::Shared;
 use super::slot::HandleState;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use std::sync::atomic::{Ordering, fence};
 use std::sync::mpsc;
 use std::task::Waker;
@@ -120,38 +120,53 @@ impl Notice {
         result: IoResult,
         foreign: Option<&std::sync::Arc<std::path::Path>>,
     ) {
-        let mut st = self.state.lock();
+        let st = self.state.lock();
         if st.delivered {
             return;
         }
-        st.delivered = true;
         let s = shared.slot(i);
         let error = matches!(result.status, Status::Error | Status::Partial)
             .then(|| shared.describe(i, result, foreign));
-        let report = match (&error, st.detached || st.abandoned) {
-            (None, _) | (Some(_), false) => Report::Keep,
-            (Some(_), true) => st.on_error.take().map_or(Report::Log, Report::Call),
-        };
-        let error = match report {
-            Report::Keep => error,
-            Report::Log => {
-                if let Some(e) = &error {
-                    tracing::warn!(io_id = i, "{e}");
-                }
-                None
-            }
-            Report::Call(f) => {
-                shared.notifier.call(f, error.expect("a failure to report"));
-                None
-            }
-        };
-        st.outcome = Some(Outcome {
+        let outcome = Outcome {
             result,
             op: s.op(),
             offset: s.offset.load(Ordering::Relaxed),
             length: s.length.load(Ordering::Relaxed),
             error,
-        });
+        };
+        Notice::settle(st, shared, outcome);
+    }
+
+    /// Records an outcome known already (an I/O's result its issuer kept before the notice
+    /// came: `aio/lifecycle.rs`, `Kept`), as [`Notice::deliver`] does.
+    pub(crate) fn deliver_outcome(&self, shared: &Shared, outcome: Outcome) {
+        let st = self.state.lock();
+        if !st.delivered {
+            Notice::settle(st, shared, outcome);
+        }
+    }
+
+    /// Delivers `outcome` under the notice's lock (not delivered yet): keeps it, or reports
+    /// its failure as the notice's style says; then wakes the waker.
+    fn settle(mut st: MutexGuard<'_, State>, shared: &Shared, mut outcome: Outcome) {
+        st.delivered = true;
+        let report = match (&outcome.error, st.detached || st.abandoned) {
+            (None, _) | (Some(_), false) => Report::Keep,
+            (Some(_), true) => st.on_error.take().map_or(Report::Log, Report::Call),
+        };
+        match report {
+            Report::Keep => {}
+            Report::Log => {
+                if let Some(e) = outcome.error.take() {
+                    tracing::warn!("{e}");
+                }
+            }
+            Report::Call(f) => {
+                let e = outcome.error.take().expect("a failure to report");
+                shared.notifier.call(f, e);
+            }
+        }
+        st.outcome = Some(outcome);
         let waker = st.waker.take();
         drop(st);
         if let Some(w) = waker {

@@ -32,6 +32,7 @@ mod errors;
 mod fault_kinds;
 mod foreign_completion;
 mod foreign_wait_on_batch;
+mod held_results_kept;
 mod inline_io;
 mod io_timing;
 mod issuer_exit;

@@ -694,7 +694,7 @@ pub const PARAMETERS: &[Parameter] = &[
     fraction_param!(
         "sim_fault_short",
         sim_fault_short,
-        "`io_method = sim`: the chance a read or write transfers fewer bytes than asked"
+        "`io_method = sim`: the chance a read or write transfers fewer bytes than asked (on an O_DIRECT file, a whole number of 4 KiB blocks)"
     ),
     fraction_param!(
         "sim_fault_latent",

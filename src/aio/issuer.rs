@@ -94,7 +94,7 @@ impl Issuer {
             h: (0..n).map(|_| LocalHandle::new()).collect(),
             awaited: Vec::with_capacity(n as usize),
             batch_clock: 0,
-            kept: Vec::new(),
+            kept: Default::default(),
         };
         Ok(Issuer {
             aio: Arc::clone(aio),

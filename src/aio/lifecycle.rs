@@ -19,6 +19,7 @@ use crate::handle::op::{HandleFlags, Op};
 use crate::handle::result::{IoResult, Status};
 use crate::handle::slot::{Executor, HandleState, WaitRef};
 use crate::handle::wait_event::WaitEvent;
+use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -112,20 +113,13 @@ pub(super) struct Local {
     /// The staging time of the batch being staged (see `Issuer::staging_clock`).
     pub(super) batch_clock: u64,
     /// Results reclaimed before their `InFlight` came for them, so that their handles could
-    /// start other I/Os (`Issuer::keep_held`).
-    pub(super) kept: Vec<Kept>,
-}
-
-/// A held I/O's result, reclaimed early: its handle went back to the idle stack (a new
-/// generation) and the `InFlight` naming (handle, generation) finds its completion here —
-/// PostgreSQL's wait reference with the result in the owner's return slot. A wait for a
-/// free handle keeps one when every handle is held (the oldest, after waiting for it), so
-/// an issuer whose caller holds as many `InFlight`s as it has handles starts the next I/O
-/// instead of failing it.
-pub(super) struct Kept {
-    pub(super) li: u32,
-    pub(super) generation: u64,
-    pub(super) completion: Completion,
+    /// start other I/Os (`Issuer::keep_held`), by (handle, generation): a caller may hold
+    /// thousands and redeem them in any order. A wait for a free handle keeps one when
+    /// every handle is held (the oldest, after waiting for it); the handle goes back to the
+    /// idle stack with a new generation, and the `InFlight` naming the old one finds its
+    /// completion here — PostgreSQL's wait reference, with the result in the owner's return
+    /// slot.
+    pub(super) kept: HashMap<(u32, u64), Completion>,
 }
 
 impl Local {
@@ -157,14 +151,18 @@ impl Local {
     }
 }
 
-/// The completion kept for the I/O `(li, generation)` names, taken out of `l.kept`.
+/// The completion kept for the I/O `(li, generation)` names, taken out of `l.kept` (whose
+/// memory goes once a burst of kept results is all redeemed).
 fn take_kept(l: &mut Local, li: u32, generation: u64) -> Option<Completion> {
-    let k = l
-        .kept
-        .iter()
-        .position(|k| k.li == li && k.generation == generation)?;
-    Some(l.kept.swap_remove(k).completion)
+    let c = l.kept.remove(&(li, generation))?;
+    if l.kept.is_empty() && l.kept.capacity() > KEPT_RETAINED {
+        l.kept.shrink_to(KEPT_RETAINED);
+    }
+    Some(c)
 }
+
+/// Kept results' room retained once none is left.
+const KEPT_RETAINED: usize = 64;
 
 /// What a reclaim hands back.
 pub(crate) struct Reclaimed {
@@ -196,7 +194,7 @@ impl Issuer {
     }
 
     /// Frees at least one handle: reclaims finished ones, or keeps a finished result its
-    /// `InFlight` has yet to collect (`Kept`); else submits staged ones and waits for the
+    /// `InFlight` has yet to collect (`Local::kept`); else submits staged ones and waits for the
     /// oldest in-flight I/O no `InFlight` waits for, or, with every handle held by one, for
     /// the oldest, whose result is then kept.
     pub(super) fn wait_for_free(&self) -> Result<(), AioError> {
@@ -258,11 +256,7 @@ impl Issuer {
         let s = self.aio.shared.slot(self.base + li);
         let generation = s.generation.load(Ordering::Relaxed);
         let completion = Completion::from_reclaimed(self.reclaim_locked(l, li));
-        l.kept.push(Kept {
-            li,
-            generation,
-            completion,
-        });
+        l.kept.insert((li, generation), completion);
     }
 
     /// The kept completion of the I/O `(li, generation)` names, taken out of the keeping.
@@ -368,7 +362,7 @@ impl Issuer {
     /// notice: its memory moves into a shared cell, the notice is attached in the slot
     /// (delivered here if the I/O is complete already), and the handle is no longer held —
     /// recycled like a dropped I/O once complete, its result having gone to the notice. A
-    /// kept result (`Kept`) is delivered to the new cell at once.
+    /// kept result (`Local::kept`) is delivered to the new cell at once.
     pub(crate) fn attach_notice(
         &self,
         li: u32,

@@ -11,7 +11,9 @@
 //! statistics attribute its I/Os to the right thread. A thread holds an issuer slot from its
 //! first I/O until it ends: a pool of N threads needs `max_issuers` of at least N (plus the
 //! issuers registered explicitly). After [`Aio::shutdown`] the call fails with
-//! [`AioError::ShutDown`] and the thread's issuer is released.
+//! [`AioError::ShutDown`] and the thread's issuer is released. On the library's own threads
+//! (an error callback on the notifier, a waker on a worker) nothing is parked: each call
+//! registers an issuer for itself, as those threads end inside the subsystem's drop.
 
 use super::issuer::Issuer;
 use super::subsystem::{Aio, AioInner, Retired};
@@ -120,13 +122,24 @@ impl Aio {
             drop(gone);
             return Err(AioError::ShutDown);
         }
-        let found = ISSUERS.try_with(|list| {
-            let list = list.borrow();
-            list.iter().find(|p| p.id == id).map(Rc::clone)
-        });
+        // On one of the subsystem's own threads (an error callback on the notifier, a waker
+        // on a worker) nothing is parked: an issuer for this call only. Parked there, it
+        // went when the thread ended — inside the subsystem's drop, which joins the notifier
+        // — and waited for that very drop: both hung (found by a caller-side attack,
+        // 2026-12-07).
+        let found = if on_library_thread() {
+            None
+        } else {
+            ISSUERS
+                .try_with(|list| {
+                    let list = list.borrow();
+                    list.iter().find(|p| p.id == id).map(Rc::clone)
+                })
+                .ok()
+        };
         let parked = match found {
-            Ok(Some(parked)) => parked,
-            Ok(None) => {
+            Some(Some(parked)) => parked,
+            Some(None) => {
                 let issuer = self.register_issuer(&thread_name())?;
                 let parked = Rc::new(Parked::new(&self.inner, issuer));
                 // Pushed outside the borrow: registering may log, and logging may run code
@@ -144,8 +157,9 @@ impl Aio {
                 drop(gone);
                 parked
             }
-            // The thread is ending and its list is gone: an issuer for this call only.
-            Err(_) => {
+            // The thread is ending and its list is gone, or it is one of the library's: an
+            // issuer for this call only.
+            None => {
                 let issuer = self.register_issuer(&thread_name())?;
                 let _batch = EndBatchOnPanic(&issuer);
                 return Ok(f(&issuer));
@@ -173,6 +187,14 @@ impl Drop for EndBatchOnPanic<'_> {
             self.0.end_batch();
         }
     }
+}
+
+/// True on a thread of the library's (named `dbaio-…`: workers, notifier, watcher,
+/// completer, retire), this subsystem's or another's.
+fn on_library_thread() -> bool {
+    std::thread::current()
+        .name()
+        .is_some_and(|n| n.starts_with("dbaio-"))
 }
 
 /// The name a thread's issuer gets: the thread's name, or `thread <tid>`.

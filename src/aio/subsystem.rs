@@ -70,7 +70,7 @@ impl Retired {
 /// that its own drop would have waited for. Waited for here, before the method stops.
 impl Drop for AioInner {
     fn drop(&mut self) {
-        if on_own_thread() && self.retire_elsewhere() {
+        if must_not_wait_here() && self.retire_elsewhere() {
             return;
         }
         /// Says the drop gave up if it unwinds before it has waited.
@@ -149,13 +149,17 @@ thread_local! {
 /// The name of the thread a subsystem's drop moves to (`AioInner::retire_elsewhere`).
 const RETIRE_THREAD: &str = "dbaio-retire";
 
-/// True on a thread the subsystem started (workers, completer, watcher, notifier, socket
-/// server: all named `dbaio-…`), but the one a drop moves to.
-fn on_own_thread() -> bool {
+/// True where a drop or a shutdown must not wait for I/Os: on a thread the subsystem
+/// started (workers, completer, watcher, notifier, socket server: all named `dbaio-…`), but
+/// the one a drop moves to, and inside a future's waker, which runs on whatever thread
+/// completes its I/O — the waiting thread itself on `sim`, or an issuer running its queued
+/// read — before that I/O counts as complete.
+fn must_not_wait_here() -> bool {
     !RETIRING_HERE.with(|r| r.get())
-        && std::thread::current()
-            .name()
-            .is_some_and(|n| n.starts_with("dbaio-") && n != RETIRE_THREAD)
+        && (crate::handle::notice::in_waker()
+            || std::thread::current()
+                .name()
+                .is_some_and(|n| n.starts_with("dbaio-") && n != RETIRE_THREAD))
 }
 
 impl AioInner {
@@ -520,8 +524,31 @@ impl Aio {
     /// complete: submitted ones are waited for, and ones still staged in a batch are run
     /// here; the error callbacks of detached I/Os have all run when it returns. Issuers may
     /// still wait on and reclaim what they started.
+    ///
+    /// Called from a future's waker (which runs on the thread completing its I/O, before
+    /// the I/O counts as complete) or on one of the subsystem's own threads (an error
+    /// callback), it refuses new I/O at once and returns; the wait and the callbacks run on a
+    /// thread of its own (`dbaio-shutdown`). The calling thread may be completing one of the
+    /// I/Os the wait is for: waiting there never ended (found by a caller-side attack,
+    /// 2026-12-07).
     pub fn shutdown(&self) {
-        self.inner.shut_down();
+        if !must_not_wait_here() {
+            self.inner.shut_down();
+            return;
+        }
+        self.inner
+            .shared
+            .shutting_down
+            .store(true, Ordering::SeqCst);
+        let inner = Arc::clone(&self.inner);
+        let spawned = std::thread::Builder::new()
+            .name("dbaio-shutdown".into())
+            .spawn(move || inner.shut_down());
+        if let Err(e) = spawned {
+            tracing::warn!(
+                "could not start a thread to finish the shutdown ({e}): new I/O is refused, started I/O is not waited for"
+            );
+        }
     }
 
     /// True once [`Aio::shutdown`] was called.

@@ -34,10 +34,22 @@ use super::result::{IoResult, Status};
 use super::shared::Shared;
 use super::slot::HandleState;
 use parking_lot::{Mutex, MutexGuard};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{Ordering, fence};
 use std::sync::mpsc;
 use std::task::Waker;
 use std::thread::JoinHandle;
+
+thread_local! {
+    /// Wakers running on this thread (one may complete another's I/O and wake again).
+    static IN_WAKER: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// True inside a future's waker: this thread is completing an I/O, which does not count as
+/// complete until the waker returns (a drop or a shutdown there must not wait for it).
+pub(crate) fn in_waker() -> bool {
+    IN_WAKER.with(|c| c.get() > 0)
+}
 
 /// An error callback of a detached I/O.
 pub(crate) type OnError = Box<dyn FnOnce(IoError) + Send + 'static>;
@@ -169,8 +181,17 @@ impl Notice {
         st.outcome = Some(outcome);
         let waker = st.waker.take();
         drop(st);
+        // A waker runs the caller's code on the thread completing the I/O, before the I/O
+        // counts as complete: a panic there must not leave it half done (every wait on it,
+        // `Aio::shutdown` and the subsystem's drop then waited for ever: found by a
+        // caller-side attack, 2026-12-07).
         if let Some(w) = waker {
-            w.wake();
+            IN_WAKER.with(|c| c.set(c.get() + 1));
+            let woken = catch_unwind(AssertUnwindSafe(|| w.wake()));
+            IN_WAKER.with(|c| c.set(c.get() - 1));
+            if woken.is_err() {
+                tracing::error!("a future's waker panicked; its I/O completes all the same");
+            }
         }
     }
 
@@ -347,7 +368,7 @@ impl Notifier {
 /// Runs one error callback; a panic in it is logged, not propagated.
 fn run_callback(f: OnError, error: IoError) {
     let text = error.to_string();
-    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(error))).is_err() {
+    if catch_unwind(AssertUnwindSafe(|| f(error))).is_err() {
         tracing::error!("an I/O error callback panicked (the error was: {text})");
     }
 }

@@ -66,5 +66,6 @@ mod view_under_load;
 mod wait_any_dropped;
 mod wait_from_other_thread;
 mod waiter_runs_queued;
+mod waker_on_completing_thread;
 mod with_issuer_lifetime;
 mod worker_pool;

@@ -10,7 +10,8 @@
 //! thread's next task staged its I/Os for good and a ticket on them never completed; and the
 //! last reference going on the thread that completes an I/O (a ticket dropped by its future's
 //! waker, with the thread's issuer parked elsewhere): the subsystem's drop waited there for
-//! that very I/O, for ever (found by the attack on the first fix).
+//! that very I/O, for ever (found by the attack on the first fix); and an issuer parked on
+//! the library's own notifier thread by an error callback, which hung the drop.
 
 use crate::support::*;
 use dbaio::{IoBuf, IoMethodKind, OpenOptions};
@@ -255,10 +256,57 @@ fn the_last_reference_can_go_on_the_thread_completing_an_io(m: IoMethodKind) {
     assert!(written.len() == 8192 && written.iter().all(|&b| b == 5));
 }
 
+/// An error callback (run on the notifier's thread) reads through `with_issuer`; then the
+/// engine drops everything. The drop ends and the subsystem goes. Before, the callback's
+/// issuer was parked on the notifier's thread: the drop joined that thread, whose ending let
+/// the issuer go, which waited for the drop — both for ever (found by a caller-side attack,
+/// 2026-12-07; every method).
+fn with_issuer_in_an_error_callback_leaves_the_drop_free(m: IoMethodKind) {
+    let Watched {
+        d: _d,
+        path: _,
+        socket,
+        aio,
+        disk: _,
+        file: f,
+    } = watched(m);
+    let me = aio.register_issuer("engine").unwrap();
+    me.write_all_at(&f, 0, IoBuf::from_slice(&[7u8; 8192]))
+        .unwrap();
+    aio.inject_fault(
+        dbaio::FaultRule::new(dbaio::FaultAction::Errno(libc::EIO))
+            .op(dbaio::Op::Readv)
+            .on_file(&f)
+            .times(1),
+    );
+    let (said, heard) = mpsc::channel();
+    let (aio2, f2) = (aio.clone(), f.clone());
+    me.acquire()
+        .unwrap()
+        .read(&f, 0, IoBuf::new(4096))
+        .on_error(move |_| {
+            let again = aio2.with_issuer(|i| i.read_exact_at(&f2, 0, IoBuf::new(4096)));
+            let _ = said.send(again.map(|r| r.map(|b| b[0])));
+        });
+    let again = heard.recv_timeout(Duration::from_secs(60)).unwrap();
+    assert_eq!(again.unwrap().unwrap(), 7);
+    within(
+        60,
+        "the drop after with_issuer in an error callback",
+        move || {
+            drop((me, f, aio));
+        },
+    );
+    // The callback's clones go as it returns, after its answer: maybe last, on the
+    // notifier's thread (the drop then moves to a thread of its own).
+    eventually(60, "the subsystem goes", || !socket.exists());
+}
+
 crate::for_every_method!(
     does_not_keep_the_subsystem,
     a_panic_ends_the_batch,
-    the_last_reference_can_go_on_the_thread_completing_an_io
+    the_last_reference_can_go_on_the_thread_completing_an_io,
+    with_issuer_in_an_error_callback_leaves_the_drop_free
 );
 
 /// This process's descriptors open on `path`.

@@ -528,6 +528,9 @@ impl Issuer {
 
 impl Drop for Issuer {
     fn drop(&mut self) {
+        if super::subsystem::must_not_wait_here() && self.retire_elsewhere() {
+            return;
+        }
         let leaked = self.local.get_mut().handed_out;
         if let Some(li) = leaked {
             tracing::warn!(
@@ -559,6 +562,43 @@ impl Drop for Issuer {
         let info = &self.aio.shared.issuers[self.slot as usize];
         info.end_wait();
         info.in_use.store(false, Ordering::Release);
+    }
+}
+
+impl Issuer {
+    /// Moves this drop, with the issuer's bookkeeping, to a thread of its own (true: nothing
+    /// is left for this drop to do), if it has I/O to wait for. Inside a future's waker — it
+    /// runs on the thread completing its I/O, before that I/O counts as complete — or on a
+    /// library thread, the drop would wait for the very I/O its thread is completing (found
+    /// by a caller-side attack, 2026-12-07: the waker's thread hung, and the subsystem with
+    /// it).
+    fn retire_elsewhere(&mut self) -> bool {
+        let l = self.local.get_mut();
+        if l.head == NIL && l.staged.is_empty() && l.handed_out.is_none() {
+            return false;
+        }
+        let moved = Issuer {
+            aio: Arc::clone(&self.aio),
+            slot: self.slot,
+            base: self.base,
+            local: RefCell::new(std::mem::replace(l, Local::moved_out())),
+            streams: Cell::new(0),
+            _not_sync: PhantomData,
+        };
+        let slot = Arc::new(parking_lot::Mutex::new(Some(moved)));
+        let theirs = Arc::clone(&slot);
+        let spawned = std::thread::Builder::new()
+            .name(super::subsystem::RETIRE_THREAD.into())
+            .spawn(move || drop(theirs.lock().take()));
+        if let Err(e) = spawned {
+            // Dropped here it would hang this thread: leaked instead (its memory, its slot).
+            tracing::error!(
+                issuer = self.slot,
+                "could not start a thread to finish an issuer's drop ({e}): the issuer is leaked"
+            );
+            std::mem::forget(slot.lock().take());
+        }
+        true
     }
 }
 

@@ -123,6 +123,24 @@ pub(super) struct Local {
 }
 
 impl Local {
+    /// What an issuer keeps once its bookkeeping has moved to another thread
+    /// (`Issuer::retire_elsewhere`): nothing.
+    pub(super) fn moved_out() -> Local {
+        Local {
+            idle: Vec::new(),
+            handed_out: None,
+            in_batch: false,
+            staged: Vec::new(),
+            head: NIL,
+            tail: NIL,
+            in_flight: 0,
+            h: Vec::new(),
+            awaited: Vec::new(),
+            batch_clock: 0,
+            kept: HashMap::new(),
+        }
+    }
+
     pub(super) fn link(&mut self, li: u32) {
         self.h[li as usize].prev = self.tail;
         self.h[li as usize].next = NIL;

@@ -100,6 +100,12 @@ impl Drop for AioInner {
                 unsafe { libc::close(fd) };
             }
         }
+        // Error callbacks of detached I/Os still queued run before the drop returns, as at a
+        // shutdown: an engine that drops the subsystem and exits lost them (found by a
+        // caller-side attack, 2026-12-07). A forked child has no notifier thread to wait for.
+        if !self.owner.forked_since() {
+            self.shared.notifier.finish();
+        }
         std::mem::forget(gave_up);
         self.retired.set(Retired::WAITED);
     }
@@ -147,14 +153,14 @@ thread_local! {
 }
 
 /// The name of the thread a subsystem's drop moves to (`AioInner::retire_elsewhere`).
-const RETIRE_THREAD: &str = "dbaio-retire";
+pub(super) const RETIRE_THREAD: &str = "dbaio-retire";
 
 /// True where a drop or a shutdown must not wait for I/Os: on a thread the subsystem
 /// started (workers, completer, watcher, notifier, socket server: all named `dbaio-…`), but
 /// the one a drop moves to, and inside a future's waker, which runs on whatever thread
 /// completes its I/O — the waiting thread itself on `sim`, or an issuer running its queued
 /// read — before that I/O counts as complete.
-fn must_not_wait_here() -> bool {
+pub(super) fn must_not_wait_here() -> bool {
     !RETIRING_HERE.with(|r| r.get())
         && (crate::handle::notice::in_waker()
             || std::thread::current()

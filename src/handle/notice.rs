@@ -290,11 +290,17 @@ impl Shared {
 /// Runs error callbacks on the `dbaio-notify` thread, in order.
 pub(crate) struct Notifier {
     inner: Mutex<NotifierInner>,
+    /// Signalled when the thread has been joined (`NotifierInner::joining` falls).
+    joined: parking_lot::Condvar,
 }
 
 struct NotifierInner {
     tx: Option<mpsc::Sender<(OnError, IoError)>>,
     thread: Option<JoinHandle<()>>,
+    /// The notifier thread, once started (it never waits for itself).
+    thread_id: Option<std::thread::ThreadId>,
+    /// A [`Notifier::finish`] is joining the thread: other callers wait for it.
+    joining: bool,
     /// After [`Notifier::finish`]: callbacks run inline.
     finished: bool,
 }
@@ -305,8 +311,11 @@ impl Notifier {
             inner: Mutex::new(NotifierInner {
                 tx: None,
                 thread: None,
+                thread_id: None,
+                joining: false,
                 finished: false,
             }),
+            joined: parking_lot::Condvar::new(),
         }
     }
 
@@ -330,6 +339,7 @@ impl Notifier {
             match spawned {
                 Ok(t) => {
                     g.tx = Some(tx);
+                    g.thread_id = Some(t.thread().id());
                     g.thread = Some(t);
                 }
                 Err(e) => {
@@ -349,18 +359,29 @@ impl Notifier {
         }
     }
 
-    /// Runs every queued callback and stops the thread; later ones run inline.
+    /// No callback is queued any more (later ones run inline) and every queued one has run
+    /// when this returns: the first caller joins the thread, the others wait for that join
+    /// (all but the first returned at once before, with callbacks still queued: found by a
+    /// caller-side attack, 2026-12-07). On the notifier's own thread (a callback calling
+    /// it) nothing is waited for: the thread ends once that callback returns.
     pub(crate) fn finish(&self) {
-        let thread = {
-            let mut g = self.inner.lock();
-            g.finished = true;
-            g.tx = None;
-            g.thread.take()
-        };
-        if let Some(t) = thread {
-            if t.thread().id() != std::thread::current().id() {
-                let _ = t.join();
-            }
+        let mut g = self.inner.lock();
+        g.finished = true;
+        g.tx = None;
+        if g.thread_id == Some(std::thread::current().id()) {
+            drop(g.thread.take());
+            return;
+        }
+        if let Some(t) = g.thread.take() {
+            g.joining = true;
+            drop(g);
+            let _ = t.join();
+            self.inner.lock().joining = false;
+            self.joined.notify_all();
+            return;
+        }
+        while g.joining {
+            self.joined.wait(&mut g);
         }
     }
 }

@@ -28,6 +28,7 @@ mod detached;
 mod direct_path;
 mod direct_slice_races;
 mod drop_in_flight;
+mod error_callbacks_at_the_end;
 mod errors;
 mod fault_kinds;
 mod foreign_completion;

@@ -132,7 +132,44 @@ fn shutdown_from_a_waker_returns(m: IoMethodKind) {
     });
 }
 
+/// Drops the issuer it was given when woken.
+struct DropsIssuer(Mutex<Option<Issuer>>);
+
+impl Wake for DropsIssuer {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        drop(self.0.lock().unwrap().take());
+    }
+}
+
+/// The waker drops the issuer that started its I/O, where the I/O completes: the issuer's
+/// drop, which waits for its I/Os, must not wait there for the one that thread is
+/// completing. The ticket gets its bytes; `shutdown` and the drop end.
+fn a_waker_may_drop_the_issuer_that_started_its_io(m: IoMethodKind) {
+    within(60, "a waker dropping the issuer", move || {
+        let (_d, aio, f, me, mut t) = delayed_read(m);
+        let wake = Arc::new(DropsIssuer(Mutex::new(Some(me))));
+        let waker = Waker::from(Arc::clone(&wake));
+        let c = match std::pin::Pin::new(&mut t).poll(&mut Context::from_waker(&waker)) {
+            Poll::Ready(c) => c,
+            Poll::Pending => {
+                // Woken where the I/O completes (on sim only a wait completes it).
+                if m != IoMethodKind::Sim {
+                    eventually(60, "the waker", || wake.0.lock().unwrap().is_none());
+                }
+                t.wait()
+            }
+        };
+        assert_pattern(&c.into_buf(), 0);
+        aio.shutdown();
+        drop((f, aio, waker, wake));
+    });
+}
+
 crate::for_every_method!(
     a_panicking_waker_leaves_its_io_complete,
     shutdown_from_a_waker_returns,
+    a_waker_may_drop_the_issuer_that_started_its_io,
 );

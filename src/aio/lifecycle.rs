@@ -283,7 +283,12 @@ impl Issuer {
         take_kept(&mut l, li, generation)
     }
 
+    #[inline]
     pub(super) fn submit_staged_locked(&self, l: &mut Local) {
+        // Nothing staged (a batch of buffer hits): no batch array to fill, no method call.
+        if l.staged.is_empty() {
+            return;
+        }
         let (batch, n) = self.prepare_staged(l);
         if n > 0 {
             self.aio

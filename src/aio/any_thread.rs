@@ -122,24 +122,20 @@ impl Aio {
             drop(gone);
             return Err(AioError::ShutDown);
         }
-        // On one of the subsystem's own threads (an error callback on the notifier, a waker
-        // on a worker) nothing is parked: an issuer for this call only. Parked there, it
-        // went when the thread ended — inside the subsystem's drop, which joins the notifier
-        // — and waited for that very drop: both hung (found by a caller-side attack,
-        // 2026-12-07).
-        let found = if on_library_thread() {
-            None
-        } else {
-            ISSUERS
-                .try_with(|list| {
-                    let list = list.borrow();
-                    list.iter().find(|p| p.id == id).map(Rc::clone)
-                })
-                .ok()
-        };
+        let found = ISSUERS
+            .try_with(|list| {
+                let list = list.borrow();
+                list.iter().find(|p| p.id == id).map(Rc::clone)
+            })
+            .ok();
         let parked = match found {
             Some(Some(parked)) => parked,
-            Some(None) => {
+            // On one of the subsystem's own threads (an error callback on the notifier, a
+            // waker on a worker) nothing is parked (an issuer for this call only, below):
+            // parked there, it went when the thread ended — inside the subsystem's drop,
+            // which joins the notifier — and waited for that very drop: both hung (found by
+            // a caller-side attack, 2026-12-07). Looked at only here, off the hot path.
+            Some(None) if !on_library_thread() => {
                 let issuer = self.register_issuer(&thread_name())?;
                 let parked = Rc::new(Parked::new(&self.inner, issuer));
                 // Pushed outside the borrow: registering may log, and logging may run code
@@ -159,7 +155,7 @@ impl Aio {
             }
             // The thread is ending and its list is gone, or it is one of the library's: an
             // issuer for this call only.
-            None => {
+            Some(None) | None => {
                 let issuer = self.register_issuer(&thread_name())?;
                 let _batch = EndBatchOnPanic(&issuer);
                 return Ok(f(&issuer));

@@ -585,18 +585,13 @@ impl Issuer {
             streams: Cell::new(0),
             _not_sync: PhantomData,
         };
-        let slot = Arc::new(parking_lot::Mutex::new(Some(moved)));
-        let theirs = Arc::clone(&slot);
-        let spawned = std::thread::Builder::new()
-            .name(super::subsystem::RETIRE_THREAD.into())
-            .spawn(move || drop(theirs.lock().take()));
-        if let Err(e) = spawned {
+        if let Err((moved, e)) = super::subsystem::drop_on_retire_thread(moved) {
             // Dropped here it would hang this thread: leaked instead (its memory, its slot).
             tracing::error!(
                 issuer = self.slot,
                 "could not start a thread to finish an issuer's drop ({e}): the issuer is leaked"
             );
-            std::mem::forget(slot.lock().take());
+            std::mem::forget(moved);
         }
         true
     }

@@ -129,21 +129,32 @@ impl AioInner {
             owner: self.owner,
             retired: Arc::clone(&self.retired),
         };
-        let slot = Arc::new(parking_lot::Mutex::new(Some(moved)));
-        let theirs = Arc::clone(&slot);
-        let spawned = std::thread::Builder::new()
-            .name(RETIRE_THREAD.into())
-            .spawn(move || drop(theirs.lock().take()));
-        if let Err(e) = spawned {
+        if let Err((moved, e)) = drop_on_retire_thread(moved) {
             tracing::error!(
                 "could not start a thread to drop the AIO subsystem ({e}): dropping it on one \
                  of its own threads, which may wait for ever"
             );
             RETIRING_HERE.with(|r| r.set(true));
-            drop(slot.lock().take());
+            drop(moved);
             RETIRING_HERE.with(|r| r.set(false));
         }
         true
+    }
+}
+
+/// Drops `value` on a thread of its own (`dbaio-retire`), where a drop may wait for I/Os;
+/// hands it back if that thread cannot start.
+pub(super) fn drop_on_retire_thread<T: Send + 'static>(
+    value: T,
+) -> Result<(), (T, std::io::Error)> {
+    let slot = Arc::new(parking_lot::Mutex::new(Some(value)));
+    let theirs = Arc::clone(&slot);
+    let spawned = std::thread::Builder::new()
+        .name(RETIRE_THREAD.into())
+        .spawn(move || drop(theirs.lock().take()));
+    match spawned {
+        Ok(_) => Ok(()),
+        Err(e) => Err((slot.lock().take().expect("not taken: no thread ran"), e)),
     }
 }
 
@@ -153,7 +164,7 @@ thread_local! {
 }
 
 /// The name of the thread a subsystem's drop moves to (`AioInner::retire_elsewhere`).
-pub(super) const RETIRE_THREAD: &str = "dbaio-retire";
+const RETIRE_THREAD: &str = "dbaio-retire";
 
 /// True where a drop or a shutdown must not wait for I/Os: on a thread the subsystem
 /// started (workers, completer, watcher, notifier, socket server: all named `dbaio-…`), but

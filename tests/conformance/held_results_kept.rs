@@ -102,13 +102,7 @@ fn a_kept_result_goes_wherever_its_in_flight_sends_it(m: IoMethodKind) {
     assert_pattern(&second.into_buf(), 4096);
 
     // A failure, detached with a callback.
-    aio.inject_fault(
-        FaultRule::new(FaultAction::Errno(libc::EIO))
-            .op(Op::Readv)
-            .on_file(&f)
-            .offsets(3 * 4096..3 * 4096 + 1)
-            .times(1),
-    );
+    fail_once_at(&aio, &f, 3 * 4096);
     assert_pattern(&me.wait(third).into_buf(), 2 * 4096);
     let failing = read(3);
     let fourth = read(4); // keeps the failure
@@ -122,13 +116,7 @@ fn a_kept_result_goes_wherever_its_in_flight_sends_it(m: IoMethodKind) {
     assert_eq!((e.errno, e.offset), (libc::EIO, 3 * 4096), "{e}");
 
     // A failure dropped: logged.
-    aio.inject_fault(
-        FaultRule::new(FaultAction::Errno(libc::EIO))
-            .op(Op::Readv)
-            .on_file(&f)
-            .offsets(5 * 4096..5 * 4096 + 1)
-            .times(1),
-    );
+    fail_once_at(&aio, &f, 5 * 4096);
     assert_pattern(&me.wait(fourth).into_buf(), 4 * 4096);
     let logs = capture_logs(|| {
         let failing = read(5);
@@ -147,13 +135,7 @@ fn a_kept_failure_names_op_file_offset_and_errno(m: IoMethodKind) {
     let aio = start_with(m, |s| s.io_max_concurrency = 1);
     let me = aio.register_issuer("one").unwrap();
     let f = aio.open(&path, &OpenOptions::read()).unwrap();
-    aio.inject_fault(
-        FaultRule::new(FaultAction::Errno(libc::EIO))
-            .op(Op::Readv)
-            .on_file(&f)
-            .offsets(8192..8193)
-            .times(1),
-    );
+    fail_once_at(&aio, &f, 8192);
     let failing = me.acquire().unwrap().read(&f, 8192, IoBuf::new(4096));
     let next = me.acquire().unwrap().read(&f, 0, IoBuf::new(4096));
     let e = me.wait(failing).check().expect_err("the injected EIO");
@@ -211,6 +193,17 @@ fn read_streams_beside_the_callers_own_in_flights_fail_no_block(m: IoMethodKind)
             assert_pattern(&me.wait(io).into_buf(), at);
         }
     }
+}
+
+/// The next read of `f` at `offset` fails with EIO.
+fn fail_once_at(aio: &dbaio::Aio, f: &dbaio::File, offset: u64) {
+    aio.inject_fault(
+        FaultRule::new(FaultAction::Errno(libc::EIO))
+            .op(Op::Readv)
+            .on_file(f)
+            .offsets(offset..offset + 1)
+            .times(1),
+    );
 }
 
 crate::for_every_method!(

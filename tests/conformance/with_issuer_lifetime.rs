@@ -264,11 +264,10 @@ fn the_last_reference_can_go_on_the_thread_completing_an_io(m: IoMethodKind) {
 fn with_issuer_in_an_error_callback_leaves_the_drop_free(m: IoMethodKind) {
     let Watched {
         d: _d,
-        path: _,
         socket,
         aio,
-        disk: _,
         file: f,
+        ..
     } = watched(m);
     let me = aio.register_issuer("engine").unwrap();
     me.write_all_at(&f, 0, IoBuf::from_slice(&[7u8; 8192]))

@@ -62,7 +62,7 @@
 //! | `aio/ticket.rs` | [`Ticket`] (`Send`, a `Future` with feature `async`), [`IoGroup`], `on_error` |
 //! | `aio/any_thread.rs` | [`Aio::with_issuer`]: the calling thread's own issuer |
 //! | `aio/slice.rs` | read into `&mut [u8]`, write from `&[u8]`; O_DIRECT read-modify-write |
-//! | `aio/inline.rs` | the inline path of slice I/O: two transitions, still in the view and stats |
+//! | `aio/inline.rs` | the inline path of slice I/O and the sync/truncate/allocate helpers: two transitions, still in the view and stats |
 //! | **`bufmgr/`** | **the buffer manager** |
 //! | `bufmgr/pool.rs` | pages, descriptors, mapping, clock sweep, buffer I/O, `buffer-readv` |
 //! | `bufmgr/ring.rs` | buffer access strategy rings |

@@ -389,10 +389,8 @@ impl StorageBackend for DbaioBackend {
     fn set_len(&self, len: u64) -> Result<(), io::Error> {
         let mut pending = self.pending.lock();
         self.settle(&mut pending, None)?;
-        self.aio.with_issuer(|iss| {
-            let io = iss.acquire()?.ftruncate(&self.file, len);
-            iss.wait(io).check().map_err(dbaio::AioError::from)
-        })??;
+        self.aio
+            .with_issuer(|iss| iss.ftruncate(&self.file, len))??;
         self.len_hint.store(len, Ordering::Relaxed);
         Ok(())
     }
@@ -410,10 +408,7 @@ impl StorageBackend for DbaioBackend {
         if self.opts.unsafe_skip_sync {
             return Ok(());
         }
-        self.aio.with_issuer(|iss| {
-            let io = iss.acquire()?.fdatasync(&self.file);
-            iss.wait(io).check().map_err(dbaio::AioError::from)
-        })??;
+        self.aio.with_issuer(|iss| iss.fdatasync(&self.file))??;
         Ok(())
     }
 

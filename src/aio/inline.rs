@@ -1,7 +1,9 @@
 //! `Issuer`'s inline path (a part of `Issuer` kept apart: two transitions, counted instructions).
 //!
 //! The inline path is one read or write that its issuer runs at once, in its own thread, and
-//! that no one else can name — the slice I/O of `slice.rs` (`read_into`, `write_all_from`).
+//! that no one else can name — the slice I/O of `slice.rs` (`read_into`, `write_all_from`) —
+//! or one of the issuer's wait-for-it helpers on a file (`Issuer::fsync`, `fdatasync`,
+//! `ftruncate`, `fallocate`), whose callers wait at once too.
 //! It is apart from `slice.rs` because it is the one place a handle takes two transitions
 //! instead of the full lifecycle, and every instruction here is counted.
 //!
@@ -36,7 +38,7 @@ use crate::handle::op::{HandleFlags, Op};
 use crate::handle::result::IoResult;
 use crate::handle::slot::{Executor, HandleSlot, HandleState};
 use crate::handle::wait_event::WaitEvent;
-use dbaio_sys::retry_transient;
+use dbaio_sys::{Request, perform, retry_transient};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -91,6 +93,64 @@ impl Issuer {
         iov: libc::iovec,
         write: bool,
     ) -> Result<usize, Inline> {
+        let op = if write { Op::Writev } else { Op::Readv };
+        let unaligned = (offset | iov.iov_base as u64 | iov.iov_len as u64) % DIRECT_ALIGN != 0;
+        self.run_inline_op(file, op, offset, iov.iov_len as u64, unaligned, |fd| {
+            // SAFETY: the iovec names the caller's memory, valid and untouched by anyone
+            // else until we return (this function's contract); the fd is open while `file`
+            // is borrowed.
+            unsafe { transfer(fd, &iov, offset, write) }
+        })
+    }
+
+    /// Runs one `fsync`, `fdatasync`, `ftruncate` or `fallocate` of `file` in this thread on
+    /// the inline path (`offset` and `len` as [`Request`] takes them): `Ok(())`,
+    /// [`Inline::Failed`] if it failed, [`Inline::Declined`] if it must take the full path.
+    pub(super) fn run_inline_on_file(
+        &self,
+        file: &File,
+        op: Op,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), Inline> {
+        debug_assert!(matches!(
+            op,
+            Op::Fsync | Op::Fdatasync | Op::Ftruncate | Op::Fallocate
+        ));
+        self.run_inline_op(file, op, offset, len, false, |fd| {
+            let req = Request {
+                op,
+                fd,
+                file: file.slot,
+                offset,
+                len,
+                iov: std::ptr::null(),
+                iovcnt: 0,
+                path: std::ptr::null(),
+                user_data: 0,
+            };
+            // SAFETY: the op names no memory, only the descriptor, open while `file` is
+            // borrowed.
+            unsafe { perform(&req) }
+        })
+        .map(|_| ())
+    }
+
+    /// The inline path's one body: declines or takes an idle handle, shows the I/O as
+    /// SUBMITTED, runs `execute` (given the descriptor) until it returns something other
+    /// than a transient failure, records it and puts the handle back. `length` is the bytes
+    /// a transfer asks for (the `len` of the other ops); `unaligned`: a transfer O_DIRECT
+    /// would refuse.
+    #[inline(always)]
+    fn run_inline_op(
+        &self,
+        file: &File,
+        op: Op,
+        offset: u64,
+        length: u64,
+        unaligned: bool,
+        mut execute: impl FnMut(i32) -> i32,
+    ) -> Result<usize, Inline> {
         let shared = &self.aio.shared;
         if shared.faults.armed()
             || shared.storage.is_some()
@@ -101,7 +161,7 @@ impl Issuer {
         }
         let fslot = &shared.files.slots[file.slot as usize];
         let direct = fslot.direct.load(Ordering::Relaxed);
-        if direct && (offset | iov.iov_base as u64 | iov.iov_len as u64) % DIRECT_ALIGN != 0 {
+        if direct && unaligned {
             // An unaligned O_DIRECT request: the caller bounces it.
             return Err(Inline::Declined);
         }
@@ -115,7 +175,6 @@ impl Issuer {
         let idx = self.base + li;
         let s = shared.slot(idx);
         let r = Ordering::Relaxed;
-        let op = if write { Op::Writev } else { Op::Readv };
         let fd = fslot.fd.load(Ordering::Acquire);
         let mut flags = HandleFlags::SYNCHRONOUS.0;
         if !direct {
@@ -123,16 +182,16 @@ impl Issuer {
         }
         // The handle is IDLE and ours: no one reads these fields until SUBMITTED publishes
         // them (the view skips idle handles, and re-checks the generation after copying).
-        // The iovec itself stays here: only this thread executes the I/O (the count is for
-        // the view).
+        // A transfer's iovec itself stays with the caller: only this thread executes the
+        // I/O (the count is for the view).
         s.fields_generation.store(s.generation.load(r) as u32, r);
         s.op.store(op as u8, r);
         s.offset.store(offset, r);
-        s.length.store(iov.iov_len as u64, r);
+        s.length.store(length, r);
         s.file.store(file.slot, r);
         s.fd.store(fd, r);
         s.flags.store(flags, r);
-        s.iov_count.store(1, r);
+        s.iov_count.store(u16::from(op.transfers_data()), r);
         let staged = shared.io_clock_ns();
         s.staged_ns.store(staged, r);
         s.set_state(HandleState::Idle, HandleState::Submitted);
@@ -141,10 +200,7 @@ impl Issuer {
         info.begin_wait(WaitEvent::for_sync_op(op), u64::from(idx), staged);
         let mut attempts = 0;
         let raw = loop {
-            // SAFETY: the iovec names the caller's memory, valid and untouched by anyone else
-            // until we return (this function's contract); the fd is open while `file` is
-            // borrowed.
-            let raw = unsafe { transfer(fd, &iov, offset, write) };
+            let raw = execute(fd);
             if retry_transient(raw, attempts) {
                 attempts += 1;
                 info.begin_wait(
@@ -159,14 +215,14 @@ impl Issuer {
         info.end_wait();
         let completed = shared.io_clock_ns();
         // A read of 0 bytes is the end of the file (an error in the statistics, as on the
-        // full path, but not a failure for the caller); a write of 0 bytes is a failure.
-        let len = iov.iov_len as u64;
-        let ok = raw > 0 || (raw == 0 && len == 0);
-        let outcome = if ok || (raw == 0 && !write) {
+        // full path, but not a failure for the caller); a write of 0 bytes is a failure; the
+        // other ops return 0.
+        let ok = raw > 0 || (raw == 0 && (length == 0 || !op.transfers_data()));
+        let outcome = if ok || (raw == 0 && op == Op::Readv) {
             Ok(raw as usize)
         } else {
             Err(Inline::Failed(Box::new(self.describe_inline(
-                s, idx, op, raw, len, attempts, completed,
+                s, idx, op, raw, length, attempts, completed,
             ))))
         };
         self.aio.stats.record(

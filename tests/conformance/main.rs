@@ -31,6 +31,7 @@ mod drop_in_flight;
 mod error_callbacks_at_the_end;
 mod errors;
 mod fault_kinds;
+mod file_helpers;
 mod foreign_completion;
 mod foreign_wait_on_batch;
 mod held_results_kept;

@@ -94,8 +94,8 @@ impl Issuer {
         write: bool,
     ) -> Result<usize, Inline> {
         let op = if write { Op::Writev } else { Op::Readv };
-        let unaligned = (offset | iov.iov_base as u64 | iov.iov_len as u64) % DIRECT_ALIGN != 0;
-        self.run_inline_op(file, op, offset, iov.iov_len as u64, unaligned, |fd| {
+        let spans = offset | iov.iov_base as u64 | iov.iov_len as u64;
+        self.run_inline_op(file, op, offset, iov.iov_len as u64, spans, |fd| {
             // SAFETY: the iovec names the caller's memory, valid and untouched by anyone
             // else until we return (this function's contract); the fd is open while `file`
             // is borrowed.
@@ -117,7 +117,7 @@ impl Issuer {
             op,
             Op::Fsync | Op::Fdatasync | Op::Ftruncate | Op::Fallocate
         ));
-        self.run_inline_op(file, op, offset, len, false, |fd| {
+        self.run_inline_op(file, op, offset, len, 0, |fd| {
             let req = Request {
                 op,
                 fd,
@@ -139,8 +139,9 @@ impl Issuer {
     /// The inline path's one body: declines or takes an idle handle, shows the I/O as
     /// SUBMITTED, runs `execute` (given the descriptor) until it returns something other
     /// than a transient failure, records it and puts the handle back. `length` is the bytes
-    /// a transfer asks for (the `len` of the other ops); `unaligned`: a transfer O_DIRECT
-    /// would refuse.
+    /// a transfer asks for (the `len` of the other ops); `spans`: a transfer's offset, address
+    /// and length or'ed together (O_DIRECT refuses it unless that is aligned), 0 for the
+    /// other ops.
     #[inline(always)]
     fn run_inline_op(
         &self,
@@ -148,7 +149,7 @@ impl Issuer {
         op: Op,
         offset: u64,
         length: u64,
-        unaligned: bool,
+        spans: u64,
         mut execute: impl FnMut(i32) -> i32,
     ) -> Result<usize, Inline> {
         let shared = &self.aio.shared;
@@ -161,7 +162,7 @@ impl Issuer {
         }
         let fslot = &shared.files.slots[file.slot as usize];
         let direct = fslot.direct.load(Ordering::Relaxed);
-        if direct && unaligned {
+        if direct && spans % DIRECT_ALIGN != 0 {
             // An unaligned O_DIRECT request: the caller bounces it.
             return Err(Inline::Declined);
         }

@@ -4,12 +4,14 @@
 //! the introspection socket's server — are not in the child, so its drops must not join them
 //! (a join there waited for ever, or panicked: "threads should not terminate unexpectedly"),
 //! and what the child shares with the parent — worker processes, the socket file — stays the
-//! parent's. And the child cannot use it: registering an issuer or acquiring a handle is an
-//! API-violation error there, not the internal panic it was (the handle table is shared with
-//! the parent and holds the parent's I/Os). Found by an attack from the caller's side. Each
-//! method in turn: the parent starts an `Aio` with an introspection socket, reads, forks; the
-//! child asks for an issuer and for a handle of the parent's issuer, drops both and exits 0
-//! (2 or 3 if it got one, 1 if a drop panicked; a hang fails the parent's watchdog); the
+//! parent's. And the child cannot use it: registering an issuer, acquiring a handle, or a
+//! helper that runs in the caller's thread (`read_exact_into`, `fdatasync`, through
+//! `with_issuer` too) is an API-violation error there, not the internal panic it was nor an
+//! I/O run on the parent's handles (the handle table is shared with the parent and holds
+//! the parent's I/Os). Found by attacks from the caller's side. Each method in turn: the
+//! parent starts an `Aio` with an introspection socket, reads, forks; the child asks for an
+//! issuer, a handle of the parent's issuer and the helpers, drops everything and exits 0
+//! (2 to 6 if it got one, 1 if a drop panicked; a hang fails the parent's watchdog); the
 //! parent then checks that
 //! the child exited cleanly, that its socket file is still there, and that it still reads.
 //! One test, in its own binary, so that no other test's threads hold a lock at the fork.
@@ -93,13 +95,30 @@ fn a_forked_child_drops_its_copy_of_the_aio_and_the_parent_goes_on() {
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork failed");
         if pid == 0 {
-            // Exit codes: 2 and 3, an issuer or a handle the child got; 1, a drop that panicked.
+            // Exit codes: 2 and 3, an issuer or a handle the child got; 4 to 6, a helper that
+            // ran; 1, a drop that panicked.
             let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 if !matches!(aio.register_issuer("child"), Err(AioError::ApiViolation(_))) {
                     return 2;
                 }
                 if !matches!(me.acquire().map(drop), Err(AioError::ApiViolation(_))) {
                     return 3;
+                }
+                // Nor the helpers that run in the caller's thread (they would move the
+                // parent's handles through their states under the parent's own I/O).
+                let mut page = [0u8; 4096];
+                if !matches!(
+                    me.read_exact_into(&f, 0, &mut page),
+                    Err(AioError::ApiViolation(_))
+                ) {
+                    return 4;
+                }
+                if !matches!(me.fdatasync(&f), Err(AioError::ApiViolation(_))) {
+                    return 5;
+                }
+                match aio.with_issuer(|i| i.fsync(&f)) {
+                    Err(AioError::ApiViolation(_)) | Ok(Err(AioError::ApiViolation(_))) => {}
+                    _ => return 6,
                 }
                 drop(f); // its copy: the parent's file stays open, in its workers too
                 drop(me);
@@ -112,7 +131,8 @@ fn a_forked_child_drops_its_copy_of_the_aio_and_the_parent_goes_on() {
         let status = wait_with_watchdog(pid, &what);
         assert!(
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "{what}: the child got an issuer or a handle (exit 2 or 3) or its drop failed \
+            "{what}: the child got an issuer or a handle (exit 2 or 3), ran a helper (4 to 6) \
+             or its drop failed \
              (wait status {status:#x})"
         );
         assert!(

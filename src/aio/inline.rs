@@ -157,7 +157,9 @@ impl Issuer {
             || shared.storage.is_some()
             || shared.shutting_down.load(Ordering::Relaxed)
             || !Arc::ptr_eq(&file.aio, &self.aio)
+            || self.aio.owner.forked_since()
         {
+            // (A child made by fork shares the parent's handle table: the full path refuses.)
             return Err(Inline::Declined);
         }
         let fslot = &shared.files.slots[file.slot as usize];
@@ -171,6 +173,9 @@ impl Issuer {
             if l.handed_out.is_some() {
                 return Err(Inline::Declined);
             }
+            // The caller waits for this one: what its batch staged goes first, as before
+            // any wait.
+            self.submit_staged_locked(&mut l);
             l.idle.pop().ok_or(Inline::Declined)?
         };
         let idx = self.base + li;
@@ -178,7 +183,7 @@ impl Issuer {
         let r = Ordering::Relaxed;
         let fd = fslot.fd.load(Ordering::Acquire);
         let mut flags = HandleFlags::SYNCHRONOUS.0;
-        if !direct {
+        if !direct && op.transfers_data() {
             flags |= HandleFlags::BUFFERED.0;
         }
         // The handle is IDLE and ours: no one reads these fields until SUBMITTED publishes
@@ -193,6 +198,7 @@ impl Issuer {
         s.fd.store(fd, r);
         s.flags.store(flags, r);
         s.iov_count.store(u16::from(op.transfers_data()), r);
+        s.executor.store(Executor::Issuer.encode(), r);
         let staged = shared.io_clock_ns();
         s.staged_ns.store(staged, r);
         s.set_state(HandleState::Idle, HandleState::Submitted);
@@ -259,7 +265,6 @@ impl Issuer {
         let r = Ordering::Relaxed;
         let result = IoResult::from_raw(op, raw, len);
         s.raw_result.store(raw, r);
-        s.executor.store(Executor::Issuer.encode(), r);
         s.completed_ns.store(completed, r);
         s.distilled.store(result.pack(), r);
         s.attempts.store(attempts, r);

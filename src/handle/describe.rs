@@ -80,7 +80,8 @@ impl Shared {
             hint: if foreign.is_some() {
                 Some(FOREIGN_FILE_HINT)
             } else {
-                (errno == libc::EINVAL && direct).then_some(DIRECT_HINT)
+                // (Only a transfer's EINVAL can be O_DIRECT's alignment.)
+                (errno == libc::EINVAL && direct && op.transfers_data()).then_some(DIRECT_HINT)
             },
         }
     }

@@ -4,13 +4,19 @@
 //! and `ftruncate`); each is in the aios view while it runs, with the issuer's wait event; each
 //! is counted in the issuer's statistics; a failure reads word for word as the full path's
 //! (forced by arming a fault rule that matches nothing); no handle is left busy; and a handle
-//! held by the caller makes a helper an API violation, as on the full path.
+//! held by the caller makes a helper an API violation, as on the full path. While it runs, the
+//! view names the issuer as its executor; errors are the kernel's on every method, the
+//! simulated disk's included; and in a batch, what was staged is submitted first.
 //! Guards against: a helper that skips its work or reports the wrong length, one missing from the
 //! view or the statistics while it runs inline, an inline failure worded otherwise than the full
-//! path's, and a helper that slips past a handle the caller holds.
+//! path's, and a helper that slips past a handle the caller holds — and what a caller-side attack
+//! found (2026-12-07): a running inline helper shown as "not yet executed" and BUFFERED; sim
+//! allocating in a read-only file (and EINVAL/EFBIG where the kernel says EBADF/EINVAL); an
+//! O_DIRECT alignment hint on a truncation's EINVAL; a helper in a batch running before the
+//! batch's staged writes were submitted.
 
 use crate::support::*;
-use dbaio::{FaultAction, FaultRule, IoMethodKind, Op, OpenOptions};
+use dbaio::{AioError, FaultAction, FaultRule, IoBuf, IoMethodKind, Op, OpenOptions};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 fn scenario(m: IoMethodKind) {
@@ -77,6 +83,11 @@ fn scenario(m: IoMethodKind) {
             for r in aio.aios().into_iter().filter(|r| r.issuer == "syncer") {
                 if r.state == "SUBMITTED" && r.operation.as_deref() == Some("fdatasync") {
                     assert_eq!(r.raw_result, None, "{r:?}");
+                    if m != IoMethodKind::Sim {
+                        // Running in the issuer's thread: said so, with the flags a sync has.
+                        assert_eq!(r.executor, "issuer", "{r:?}");
+                        assert_eq!((r.f_sync, r.f_buffered), (Some(true), Some(false)), "{r:?}");
+                    }
                     row_seen = true;
                 }
             }
@@ -108,6 +119,36 @@ fn scenario(m: IoMethodKind) {
     let o = row.ops.iter().find(|o| o.op == "ftruncate").unwrap();
     assert_eq!((o.count, o.errors), (3, 2), "{row:?}");
 
+    // The kernel's answers, on every method (the simulated disk's included): allocating in a
+    // file or a directory opened read-only, a length beyond off_t; truncating a directory;
+    // and no O_DIRECT hint on an error that is not a transfer's.
+    let errno = |r: Result<(), AioError>| match r {
+        Err(AioError::Io(e)) => (e.errno, e.hint),
+        other => panic!("expected an I/O error, got {other:?}"),
+    };
+    assert_eq!(errno(me.fallocate(&ro, 0, 1 << 20)).0, libc::EBADF);
+    assert_eq!(
+        ro.len().unwrap(),
+        12345,
+        "a refused fallocate grew the file"
+    );
+    assert_eq!(errno(me.fallocate(&f, 0, u64::MAX)).0, libc::EINVAL);
+    let dirf = aio.open(d.path(), &OpenOptions::read()).unwrap();
+    me.fsync(&dirf).unwrap();
+    assert_eq!(errno(me.fallocate(&dirf, 0, 4096)).0, libc::EBADF);
+    assert_eq!(errno(me.ftruncate(&dirf, 0)).0, libc::EINVAL);
+    let direct = aio
+        .open(
+            d.path().join("direct"),
+            &OpenOptions::read_write().direct(true),
+        )
+        .unwrap();
+    assert_eq!(
+        errno(me.ftruncate(&direct, u64::MAX)),
+        (libc::EINVAL, None),
+        "a truncation's EINVAL is no alignment"
+    );
+
     // A handle held by the caller: refused, as on the full path.
     let h = me.acquire().unwrap();
     let e = me.fdatasync(&f).unwrap_err();
@@ -119,6 +160,24 @@ fn scenario(m: IoMethodKind) {
         "a handle left busy: {:?}",
         aio.aios()
     );
+
+    // Inside a batch, what was staged is submitted before a helper runs, as before any wait
+    // (a WAL's "write the batch, then sync" must not sync ahead of its writes' submission).
+    me.begin_batch().unwrap();
+    let w = me
+        .acquire()
+        .unwrap()
+        .write(&f, 16384, IoBuf::from_slice(&[6u8; 4096]));
+    // (Some methods run a buffered write as it is staged: nothing is left staged there.)
+    me.fdatasync(&f).unwrap();
+    assert_eq!(
+        me.staged(),
+        0,
+        "the helper left the batch's write unsubmitted"
+    );
+    me.end_batch();
+    me.wait(w).check().unwrap();
+    assert_eq!(f.len().unwrap(), 20480);
 }
 
 crate::for_every_method!(scenario);

@@ -248,6 +248,10 @@ impl SimStore {
         let Some(opened) = self.open.lock().get(&req.fd).cloned() else {
             return -libc::EBADF;
         };
+        // SAFETY: as for this function.
+        if let Some(refused) = unsafe { beyond_the_limits(req) } {
+            return refused;
+        }
         let (path, ino, write, direct) = match opened {
             Opened::File {
                 path,
@@ -257,10 +261,6 @@ impl SimStore {
             } => (path, ino, write, direct),
             Opened::Dir { path } => return self.dir_op(req.op, &path),
         };
-        // SAFETY: as for this function.
-        if let Some(refused) = unsafe { beyond_the_limits(req) } {
-            return refused;
-        }
         // As O_DIRECT on a real file: a transfer not aligned is refused — except a read at or
         // past the end, which finds nothing to read before it looks at alignment.
         if direct
@@ -282,6 +282,7 @@ impl SimStore {
                 0
             }),
             Op::FadviseWillneed => 0,
+            Op::Fallocate if !write => -libc::EBADF,
             Op::Fallocate if self.chance(self.faults.no_space) => -libc::ENOSPC,
             Op::Fallocate => {
                 let end = req.offset.saturating_add(req.len);
@@ -375,7 +376,11 @@ impl SimStore {
                 0
             }
             Op::FadviseWillneed => 0,
-            Op::Readv | Op::Writev => -libc::EISDIR,
+            // As the kernel's order of checks has it for a directory (opened read-only):
+            // a read finds a directory, a write or an allocation a descriptor not open for
+            // writing, a truncation no regular file.
+            Op::Readv => -libc::EISDIR,
+            Op::Writev | Op::Fallocate => -libc::EBADF,
             _ => -libc::EINVAL,
         }
     }
@@ -695,7 +700,8 @@ pub const SIM_MAX_FILE_SIZE: u64 = 4 << 30;
 
 /// What the kernel would refuse before looking at the file: an offset or size beyond `off_t`
 /// (`EINVAL`; a read or write at offset -1 must not be taken for "at the position"), an
-/// empty fallocate (`EINVAL`), a file grown past [`SIM_MAX_FILE_SIZE`] (`EFBIG`).
+/// empty fallocate or one whose length is beyond `off_t` (`EINVAL`), a file grown past
+/// [`SIM_MAX_FILE_SIZE`] (`EFBIG`).
 ///
 /// # Safety
 ///
@@ -712,7 +718,11 @@ unsafe fn beyond_the_limits(req: &Request) -> Option<i32> {
             }
             req.offset.checked_add(len)
         }
-        Op::Fallocate if req.len == 0 || req.offset > dbaio_sys::MAX_OFFSET => {
+        Op::Fallocate
+            if req.len == 0
+                || req.len > dbaio_sys::MAX_OFFSET
+                || req.offset > dbaio_sys::MAX_OFFSET =>
+        {
             return Some(-libc::EINVAL);
         }
         Op::Fallocate => req.offset.checked_add(req.len),

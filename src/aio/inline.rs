@@ -175,7 +175,9 @@ impl Issuer {
             }
             // The caller waits for this one: what its batch staged goes first, as before
             // any wait.
-            self.submit_staged_locked(&mut l);
+            if !l.staged.is_empty() {
+                self.submit_staged_locked(&mut l);
+            }
             l.idle.pop().ok_or(Inline::Declined)?
         };
         let idx = self.base + li;

@@ -75,6 +75,7 @@ impl Issuer {
         info.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
         *info.name.lock() = name.to_string();
         info.backstop_wakes.store(0, Ordering::Relaxed);
+        info.unclaimed.store(0, Ordering::Relaxed);
         info.long_waits.store(0, Ordering::Relaxed);
         aio.stats.issuer_registered(slot, shared.now_ns());
         if let Some(a) = shared.attachment_hooks() {
@@ -196,6 +197,15 @@ impl Issuer {
         if l.staged.len() >= SUBMIT_BATCH_SIZE {
             self.submit_staged_locked(&mut l);
         }
+        // I/Os redeemed through tickets (or detached) finished since the last look: reclaimed
+        // now, not when the handles run out, so that their statistics count and their files
+        // close (a log writer that opens, writes through a ticket and drops one segment after
+        // another pinned up to a handle's worth of them, deleted ones too).
+        if self.info().unclaimed.load(Ordering::Relaxed) != 0
+            && self.info().unclaimed.swap(0, Ordering::Acquire) != 0
+        {
+            self.reclaim_finished_locked(&mut l);
+        }
         if reclaim && l.idle.is_empty() {
             // Handles whose results nobody collects are reclaimed lazily, by a wait for a
             // free one (`acquire`); a caller that never waits must not find them gone for good.
@@ -226,6 +236,10 @@ impl Issuer {
     /// Reclaims every finished handle whose result nobody waits for; returns how many.
     pub fn reclaim_finished(&self) -> usize {
         let mut l = self.local.borrow_mut();
+        self.reclaim_finished_locked(&mut l)
+    }
+
+    fn reclaim_finished_locked(&self, l: &mut Local) -> usize {
         let mut n = 0;
         let mut li = l.head;
         while li != NIL {
@@ -233,7 +247,7 @@ impl Issuer {
             if !l.h[li as usize].held
                 && self.aio.shared.slot(self.base + li).state() == HandleState::CompletedShared
             {
-                self.reclaim_locked(&mut l, li);
+                self.reclaim_locked(l, li);
                 n += 1;
             }
             li = next;

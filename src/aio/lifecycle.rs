@@ -419,6 +419,11 @@ impl Issuer {
                 .shared
                 .attach_notice(self.base + li, &cell.notice, foreign.as_ref())
         };
+        if cell.notice.is_delivered() {
+            // Done before the notice came (on the issuer's own thread, as `sync` and a ring
+            // reaped here run it): no completer will count it for the next `acquire`.
+            self.info().unclaimed.fetch_add(1, Ordering::Relaxed);
+        }
         cell
     }
 
@@ -456,6 +461,10 @@ impl Issuer {
             return;
         }
         l.h[li as usize].held = false;
+        if self.aio.shared.slot(self.base + li).state() == HandleState::CompletedShared {
+            // Done already: let the next `acquire` reclaim it (its file, its statistics).
+            self.info().unclaimed.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Defines, stages and (unless batching) submits the handed-out handle `li`; `held`: an

@@ -273,9 +273,10 @@ impl Shared {
         notice.deliver(self, i, s.distilled(), foreign);
     }
 
-    /// The completer's half: delivers handle `i`'s notice, if one is attached. Called after
-    /// COMPLETED_IO is published and the result distilled, before COMPLETED_SHARED.
-    pub(crate) fn deliver_notice(&self, i: u32, result: IoResult) {
+    /// The completer's half: delivers handle `i`'s notice, if one is attached (returns whether one
+    /// was). Called after COMPLETED_IO is published and the result distilled, before
+    /// COMPLETED_SHARED.
+    pub(crate) fn deliver_notice(&self, i: u32, result: IoResult) -> bool {
         fence(Ordering::SeqCst);
         let p = self.slot(i).notice.load(Ordering::SeqCst);
         if p != 0 {
@@ -284,6 +285,7 @@ impl Shared {
             let notice = unsafe { &*(p as *const Notice) };
             notice.deliver(self, i, result, None);
         }
+        p != 0
     }
 }
 

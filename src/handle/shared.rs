@@ -48,6 +48,11 @@ pub(crate) struct IssuerSlot {
     pub wait_object: AtomicU64,
     /// Since when (ns since the subsystem started).
     pub wait_since_ns: AtomicU64,
+    /// This issuer's I/Os whose result went to a ticket or an `on_error` notice and that
+    /// finished since the issuer last looked: its next `acquire` reclaims them, so that their
+    /// statistics are counted and their `File`s let go without waiting for the issuer to run
+    /// out of handles (found by a caller-side attack, 2026-12-07).
+    pub unclaimed: AtomicU32,
 }
 
 impl IssuerSlot {
@@ -228,6 +233,7 @@ impl Shared {
                         wait_event: AtomicU32::new(0),
                         wait_object: AtomicU64::new(0),
                         wait_since_ns: AtomicU64::new(0),
+                        unclaimed: AtomicU32::new(0),
                     })
                 })
                 .collect(),
@@ -589,10 +595,22 @@ impl Shared {
         let result = base
             .unwrap_or_else(|| IoResult::from_raw(s.op(), raw, s.length.load(Ordering::Relaxed)));
         s.distilled.store(result.pack(), Ordering::Relaxed);
-        if s.notice.load(Ordering::Relaxed) != 0 {
-            self.deliver_notice(i, result);
+        if s.notice.load(Ordering::Relaxed) != 0 && self.deliver_notice(i, result) {
+            let owner = s.owner.load(Ordering::Relaxed);
+            s.set_state(HandleState::Submitted, HandleState::CompletedShared);
+            self.count_unclaimed(owner);
+            return;
         }
         s.set_state(HandleState::Submitted, HandleState::CompletedShared);
+    }
+
+    /// One more of `owner`'s noticed I/Os is COMPLETED_SHARED (published before this count,
+    /// which the issuer reads with `Acquire`).
+    #[inline]
+    fn count_unclaimed(&self, owner: u32) {
+        self.issuers[owner as usize]
+            .unclaimed
+            .fetch_add(1, Ordering::Release);
     }
 
     /// [`Shared::finish`]'s full road: COMPLETED_IO, the shared callbacks, the notice,
@@ -614,9 +632,12 @@ impl Shared {
         let result = self.run_shared_callbacks(i, raw, base);
         s.distilled.store(result.pack(), Ordering::Relaxed);
         // A ticket's or a detached I/O's notice hears of it before anyone can recycle it.
-        self.deliver_notice(i, result);
+        let noticed = self.deliver_notice(i, result);
         let owner = s.owner.load(Ordering::Relaxed);
         s.set_state(HandleState::CompletedIo, HandleState::CompletedShared);
+        if noticed {
+            self.count_unclaimed(owner);
+        }
         if !on_issuer {
             self.announce_completion(owner);
         }

@@ -59,6 +59,7 @@ mod slice_io;
 mod staged_at_shutdown;
 mod submit_refused;
 mod taken_back_entries;
+mod ticket_results_let_go;
 mod tickets;
 mod torn_last_block;
 mod view_executor;

@@ -71,9 +71,12 @@ impl Issuer {
             .ok_or(AioError::TooManyIssuers(shared.issuers.len() as u32))?
             as u32;
         let info = &shared.issuers[slot as usize];
-        // SAFETY: gettid has no preconditions.
-        info.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
+        // The name first, then the thread id that publishes the slot to `Aio::waits` (a
+        // view of a slot being registered showed a blank name and tid 0, or the last
+        // owner's name: found by a caller-side attack, 2026-12-07).
         *info.name.lock() = name.to_string();
+        // SAFETY: gettid has no preconditions.
+        info.tid.store(unsafe { libc::gettid() }, Ordering::Release);
         info.backstop_wakes.store(0, Ordering::Relaxed);
         info.unclaimed.store(0, Ordering::Relaxed);
         info.long_waits.store(0, Ordering::Relaxed);
@@ -82,6 +85,7 @@ impl Issuer {
             a.issuer_registered(slot);
         }
         if let Err(e) = aio.method.init_issuer(shared, slot) {
+            info.tid.store(0, Ordering::Relaxed);
             info.in_use.store(false, Ordering::Release);
             return Err(e);
         }
@@ -613,6 +617,7 @@ impl Drop for Issuer {
         }
         let info = &self.aio.shared.issuers[self.slot as usize];
         info.end_wait();
+        info.tid.store(0, Ordering::Relaxed);
         info.in_use.store(false, Ordering::Release);
     }
 }

@@ -358,6 +358,11 @@ pub(crate) fn waits(shared: &Shared) -> Vec<WaitRow> {
         if !info.in_use.load(Ordering::Acquire) {
             continue;
         }
+        // A slot being registered has no thread id yet (published after its name).
+        let tid = info.tid.load(Ordering::Acquire);
+        if tid == 0 {
+            continue;
+        }
         let ev = WaitEvent::from_code(info.wait_event.load(Ordering::Acquire));
         let obj = info.wait_object.load(Ordering::Relaxed);
         let since = info.wait_since_ns.load(Ordering::Relaxed);
@@ -370,7 +375,7 @@ pub(crate) fn waits(shared: &Shared) -> Vec<WaitRow> {
         rows.push(WaitRow {
             slot: slot as u32,
             issuer: info.name.lock().clone(),
-            tid: info.tid.load(Ordering::Relaxed),
+            tid,
             wait_event: ev.name().to_string(),
             waiting_on,
             wait_us: if ev == WaitEvent::None {

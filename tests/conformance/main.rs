@@ -69,6 +69,7 @@ mod view_under_load;
 mod wait_any_dropped;
 mod wait_from_other_thread;
 mod waiter_runs_queued;
+mod waits_during_registration;
 mod waker_on_completing_thread;
 mod with_issuer_lifetime;
 mod worker_pool;

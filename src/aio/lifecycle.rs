@@ -422,7 +422,7 @@ impl Issuer {
         if cell.notice.is_delivered() {
             // Done before the notice came (on the issuer's own thread, as `sync` and a ring
             // reaped here run it): no completer will count it for the next `acquire`.
-            self.info().unclaimed.fetch_add(1, Ordering::Relaxed);
+            self.aio.shared.count_unclaimed(self.slot);
         }
         cell
     }
@@ -463,7 +463,7 @@ impl Issuer {
         l.h[li as usize].held = false;
         if self.aio.shared.slot(self.base + li).state() == HandleState::CompletedShared {
             // Done already: let the next `acquire` reclaim it (its file, its statistics).
-            self.info().unclaimed.fetch_add(1, Ordering::Relaxed);
+            self.aio.shared.count_unclaimed(self.slot);
         }
     }
 

@@ -595,19 +595,19 @@ impl Shared {
         let result = base
             .unwrap_or_else(|| IoResult::from_raw(s.op(), raw, s.length.load(Ordering::Relaxed)));
         s.distilled.store(result.pack(), Ordering::Relaxed);
-        if s.notice.load(Ordering::Relaxed) != 0 && self.deliver_notice(i, result) {
-            let owner = s.owner.load(Ordering::Relaxed);
-            s.set_state(HandleState::Submitted, HandleState::CompletedShared);
-            self.count_unclaimed(owner);
-            return;
-        }
+        // (The owner read before COMPLETED_SHARED, after which the issuer may recycle.)
+        let noticed = (s.notice.load(Ordering::Relaxed) != 0 && self.deliver_notice(i, result))
+            .then(|| s.owner.load(Ordering::Relaxed));
         s.set_state(HandleState::Submitted, HandleState::CompletedShared);
+        if let Some(owner) = noticed {
+            self.count_unclaimed(owner);
+        }
     }
 
     /// One more of `owner`'s noticed I/Os is COMPLETED_SHARED (published before this count,
-    /// which the issuer reads with `Acquire`).
+    /// which the issuer reads with `Acquire`): its next `acquire` reclaims it.
     #[inline]
-    fn count_unclaimed(&self, owner: u32) {
+    pub(crate) fn count_unclaimed(&self, owner: u32) {
         self.issuers[owner as usize]
             .unclaimed
             .fetch_add(1, Ordering::Release);

@@ -157,30 +157,50 @@ impl Aio {
             // issuer for this call only.
             Some(None) | None => {
                 let issuer = self.register_issuer(&thread_name())?;
-                let _batch = EndBatchOnPanic(&issuer);
+                let _batch = EndBatchOnPanic::new(&issuer);
                 return Ok(f(&issuer));
             }
         };
         let issuer: &Issuer = &parked.issuer;
-        let _batch = EndBatchOnPanic(issuer);
+        let _batch = EndBatchOnPanic::new(issuer);
         Ok(f(issuer))
     }
 }
 
 /// Ends an issuer's open batch if a panic unwinds through `with_issuer`: the thread's next
 /// call (a thread pool runs its next task on the same thread) would otherwise stage its I/Os
-/// for good, and a ticket or a future on them would never complete.
-struct EndBatchOnPanic<'a>(&'a Issuer);
+/// for good, and a ticket or a future on them would never complete. Only a batch this call
+/// opened: a nested call's panic, caught by the outer call's closure, leaves the outer
+/// batch open for the code that opened it (it ended it before, found by a caller-side
+/// attack).
+struct EndBatchOnPanic<'a> {
+    issuer: &'a Issuer,
+    open_before: bool,
+}
+
+impl<'a> EndBatchOnPanic<'a> {
+    #[inline]
+    fn new(issuer: &'a Issuer) -> Self {
+        let open_before = issuer.local.try_borrow().is_ok_and(|l| l.in_batch);
+        EndBatchOnPanic {
+            issuer,
+            open_before,
+        }
+    }
+}
 
 impl Drop for EndBatchOnPanic<'_> {
     #[inline]
     fn drop(&mut self) {
-        if std::thread::panicking() && self.0.local.try_borrow().is_ok_and(|l| l.in_batch) {
+        if std::thread::panicking()
+            && !self.open_before
+            && self.issuer.local.try_borrow().is_ok_and(|l| l.in_batch)
+        {
             tracing::warn!(
-                issuer = self.0.slot,
+                issuer = self.issuer.slot,
                 "open AIO batch left by a panic in with_issuer: submitting its staged I/Os"
             );
-            self.0.end_batch();
+            self.issuer.end_batch();
         }
     }
 }

@@ -11,7 +11,8 @@
 //! last reference going on the thread that completes an I/O (a ticket dropped by its future's
 //! waker, with the thread's issuer parked elsewhere): the subsystem's drop waited there for
 //! that very I/O, for ever (found by the attack on the first fix); and an issuer parked on
-//! the library's own notifier thread by an error callback, which hung the drop.
+//! the library's own notifier thread by an error callback, which hung the drop; and a nested
+//! call's caught panic ending the outer call's batch.
 
 use crate::support::*;
 use dbaio::{IoBuf, IoMethodKind, OpenOptions};
@@ -162,6 +163,40 @@ fn a_panic_ends_the_batch(m: IoMethodKind) {
     assert!(written[4096..].iter().all(|&b| b == 8));
 }
 
+/// A nested `with_issuer` call panics and the outer call's closure catches it, with a batch
+/// the outer call opened: the batch stays open with its staged write, for the outer code to
+/// end, staging what it staged (the nested call's guard ended it, submitting the outer
+/// batch early: found by a caller-side attack, 2026-12-07); the outer code's `end_batch`
+/// then submits it.
+fn a_nested_panic_leaves_the_outer_batch(m: IoMethodKind) {
+    let d = dir();
+    let path = d.path().join("written");
+    let aio = start(m);
+    let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
+    let (in_batch, staged) = aio
+        .with_issuer(|iss| {
+            iss.begin_batch().unwrap();
+            let staged_write = iss
+                .acquire()
+                .unwrap()
+                .write(&f, 0, IoBuf::from_slice(&[5u8; 4096]))
+                .into_ticket();
+            let staged_before = iss.staged();
+            let inner = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                aio.with_issuer(|_| panic!("a nested task fails")).unwrap()
+            }));
+            assert!(inner.is_err());
+            let seen = (iss.in_batch(), (staged_before, iss.staged()));
+            iss.end_batch();
+            staged_write.wait().check().unwrap();
+            seen
+        })
+        .unwrap();
+    assert!(in_batch, "the nested panic ended the outer call's batch");
+    assert_eq!(staged.1, staged.0, "the outer batch was submitted early");
+    assert_eq!(contents(&aio, &path), vec![5u8; 4096]);
+}
+
 /// The last counted reference is a ticket that its future's waker drops: the waker runs on
 /// the thread completing the ticket's write (a worker, with a delay injected so that the
 /// future is polled first), and the thread's issuer that started it is parked on another
@@ -304,6 +339,7 @@ fn with_issuer_in_an_error_callback_leaves_the_drop_free(m: IoMethodKind) {
 crate::for_every_method!(
     does_not_keep_the_subsystem,
     a_panic_ends_the_batch,
+    a_nested_panic_leaves_the_outer_batch,
     the_last_reference_can_go_on_the_thread_completing_an_io,
     with_issuer_in_an_error_callback_leaves_the_drop_free
 );

@@ -11,7 +11,10 @@
 //! submission order (hiding an engine's ordering bugs), a fault the engine never sees or sees
 //! as the wrong error, a fault no real disk makes (a short O_DIRECT transfer cut mid-block),
 //! and a crash that keeps unsynced data (the harness could never fail) or loses synced data
-//! (it would always fail).
+//! (it would always fail); a namespace that breaks the file system's rules (a file lost by a
+//! rotation of renames, an unlink that cannot come back from under a new file, a file two
+//! subsystems hold closed by one, two files for two spellings of one path) and an empty
+//! write that grows a file (found by a caller-side attack, 2026-12-07).
 
 #[path = "common/starved.rs"]
 mod starved;
@@ -320,6 +323,16 @@ fn sizes_beyond_the_simulated_disk_are_errors_not_aborts() {
         libc::EINVAL
     );
     assert_eq!(f.len().unwrap(), 0, "nothing grew the file");
+    // An empty write writes nothing, as `pwrite` of nothing: past the end it grew the file
+    // (at 1 TiB the process aborted allocating it).
+    for at in [1 << 20, huge] {
+        assert_eq!(
+            errno(me.wait(me.acquire().unwrap().write(&f, at, IoBuf::new(0)))),
+            0,
+            "an empty write at {at}"
+        );
+    }
+    assert_eq!(f.len().unwrap(), 0, "an empty write grew the file");
     // What fits still works, up to the limit.
     assert_eq!(
         errno(me.wait(me.acquire().unwrap().write(&f, 8192, page()))),
@@ -1113,6 +1126,119 @@ fn a_renamed_file_never_lands_on_a_name_a_synced_file_holds() {
             "seed {seed}: the renamed file"
         );
     }
+}
+
+/// Three durable files rotated through a temporary name (`a → t`, `c → a`, `b → c`,
+/// `t → b`), nothing synced, then a crash: each file is under one name, none lost, none
+/// twice. Before, each renamed file drew one of its two names alone, and when others had
+/// drawn both it was dropped (a quarter of seeds lost a file; found by a caller-side attack).
+#[test]
+fn a_rotation_of_renames_keeps_every_file_under_one_name() {
+    let d = dir();
+    let at = |n: &str| d.path().join(n);
+    for seed in 0..64 {
+        let disk = SimDisk::new(seed);
+        for (name, fill) in [("a", b'A'), ("b", b'B'), ("c", b'C')] {
+            disk.insert(at(name), vec![fill; 512]).unwrap();
+        }
+        {
+            let aio = start(Some(disk.clone()), seed, |_| {});
+            let me = aio.register_issuer("rotate").unwrap();
+            for (from, to) in [("a", "t"), ("c", "a"), ("b", "c"), ("t", "b")] {
+                me.rename(&at(from), &at(to)).unwrap();
+            }
+        }
+        let image = disk.crash();
+        let held: Vec<u8> = ["a", "b", "c", "t"]
+            .iter()
+            .filter_map(|n| image.contents(at(n)))
+            .map(|c| c[0])
+            .collect();
+        let mut sorted = held.clone();
+        sorted.sort();
+        assert_eq!(sorted, b"ABC", "seed {seed}: the files found: {held:?}");
+    }
+}
+
+/// A durable file unlinked and a new one made at its name, the directory not synced: a crash
+/// leaves the old file, the new one or neither — the old one too, as on a real file system,
+/// where neither change may have reached the media (it was forgotten at the creation).
+#[test]
+fn an_unlinked_file_may_come_back_from_under_a_new_one() {
+    let d = dir();
+    let path = d.path().join("x");
+    let mut seen = std::collections::BTreeMap::new();
+    for seed in 0..64 {
+        let disk = SimDisk::new(seed);
+        disk.insert(&path, b"OLD".to_vec()).unwrap();
+        {
+            let aio = start(Some(disk.clone()), seed, |_| {});
+            let me = aio.register_issuer("gc").unwrap();
+            me.unlink(&path).unwrap();
+            let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
+            me.write_all_from(&f, 0, b"NEW").unwrap();
+            me.fsync(&f).unwrap();
+        }
+        let found = disk.crash().contents(&path);
+        *seen.entry(found).or_insert(0) += 1;
+    }
+    for want in [Some(b"OLD".to_vec()), Some(b"NEW".to_vec()), None] {
+        assert!(seen.contains_key(&want), "{want:?} never seen: {seen:?}");
+    }
+    assert_eq!(seen.len(), 3, "only old, new or neither: {seen:?}");
+}
+
+/// Two subsystems on one disk both open a file; one unlinks it, syncs the directory and
+/// closes its descriptor: the other's descriptor still reaches the file until it closes (only
+/// the closing subsystem's descriptors were counted, and the other's read failed with ENOENT;
+/// found by a caller-side attack).
+#[test]
+fn a_file_unlinked_by_one_subsystem_stays_open_in_another() {
+    let d = dir();
+    let path = d.path().join("shared");
+    let disk = SimDisk::new(21);
+    disk.insert(&path, vec![4u8; 4096]).unwrap();
+    let first = start(Some(disk.clone()), 21, |_| {});
+    let second = start(Some(disk.clone()), 22, |_| {});
+    let (me1, me2) = (
+        first.register_issuer("one").unwrap(),
+        second.register_issuer("two").unwrap(),
+    );
+    let f1 = first.open(&path, &OpenOptions::read()).unwrap();
+    let f2 = second.open(&path, &OpenOptions::read()).unwrap();
+    me1.unlink(&path).unwrap();
+    sync_directory(&first, &me1, d.path());
+    drop(f1);
+    let back = me2.read_exact_at(&f2, 0, IoBuf::new(4096)).unwrap();
+    assert_eq!(&back[..], &[4u8; 4096][..]);
+}
+
+/// A path is one file however it is spelled: through `..`, and relative to the current
+/// directory (which could not be created before; found by a caller-side attack).
+#[test]
+fn every_spelling_of_a_path_reaches_one_file() {
+    let d = dir();
+    std::fs::create_dir(d.path().join("sub")).unwrap();
+    let aio = start(None, 5, |_| {});
+    let me = aio.register_issuer("paths").unwrap();
+    let roundabout = d.path().join("sub").join("..").join(".").join("f");
+    let f = aio.open(&roundabout, &OpenOptions::read_write()).unwrap();
+    me.write_all_from(&f, 0, b"one file").unwrap();
+    let g = aio
+        .open(d.path().join("f"), &OpenOptions::read())
+        .expect("the same file by its plain name");
+    let back = me.read_exact_at(&g, 0, IoBuf::new(8)).unwrap();
+    assert_eq!(&back[..], b"one file");
+    let relative = format!("dbaio-sim-relative-{}", std::process::id());
+    let r = aio.open(&relative, &OpenOptions::read_write()).unwrap();
+    me.write_all_from(&r, 0, b"here").unwrap();
+    let cwd = std::env::current_dir().unwrap();
+    let disk = aio.sim_disk().expect("a sim subsystem has a disk");
+    assert_eq!(disk.contents(cwd.join(&relative)), Some(b"here".to_vec()));
+    assert!(
+        !cwd.join(&relative).exists(),
+        "nothing reaches the real file system"
+    );
 }
 
 /// A subsystem on a fresh disk of seed `seed`, an issuer `name`, and file `f` in `d` whose

@@ -140,6 +140,9 @@ pub(super) struct DiskState {
     /// still read, written and synced through it, as an unlinked inode is; gone at a crash
     /// and when the last such descriptor closes.
     pub orphans: BTreeMap<u64, SimFile>,
+    /// Descriptors open on each file, by identity, counted across every subsystem on the
+    /// disk: an unlinked file lives on as an orphan while any is open.
+    pub descriptors: BTreeMap<u64, u32>,
     /// Paths the disk removed: never copied in from the real file system again.
     pub tombstones: BTreeSet<PathBuf>,
     /// Directories known to the disk (made for files in them, or opened).
@@ -193,6 +196,7 @@ impl SimDisk {
                     removed: BTreeMap::new(),
                     replaced: BTreeMap::new(),
                     orphans: BTreeMap::new(),
+                    descriptors: BTreeMap::new(),
                     tombstones: BTreeSet::new(),
                     dirs: BTreeSet::new(),
                     rng: Rng::new(seed ^ 0x00c0_ffee),
@@ -270,27 +274,37 @@ impl SimDisk {
         // entries where a name is still free; then what the namespace lost since its last
         // sync may come back where nothing took the name.
         let names: Vec<PathBuf> = st.files.keys().cloned().collect();
-        for pass in 0..3 {
-            for path in &names {
-                let at = match (st.files[path].entry.clone(), pass) {
-                    (Entry::Durable, 0) => path.clone(),
-                    // Under one of its two names, never neither: the other if a durable
-                    // entry holds the one drawn.
-                    (Entry::Renamed { from }, 1) => {
-                        let (a, b) = if st.rng.below(2) == 0 {
-                            (from, path.clone())
-                        } else {
-                            (path.clone(), from)
-                        };
-                        if out.files.contains_key(&a) { b } else { a }
-                    }
-                    (Entry::New, 2) if st.rng.below(2) == 0 => path.clone(),
-                    _ => continue,
+        for path in &names {
+            if st.files[path].entry == Entry::Durable {
+                let survived = survivor(&mut st, path);
+                out.insert_file(path, survived);
+            }
+        }
+        let mut renamed = Vec::new();
+        for path in &names {
+            if let Entry::Renamed { from } = &st.files[path].entry {
+                let names = [from.clone(), path.clone()];
+                let [first, second] = names;
+                let drawn = if st.rng.below(2) == 0 {
+                    [first, second]
+                } else {
+                    [second, first]
                 };
-                if !out.files.contains_key(&at) {
-                    let survived = survivor(&mut st, path);
-                    out.insert_file(&at, survived);
-                }
+                renamed.push((path.clone(), drawn));
+            }
+        }
+        let choices: Vec<[PathBuf; 2]> = renamed.iter().map(|(_, c)| c.clone()).collect();
+        for (name, i) in place_renamed(&choices, |p| out.files.contains_key(p)) {
+            let survived = survivor(&mut st, &renamed[i].0);
+            out.insert_file(&name, survived);
+        }
+        for path in &names {
+            if st.files[path].entry == Entry::New
+                && st.rng.below(2) == 0
+                && !out.files.contains_key(path)
+            {
+                let survived = survivor(&mut st, path);
+                out.insert_file(path, survived);
             }
         }
         let removed: Vec<PathBuf> = st.removed.keys().cloned().collect();
@@ -337,15 +351,41 @@ impl SimDisk {
     /// What a read of `path` would see now (None: no such file).
     pub fn contents(&self, path: impl AsRef<Path>) -> Option<Vec<u8>> {
         let st = self.inner.state.lock();
-        st.files.get(path.as_ref()).map(|f| f.visible.clone())
+        st.files
+            .get(&disk_path(path.as_ref()))
+            .map(|f| f.visible.clone())
     }
 
     /// Puts a file on the disk, durable (as if it had been there at start).
     pub fn insert(&self, path: impl AsRef<Path>, contents: Vec<u8>) -> std::io::Result<()> {
         let f = SimFile::new(contents, true)?;
-        self.inner.state.lock().insert_file(path.as_ref(), f);
+        self.inner
+            .state
+            .lock()
+            .insert_file(&disk_path(path.as_ref()), f);
         Ok(())
     }
+}
+
+/// The name the disk files `path` under: absolute (a relative path from the current
+/// directory, as `open(2)` takes it) with `.` and `..` resolved by name, so that every
+/// spelling of a path reaches one file (`d/sub/../f` and `d/f` were two files, and a relative
+/// path could not be created: found by a caller-side attack). The disk has no symbolic
+/// links, so resolving `..` by name is what the kernel would do on it.
+pub(super) fn disk_path(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = PathBuf::new();
+    for part in absolute.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 impl DiskState {
@@ -392,6 +432,51 @@ impl DiskState {
         h.u64(raw as u64);
         self.results_digest = h.finish();
     }
+}
+
+/// Where renamed files lie after a crash: file `i` under one of `choices[i]` (its durable
+/// name and its new one, in the order a coin drew), no two under one name, none under a
+/// name `taken` (a durable entry's). Drawn names conflict in chains of renames (a rotation
+/// through a temporary name: both of a file's names may be drawn by others), so this is a
+/// matching, by augmenting paths: a file whose names are held moves a holder to its other
+/// name. One always exists — every file under its new name — so no file is ever lost (a
+/// rotation of three files lost one in a quarter of seeds before: found by a caller-side
+/// attack). Returns name → file, in name order.
+fn place_renamed(
+    choices: &[[PathBuf; 2]],
+    taken: impl Fn(&Path) -> bool,
+) -> BTreeMap<PathBuf, usize> {
+    fn augment(
+        i: usize,
+        choices: &[[PathBuf; 2]],
+        taken: &dyn Fn(&Path) -> bool,
+        owner: &mut BTreeMap<PathBuf, usize>,
+        seen: &mut BTreeSet<PathBuf>,
+    ) -> bool {
+        for name in &choices[i] {
+            if taken(name) || !seen.insert(name.clone()) {
+                continue;
+            }
+            let free = match owner.get(name) {
+                None => true,
+                Some(&j) => augment(j, choices, taken, owner, seen),
+            };
+            if free {
+                owner.insert(name.clone(), i);
+                return true;
+            }
+        }
+        false
+    }
+    let mut owner = BTreeMap::new();
+    for i in 0..choices.len() {
+        let placed = augment(i, choices, &taken, &mut owner, &mut BTreeSet::new());
+        debug_assert!(
+            placed,
+            "every renamed file under its new name is a matching"
+        );
+    }
+    owner
 }
 
 /// A file as the media holds it after a crash, for one whose unsynced changes all went with

@@ -4,13 +4,15 @@
 //! latent sector errors, bit rot and misdirected writes. See `docs/design.md`, "The
 //! simulated disk".
 
-use super::disk::{Change, DiskState, Entry, SECTOR, SimDisk, SimFile, reopen, stand_in};
+use super::disk::{
+    Change, DiskState, Entry, SECTOR, SimDisk, SimFile, disk_path, reopen, stand_in,
+};
 use super::rng::Rng;
 use crate::handle::settings::Settings;
 use crate::handle::storage::{OpenMode, Storage};
 use dbaio_sys::{Op, Request};
 use parking_lot::Mutex;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -122,11 +124,11 @@ fn err(errno: i32) -> std::io::Error {
 
 impl Storage for SimStore {
     fn open(&self, path: &Path, mode: OpenMode) -> std::io::Result<OwnedFd> {
+        let path = &disk_path(path);
         let _io = self.disk.inner.gate.read();
         if self.crashed() {
             return Err(err(libc::EIO));
         }
-        let open_inos = self.open_inos();
         let mut st = self.disk.inner.state.lock();
         let opened = if st.files.contains_key(path) || import(&mut st, path)? {
             let f = st.files.get_mut(path).expect("present");
@@ -145,7 +147,7 @@ impl Storage for SimStore {
                 path: path.to_path_buf(),
             }
         } else if mode.create {
-            create(&mut st, path, &open_inos)?;
+            create(&mut st, path)?;
             Opened::File {
                 path: path.to_path_buf(),
                 ino: st.files[path].ino,
@@ -157,7 +159,9 @@ impl Storage for SimStore {
         };
         let fd = match &opened {
             Opened::File { path, ino, .. } => {
-                reopen(&st.file_mut(path, *ino).expect("just opened").stand_in)?
+                let fd = reopen(&st.file_mut(path, *ino).expect("just opened").stand_in)?;
+                *st.descriptors.entry(*ino).or_insert(0) += 1;
+                fd
             }
             Opened::Dir { .. } => stand_in()?,
         };
@@ -219,9 +223,15 @@ impl Storage for SimStore {
     fn closing(&self, fd: RawFd) {
         let closed = self.open.lock().remove(&fd);
         if let Some(Opened::File { ino, .. }) = closed {
-            // The last descriptor on an orphan closes: the file is gone.
-            if !self.open_inos().contains(&ino) {
-                self.disk.inner.state.lock().orphans.remove(&ino);
+            let mut st = self.disk.inner.state.lock();
+            // The last descriptor on an orphan closes, in any subsystem on the disk: the
+            // file is gone.
+            if let Some(n) = st.descriptors.get_mut(&ino) {
+                *n -= 1;
+                if *n == 0 {
+                    st.descriptors.remove(&ino);
+                    st.orphans.remove(&ino);
+                }
             }
         }
     }
@@ -308,18 +318,6 @@ impl SimStore {
         st.file_mut(path, ino).map_or(0, |f| f.visible.len() as u64)
     }
 
-    /// The identities of the files this subsystem has a descriptor open on.
-    fn open_inos(&self) -> BTreeSet<u64> {
-        self.open
-            .lock()
-            .values()
-            .filter_map(|o| match o {
-                Opened::File { ino, .. } => Some(*ino),
-                Opened::Dir { .. } => None,
-            })
-            .collect()
-    }
-
     /// Runs `f` on the file opened as `ino` at `path` (ENOENT if the disk forgot it).
     fn with_file(&self, path: &Path, ino: u64, f: impl FnOnce(&mut SimFile) -> i32) -> i32 {
         let mut st = self.disk.inner.state.lock();
@@ -334,7 +332,6 @@ impl SimStore {
     fn dir_op(&self, op: Op, dir: &Path) -> i32 {
         match op {
             Op::Fsync | Op::Fdatasync => {
-                let open_inos = self.open_inos();
                 let mut st = self.disk.inner.state.lock();
                 let mut now_durable = Vec::new();
                 for (p, f) in st.files.iter_mut() {
@@ -361,7 +358,7 @@ impl SimStore {
                     .collect();
                 for p in settled {
                     let old = st.replaced.remove(&p).expect("listed");
-                    forget(&mut st, old, &open_inos);
+                    forget(&mut st, old);
                 }
                 let gone: Vec<PathBuf> = st
                     .removed
@@ -371,7 +368,7 @@ impl SimStore {
                     .collect();
                 for p in gone {
                     let f = st.removed.remove(&p).expect("listed");
-                    forget(&mut st, f, &open_inos);
+                    forget(&mut st, f);
                 }
                 0
             }
@@ -401,7 +398,6 @@ impl SimStore {
                 -libc::EACCES
             };
         }
-        let open_inos = self.open_inos();
         let mut st = self.disk.inner.state.lock();
         if st.dirs.contains(path) || (!st.files.contains_key(path) && path.is_dir()) {
             return -libc::EISDIR;
@@ -411,7 +407,7 @@ impl SimStore {
         }
         let f = st.files.remove(path).expect("present");
         st.tombstones.insert(path.to_path_buf());
-        leave_namespace(&mut st, path, f, &open_inos);
+        leave_namespace(&mut st, path, f);
         0
     }
 
@@ -419,7 +415,6 @@ impl SimStore {
     /// the directories involved are synced a crash leaves it under one of the two names
     /// (and a file it replaced comes back with the old name).
     fn rename(&self, from: &Path, to: &Path) -> i32 {
-        let open_inos = self.open_inos();
         let mut st = self.disk.inner.state.lock();
         for p in [from, to] {
             if st.dirs.contains(p) || (!st.files.contains_key(p) && p.is_dir()) {
@@ -443,10 +438,10 @@ impl SimStore {
         if let Some(old) = st.files.remove(to) {
             if old.entry == Entry::Durable {
                 if let Some(older) = st.replaced.insert(to.to_path_buf(), old) {
-                    forget(&mut st, older, &open_inos);
+                    forget(&mut st, older);
                 }
             } else {
-                leave_namespace(&mut st, to, old, &open_inos);
+                leave_namespace(&mut st, to, old);
             }
         }
         let mut f = st.files.remove(from).expect("present");
@@ -561,7 +556,13 @@ impl SimStore {
         let Some(f) = st.file_mut(path, ino) else {
             return -libc::ENOENT;
         };
-        if !data.is_empty() {
+        if data.is_empty() {
+            // As `pwrite` of nothing: no change, the length neither (an empty write past
+            // the end grew the file, and at 1 TiB aborted the process allocating it: found
+            // by a caller-side attack).
+            return 0;
+        }
+        {
             let first = offset / SECTOR;
             let last = (offset + data.len() as u64 - 1) / SECTOR;
             let rewritten: Vec<u64> = f.latent.range(first..=last).copied().collect();
@@ -588,18 +589,18 @@ fn import(st: &mut DiskState, path: &Path) -> std::io::Result<bool> {
 /// A file whose name `path` went (unlinked, or replaced by a rename): its durable entry, if
 /// it has one (at `path`, or at the name it was renamed from), may come back at a crash
 /// until its directory is synced; a file with none is gone.
-fn leave_namespace(st: &mut DiskState, path: &Path, f: SimFile, open_inos: &BTreeSet<u64>) {
+fn leave_namespace(st: &mut DiskState, path: &Path, f: SimFile) {
     let durable_name = match &f.entry {
         Entry::Durable => path.to_path_buf(),
         Entry::Renamed { from } => from.clone(),
-        Entry::New => return forget(st, f, open_inos),
+        Entry::New => return forget(st, f),
     };
     if let Some(old) = st.removed.insert(durable_name, f) {
-        forget(st, old, open_inos);
+        forget(st, old);
     }
 }
 
-/// The path at `p`.
+/// The path at `p`, as the disk names it (`disk_path`).
 ///
 /// # Safety
 ///
@@ -607,27 +608,29 @@ fn leave_namespace(st: &mut DiskState, path: &Path, f: SimFile, open_inos: &BTre
 unsafe fn path_at(p: *const libc::c_char) -> PathBuf {
     // SAFETY: the caller guarantees the string (contract).
     let c = unsafe { std::ffi::CStr::from_ptr(p) };
-    PathBuf::from(std::ffi::OsStr::from_bytes(c.to_bytes()))
+    disk_path(Path::new(std::ffi::OsStr::from_bytes(c.to_bytes())))
 }
 
-/// A file that left the namespace for good: kept as an orphan while `open_inos` (the
-/// subsystem's open descriptors) has one on it, else dropped.
-fn forget(st: &mut DiskState, f: SimFile, open_inos: &BTreeSet<u64>) {
-    if open_inos.contains(&f.ino) {
+/// A file that left the namespace for good: kept as an orphan while a descriptor is open on
+/// it (in any subsystem on the disk: only the acting one's were counted, and a second
+/// subsystem's read of a file the first unlinked and closed failed with ENOENT, found by a
+/// caller-side attack), else dropped.
+fn forget(st: &mut DiskState, f: SimFile) {
+    if st.descriptors.contains_key(&f.ino) {
         st.orphans.insert(f.ino, f);
     }
 }
 
 /// A new empty file at `path`, its entry not yet durable.
-fn create(st: &mut DiskState, path: &Path, open_inos: &BTreeSet<u64>) -> std::io::Result<()> {
+fn create(st: &mut DiskState, path: &Path) -> std::io::Result<()> {
     let parent = path.parent().unwrap_or(Path::new("/"));
     if !st.dirs.contains(parent) && !parent.is_dir() {
         return Err(err(libc::ENOENT));
     }
     st.tombstones.remove(path);
-    if let Some(old) = st.removed.remove(path) {
-        forget(st, old, open_inos);
-    }
+    // A durable file unlinked from this name stays in `removed`: until the directory is
+    // synced a crash may undo both the unlink and this creation, and bring it back (it was
+    // forgotten here: found by a caller-side attack).
     let mut f = SimFile::new(Vec::new(), false)?;
     f.pending_dirs.insert(parent.to_path_buf());
     st.insert_file(path, f);

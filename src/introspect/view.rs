@@ -113,7 +113,9 @@ pub struct WorkerPoolRow {
     /// `thread` or `process` (`io_worker_kind`).
     pub kind: String,
     /// I/Os run in the issuer instead of a worker process because the process could not
-    /// reach their memory (a buffer made before worker processes started), since start.
+    /// run them, since start: memory it cannot reach (a buffer made before worker processes
+    /// started), an `unlink` or `rename` (the path is the embedder's memory), or more iovecs
+    /// than a request cell holds.
     pub ran_locally: u64,
     /// I/Os queued again because the worker process executing them died, since start.
     pub requeued: u64,

@@ -34,7 +34,10 @@ pub enum FaultAction {
     Panic,
 }
 
-/// One injection rule: which I/Os it hits, what it does, how many times.
+/// One injection rule: which I/Os it hits, what it does, how many times. Every rule that
+/// matches an I/O applies: `Delay`s add up, a `Hold` holds, and the first matching `Errno`,
+/// `Short` or `Panic` (in the order the rules were added) decides the result; a later one of
+/// those is not counted against its `times`.
 #[derive(Clone, Debug)]
 pub struct FaultRule {
     /// Only this op (None: any).
@@ -166,48 +169,61 @@ impl FaultInjector {
                 ^ u64::from(site.io_id) << 40
                 ^ site.generation.rotate_left(52)
                 ^ u64::from(site.attempt) << 60));
-        let action = {
+        // Every matching rule applies (each counts one of its `times`): the delays add up,
+        // a hold holds, and the first matching errno, short count or panic decides the result.
+        // Only the first matching rule applied before, so a `Delay` armed for every I/O hid
+        // an `Errno` armed for one (found by a caller-side attack).
+        let mut delay = Duration::ZERO;
+        let mut hold = false;
+        let mut outcome = None;
+        let mut hit = false;
+        {
             let mut rules = self.rules.lock();
-            let hit = rules.iter_mut().enumerate().position(|(k, r)| {
-                r.op.is_none_or(|o| o == site.op)
-                    && r.file.is_none_or(|f| f == site.file)
-                    && r.offsets.as_ref().is_none_or(|o| o.contains(&site.offset))
-                    && r.times != Some(0)
-                    && (r.probability >= 1.0
+            for (k, rule) in rules.iter_mut().enumerate() {
+                let matches = rule.op.is_none_or(|o| o == site.op)
+                    && rule.file.is_none_or(|f| f == site.file)
+                    && rule
+                        .offsets
+                        .as_ref()
+                        .is_none_or(|o| o.contains(&site.offset))
+                    && rule.times != Some(0)
+                    && (rule.probability >= 1.0
                         || ((mix(draw ^ k as u64) >> 11) as f64 / (1u64 << 53) as f64)
-                            < r.probability)
-            });
-            let Some(i) = hit else {
-                return unchanged;
-            };
-            let rule = &mut rules[i];
-            if let Some(t) = rule.times.as_mut() {
-                *t -= 1;
+                            < rule.probability);
+                let decides = !matches!(rule.action, FaultAction::Delay(_) | FaultAction::Hold);
+                if !matches || (decides && outcome.is_some()) {
+                    continue;
+                }
+                if let Some(t) = rule.times.as_mut() {
+                    *t -= 1;
+                }
+                hit = true;
+                match rule.action {
+                    FaultAction::Delay(d) => delay += d,
+                    FaultAction::Hold => hold = true,
+                    action => outcome = Some(action),
+                }
             }
-            rule.action
-        };
+        }
+        if !hit {
+            return unchanged;
+        }
         self.hits.fetch_add(1, Ordering::Relaxed);
-        match action {
-            FaultAction::Errno(e) => Applied {
-                raw: -e,
-                hold: None,
-            },
-            FaultAction::Short(n) => Applied {
-                raw: raw.min(n as i32),
-                hold: None,
-            },
-            FaultAction::Hold => Applied {
-                raw,
-                hold: Some(self.release.load(Ordering::Acquire)),
-            },
-            FaultAction::Delay(d) => {
-                std::thread::sleep(d);
-                unchanged
-            }
-            FaultAction::Panic => panic!(
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
+        let raw = match outcome {
+            Some(FaultAction::Errno(e)) => -e,
+            Some(FaultAction::Short(n)) => raw.min(n as i32),
+            Some(FaultAction::Panic) => panic!(
                 "injected fault: the thread completing {} of I/O {} panics",
                 site.op, site.io_id
             ),
+            _ => raw,
+        };
+        Applied {
+            raw,
+            hold: hold.then(|| self.release.load(Ordering::Acquire)),
         }
     }
 

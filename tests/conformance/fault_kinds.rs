@@ -1,6 +1,7 @@
 //! Every kind of injected fault, on every method, through the one injection point: EIO and ENOSPC
 //! come back as errors with their errno; EAGAIN and EINTR are transient, executed again and never
-//! reported; short reads and writes come back PARTIAL; delays only delay; a panicking executor
+//! reported; short reads and writes come back PARTIAL; delays only delay, and compose with the
+//! other rules (every matching rule applies; the first errno decides); a panicking executor
 //! fails its I/O (an error without an errno); and once the rules are cleared the file reads back
 //! intact. Rules with a probability draw from the seed and each I/O's identity, so the same seed
 //! and program fail the same I/Os (about 40% of them): the run is replayed and must match, and
@@ -96,4 +97,44 @@ fn scenario(m: IoMethodKind) {
     }
 }
 
-crate::for_every_method!(scenario);
+/// Rules compose: a delay armed for every I/O and an error armed for one block both apply
+/// to that block (the first matching rule alone applied, and the delay hid the error: found
+/// by a caller-side attack); of two error rules the first decides, and the second keeps its
+/// count for a later I/O.
+fn rules_compose(m: IoMethodKind) {
+    let d = dir();
+    let path = data_file(&d, "f", 8 * 4096);
+    let aio = start(m);
+    let me = aio.register_issuer("faults").unwrap();
+    let f = aio.open(&path, &OpenOptions::read_write()).unwrap();
+    aio.inject_fault(FaultRule::new(FaultAction::Delay(Duration::from_micros(
+        100,
+    ))));
+    aio.inject_fault(FaultRule::new(FaultAction::Errno(libc::EIO)).offsets(4096..8192));
+    aio.inject_fault(
+        FaultRule::new(FaultAction::Errno(libc::ENOSPC))
+            .offsets(0..8192)
+            .times(1),
+    );
+    let errno = |off: u64| {
+        me.wait(me.acquire().unwrap().read(&f, off, IoBuf::new(4096)))
+            .check()
+            .err()
+            .map_or(0, |e| e.errno)
+    };
+    assert_eq!(errno(4096), libc::EIO, "the delayed block's error");
+    assert_eq!(
+        errno(4096),
+        libc::EIO,
+        "again: the first error rule decides"
+    );
+    assert_eq!(
+        errno(0),
+        libc::ENOSPC,
+        "the second error rule kept its one hit"
+    );
+    assert_eq!(errno(0), 0, "and spent it");
+    assert_eq!(errno(8192), 0, "outside both: only delayed");
+}
+
+crate::for_every_method!(scenario, rules_compose);

@@ -60,6 +60,9 @@ impl Issuer {
     /// Reads into `buf` at `offset` and waits; returns the bytes read, fewer than
     /// `buf.len()` only at end of file. See the module documentation for how memory is used.
     pub fn read_into(&self, file: &File, offset: u64, buf: &mut [u8]) -> Result<usize, AioError> {
+        if buf.is_empty() {
+            return Ok(0); // nothing to read is nothing done (as `write_all_from`)
+        }
         if file.is_direct() && !direct_ready(offset, buf.as_ptr(), buf.len()) {
             return self.read_bounced(file, offset, buf);
         }
@@ -89,6 +92,9 @@ impl Issuer {
         offset: u64,
         buf: &mut [u8],
     ) -> Result<(), AioError> {
+        if buf.is_empty() {
+            return Ok(()); // nothing done, on every method and file (no system call)
+        }
         // The common case, kept short: one inline read that fills the buffer (the inline path
         // declines an unaligned O_DIRECT request, which the general path bounces).
         let iov = libc::iovec {
@@ -126,6 +132,11 @@ impl Issuer {
     /// Writes all of `data` at `offset` and waits. See the module documentation for how
     /// memory is used (and the read-modify-write of unaligned O_DIRECT writes).
     pub fn write_all_from(&self, file: &File, offset: u64, data: &[u8]) -> Result<(), AioError> {
+        // Nothing to write is nothing done, on every file (an O_DIRECT file's read-modify-write
+        // of an empty write at an unaligned offset extended the file to it).
+        if data.is_empty() {
+            return Ok(());
+        }
         if file.is_direct() && !direct_ready(offset, data.as_ptr(), data.len()) {
             return self.write_bounced(file, offset, data);
         }
@@ -243,6 +254,17 @@ impl Issuer {
     /// Where that descriptor cannot be had (no `/proc`), or on a simulated disk, the block is
     /// padded and the file cut back, as before.
     fn write_bounced(&self, file: &File, offset: u64, data: &[u8]) -> Result<(), AioError> {
+        if self.aio.shared.storage.is_none() && opened_read_only(file) {
+            // As the kernel answers a write on it; the buffered twin (opened anew, for
+            // writing) would otherwise have written a read-only file's tail past its end
+            // (found by a caller-side attack, every method).
+            let err = slice_error(file, crate::Op::Writev, offset, data.len() as u64, 0);
+            return Err(IoError {
+                errno: libc::EBADF,
+                ..err
+            }
+            .into());
+        }
         let _serial = file.rmw_lock();
         let end_asked = offset + data.len() as u64;
         let end = end_asked.next_multiple_of(DIRECT_ALIGN);
@@ -350,6 +372,13 @@ fn buffered_twin(file: &File) -> Option<std::fs::File> {
         .custom_flags(flags.max(0) & (libc::O_DSYNC | libc::O_SYNC))
         .open(format!("/proc/self/fd/{fd}"))
         .ok()
+}
+
+/// True if `file`'s descriptor was opened for reading only.
+fn opened_read_only(file: &File) -> bool {
+    // SAFETY: F_GETFL only reads the descriptor's flags.
+    let flags = unsafe { libc::fcntl(file.raw_fd(), libc::F_GETFL) };
+    flags >= 0 && flags & libc::O_ACCMODE == libc::O_RDONLY
 }
 
 /// A slice I/O's error with no handle behind it: `op` of `length` bytes at `offset` of

@@ -6,8 +6,9 @@
 //! Guards against: slice I/O that loses or misplaces bytes on an unaligned O_DIRECT request (the
 //! bounce path) or across the end of the file; an unaligned O_DIRECT write past the end leaving the
 //! file padded to the alignment; `read_into` at the end not returning the short count, or
-//! `read_exact_into` not saying how much it read; and `IoBuf::set_len` reallocating or reading the
-//! wrong length.
+//! `read_exact_into` not saying how much it read; `IoBuf::set_len` reallocating or reading the
+//! wrong length; a read-only O_DIRECT file written through its tail's buffered descriptor; and
+//! an empty slice write that grows a file.
 
 use crate::support::*;
 use dbaio::{IoBuf, IoMethodKind, OpenOptions};
@@ -77,4 +78,42 @@ fn scenario(m: IoMethodKind) {
     check(&aio, true);
 }
 
-crate::for_every_method!(scenario);
+/// On a read-only O_DIRECT file an unaligned `write_all_from` is refused with EBADF, as
+/// any write on it, and the file is left as it was: its tail past the end went through a
+/// buffered descriptor opened anew for writing, which wrote the read-only file (found by
+/// differential testing, 2026-12-07, every method). And empty slice transfers do nothing
+/// anywhere: an empty unaligned write to an O_DIRECT file extended it to the offset on sim.
+fn read_only_and_empty(m: IoMethodKind) {
+    let d = dir();
+    let path = data_file(&d, "ro", 10_000);
+    let before = std::fs::read(&path).unwrap();
+    let aio = start(m);
+    let me = aio.register_issuer("ro").unwrap();
+    let ro = aio.open(&path, &OpenOptions::read().direct(true)).unwrap();
+    for (offset, len) in [(9995u64, 10usize), (60_000, 10), (10, 10)] {
+        let e = me
+            .write_all_from(&ro, offset, &vec![1u8; len])
+            .expect_err("a write on a read-only file");
+        let dbaio::AioError::Io(e) = e else {
+            panic!("not an I/O error: {e}");
+        };
+        assert_eq!(e.errno, libc::EBADF, "at {offset}: {e}");
+    }
+    assert_eq!(ro.len().unwrap(), 10_000, "the read-only file grew");
+    let rw = aio
+        .open(&path, &OpenOptions::read_write().direct(true))
+        .unwrap();
+    for f in [&ro, &rw] {
+        me.write_all_from(f, 20_000, &[]).unwrap();
+        me.write_all_from(f, 512, &[]).unwrap();
+        assert_eq!(me.read_into(f, 100, &mut []).unwrap(), 0);
+        me.read_exact_into(f, 100, &mut []).unwrap();
+    }
+    drop((ro, rw));
+    drop(aio);
+    if m != IoMethodKind::Sim {
+        assert_eq!(std::fs::read(&path).unwrap(), before, "the file changed");
+    }
+}
+
+crate::for_every_method!(scenario, read_only_and_empty);

@@ -123,14 +123,23 @@ fn err(errno: i32) -> std::io::Error {
 }
 
 impl Storage for SimStore {
-    fn open(&self, path: &Path, mode: OpenMode) -> std::io::Result<OwnedFd> {
-        let path = &disk_path(path);
+    /// Errors as the kernel's lookup and open give them (sim opened a directory for writing,
+    /// and a file named with a trailing slash, and said ENOENT under a file: found by
+    /// differential testing against `sync`).
+    fn open(&self, raw: &Path, mode: OpenMode) -> std::io::Result<OwnedFd> {
+        let path = &disk_path(raw);
         let _io = self.disk.inner.gate.read();
         if self.crashed() {
             return Err(err(libc::EIO));
         }
         let mut st = self.disk.inner.state.lock();
+        if under_a_file(&st, path) {
+            return Err(err(libc::ENOTDIR));
+        }
         let opened = if st.files.contains_key(path) || import(&mut st, path)? {
+            if spelled_as_dir(raw) {
+                return Err(err(libc::ENOTDIR));
+            }
             let f = st.files.get_mut(path).expect("present");
             if mode.truncate {
                 f.change(Change::Resize { len: 0 });
@@ -142,11 +151,20 @@ impl Storage for SimStore {
                 direct: mode.direct,
             }
         } else if st.dirs.contains(path) || path.is_dir() {
+            if mode.write || mode.truncate {
+                return Err(err(libc::EISDIR));
+            }
+            if mode.direct {
+                return Err(err(libc::EINVAL)); // no O_DIRECT on a directory
+            }
             st.dirs.insert(path.to_path_buf());
             Opened::Dir {
                 path: path.to_path_buf(),
             }
         } else if mode.create {
+            if spelled_as_dir(raw) {
+                return Err(err(libc::EISDIR)); // O_CREAT makes no directory
+            }
             create(&mut st, path)?;
             Opened::File {
                 path: path.to_path_buf(),
@@ -215,7 +233,7 @@ impl Storage for SimStore {
                 .file_mut(&path, ino)
                 .map(|f| f.visible.len() as u64)
                 .ok_or_else(|| err(libc::ENOENT)),
-            Some(Opened::Dir { .. }) => Ok(0),
+            Some(Opened::Dir { .. }) => Ok(4096), // an ext4 directory's first block
             None => Err(err(libc::EBADF)),
         }
     }
@@ -251,13 +269,21 @@ impl SimStore {
             if req.op == Op::Rename {
                 // SAFETY: as above.
                 let to = unsafe { path_at(dbaio_sys::second_path(req.path)) };
-                return self.rename(&path, &to);
+                return self.rename(path, to);
             }
-            return self.unlink(&path);
+            return self.unlink(path);
         }
         let Some(opened) = self.open.lock().get(&req.fd).cloned() else {
             return -libc::EBADF;
         };
+        if let Opened::File { write, .. } = opened
+            && req.op.transfers_data()
+        {
+            // SAFETY: as for this function.
+            if let Some(answer) = unsafe { transfer_checks(req, write) } {
+                return answer;
+            }
+        }
         // SAFETY: as for this function.
         if let Some(refused) = unsafe { beyond_the_limits(req) } {
             return refused;
@@ -269,7 +295,8 @@ impl SimStore {
                 write,
                 direct,
             } => (path, ino, write, direct),
-            Opened::Dir { path } => return self.dir_op(req.op, &path),
+            // SAFETY: as for this function.
+            Opened::Dir { path } => return unsafe { self.dir_op(req, &path) },
         };
         // As O_DIRECT on a real file: a transfer not aligned is refused — except a read at or
         // past the end, which finds nothing to read before it looks at alignment.
@@ -329,8 +356,12 @@ impl SimStore {
 
     /// An op on a directory: a sync makes the entries in it durable (files made in it
     /// stay, files removed from it stay removed).
-    fn dir_op(&self, op: Op, dir: &Path) -> i32 {
-        match op {
+    ///
+    /// # Safety
+    ///
+    /// The request's iovecs are valid for the call.
+    unsafe fn dir_op(&self, req: &Request, dir: &Path) -> i32 {
+        match req.op {
             Op::Fsync | Op::Fdatasync => {
                 let mut st = self.disk.inner.state.lock();
                 let mut now_durable = Vec::new();
@@ -376,6 +407,9 @@ impl SimStore {
             // As the kernel's order of checks has it for a directory (opened read-only):
             // a read finds a directory, a write or an allocation a descriptor not open for
             // writing, a truncation no regular file.
+            // (A read of nothing reads nothing before it would find a directory.)
+            // SAFETY: the caller guarantees the iovecs (contract).
+            Op::Readv if unsafe { iov_len(req) } == 0 => 0,
             Op::Readv => -libc::EISDIR,
             Op::Writev | Op::Fallocate => -libc::EBADF,
             _ => -libc::EINVAL,
@@ -384,7 +418,8 @@ impl SimStore {
 
     /// `unlink(path)`: the file leaves the namespace now; until its directory is synced a
     /// crash may bring it back.
-    fn unlink(&self, path: &Path) -> i32 {
+    fn unlink(&self, (path, as_dir): (PathBuf, bool)) -> i32 {
+        let path = path.as_path();
         if [Path::new("/proc"), Path::new("/sys"), Path::new("/dev")]
             .iter()
             .any(|p| path.starts_with(p))
@@ -399,11 +434,17 @@ impl SimStore {
             };
         }
         let mut st = self.disk.inner.state.lock();
-        if st.dirs.contains(path) || (!st.files.contains_key(path) && path.is_dir()) {
+        if under_a_file(&st, path) {
+            return -libc::ENOTDIR;
+        }
+        if is_dir(&st, path) {
             return -libc::EISDIR;
         }
         if !st.files.contains_key(path) && !import(&mut st, path).unwrap_or(false) {
             return -libc::ENOENT;
+        }
+        if as_dir {
+            return -libc::ENOTDIR;
         }
         let f = st.files.remove(path).expect("present");
         st.tombstones.insert(path.to_path_buf());
@@ -414,27 +455,52 @@ impl SimStore {
     /// `rename(from, to)`: the file takes the new name now, replacing a file there; until
     /// the directories involved are synced a crash leaves it under one of the two names
     /// (and a file it replaced comes back with the old name).
-    fn rename(&self, from: &Path, to: &Path) -> i32 {
+    ///
+    /// Errors in the kernel's order (sim checked for directories first, found by
+    /// differential testing against `sync`). A directory is not renamed: EXDEV, what a
+    /// file system answers a rename it cannot make in place (the disk files each file under
+    /// its full path; docs/design.md).
+    fn rename(
+        &self,
+        (from, from_as_dir): (PathBuf, bool),
+        (to, to_as_dir): (PathBuf, bool),
+    ) -> i32 {
+        let (from, to) = (from.as_path(), to.as_path());
         let mut st = self.disk.inner.state.lock();
-        for p in [from, to] {
-            if st.dirs.contains(p) || (!st.files.contains_key(p) && p.is_dir()) {
-                return -libc::EISDIR;
-            }
-        }
-        if !st.files.contains_key(from) && !import(&mut st, from).unwrap_or(false) {
-            return -libc::ENOENT;
+        // The two parents are looked up first, the source's first.
+        if let Some(e) = parent_error(&st, from).or_else(|| parent_error(&st, to)) {
+            return e;
         }
         let parent = to.parent().unwrap_or(Path::new("/"));
-        if !st.dirs.contains(parent) && !parent.is_dir() {
+        let from_dir = is_dir(&st, from);
+        if !from_dir && !st.files.contains_key(from) && !import(&mut st, from).unwrap_or(false) {
             return -libc::ENOENT;
+        }
+        if !st.files.contains_key(to) && !is_dir(&st, to) {
+            let _ = import(&mut st, to);
+        }
+        if from != to && from.starts_with(to) {
+            return -libc::ENOTEMPTY; // onto a directory it lies in
+        }
+        let to_file = st.files.contains_key(to);
+        if from_dir {
+            return if to_file {
+                -libc::ENOTDIR
+            } else {
+                -libc::EXDEV
+            };
+        }
+        if is_dir(&st, to) {
+            return -libc::EISDIR;
+        }
+        if from_as_dir || to_as_dir {
+            return -libc::ENOTDIR;
         }
         if from == to {
             return 0;
         }
-        // What was at `to` leaves the namespace (a crash may bring it back).
-        if !st.files.contains_key(to) {
-            let _ = import(&mut st, to);
-        }
+        // What was at `to` (imported above if it was a real file) leaves the namespace (a
+        // crash may bring it back).
         if let Some(old) = st.files.remove(to) {
             if old.entry == Entry::Durable {
                 if let Some(older) = st.replaced.insert(to.to_path_buf(), old) {
@@ -600,15 +666,48 @@ fn leave_namespace(st: &mut DiskState, path: &Path, f: SimFile) {
     }
 }
 
-/// The path at `p`, as the disk names it (`disk_path`).
+/// The path at `p`: as the disk names it (`disk_path`), and whether it was spelled as a
+/// directory (a trailing `/`, which `disk_path` drops).
 ///
 /// # Safety
 ///
 /// `p` is a valid NUL-terminated string.
-unsafe fn path_at(p: *const libc::c_char) -> PathBuf {
+unsafe fn path_at(p: *const libc::c_char) -> (PathBuf, bool) {
     // SAFETY: the caller guarantees the string (contract).
     let c = unsafe { std::ffi::CStr::from_ptr(p) };
-    disk_path(Path::new(std::ffi::OsStr::from_bytes(c.to_bytes())))
+    let raw = Path::new(std::ffi::OsStr::from_bytes(c.to_bytes()));
+    (disk_path(raw), spelled_as_dir(raw))
+}
+
+/// True if `raw` ends in `/` or `/.`: the kernel then wants a directory (ENOTDIR for a file).
+fn spelled_as_dir(raw: &Path) -> bool {
+    let b = raw.as_os_str().as_bytes();
+    b.len() > 1 && (b.ends_with(b"/") || b.ends_with(b"/."))
+}
+
+/// True if a directory `path` lies under is a file: the kernel's lookup stops there
+/// (ENOTDIR; sim said ENOENT, found by differential testing against `sync`).
+fn under_a_file(st: &DiskState, path: &Path) -> bool {
+    path.ancestors().skip(1).any(|a| {
+        st.files.contains_key(a)
+            || (!st.dirs.contains(a) && !st.tombstones.contains(a) && a.is_file())
+    })
+}
+
+/// What the kernel's lookup of `path`'s parent directory answers, if not a directory: a file
+/// on the way (ENOTDIR), or nothing there (ENOENT).
+fn parent_error(st: &DiskState, path: &Path) -> Option<i32> {
+    if under_a_file(st, path) {
+        return Some(-libc::ENOTDIR);
+    }
+    let parent = path.parent().unwrap_or(Path::new("/"));
+    (!is_dir(st, parent)).then_some(-libc::ENOENT)
+}
+
+/// True if `path` is a directory, on the disk or (not yet seen by it) on the real file
+/// system.
+fn is_dir(st: &DiskState, path: &Path) -> bool {
+    st.dirs.contains(path) || (!st.files.contains_key(path) && path.is_dir())
 }
 
 /// A file that left the namespace for good: kept as an orphan while a descriptor is open on
@@ -700,6 +799,35 @@ unsafe fn scatter(req: &Request, mut bytes: &[u8]) {
 /// what the media holds), so one that would grow past this is refused with `EFBIG`, as a
 /// file system refuses a file beyond its largest (ext4's is 16 TiB).
 pub const SIM_MAX_FILE_SIZE: u64 = 4 << 30;
+
+/// What the kernel answers a read or write on a regular file before the file system looks
+/// at it, in the kernel's order: an offset beyond `off_t` (EINVAL), a write on a descriptor
+/// not open for writing (EBADF), nothing to transfer (0, wherever it is — unaligned on an
+/// O_DIRECT file too), an end beyond `off_t` (EINVAL). None: the file system's checks come
+/// next (size limits, O_DIRECT alignment). Before, sim answered EINVAL for unaligned zero-length transfers and for a
+/// write on a read-only O_DIRECT file, end of file for a read past `off_t` and EFBIG for such
+/// a write (found by differential testing against `sync`).
+///
+/// # Safety
+///
+/// The request's iovecs are valid for the call.
+unsafe fn transfer_checks(req: &Request, write: bool) -> Option<i32> {
+    if req.offset_out_of_range() {
+        return Some(-libc::EINVAL); // `preadv`'s first check: a negative position
+    }
+    if req.op == Op::Writev && !write {
+        return Some(-libc::EBADF);
+    }
+    // SAFETY: the caller guarantees the iovecs (contract).
+    let len = unsafe { iov_len(req) };
+    if len == 0 {
+        return Some(0);
+    }
+    match req.offset.checked_add(len) {
+        Some(end) if end <= dbaio_sys::MAX_OFFSET => None,
+        _ => Some(-libc::EINVAL),
+    }
+}
 
 /// What the kernel would refuse before looking at the file: an offset or size beyond `off_t`
 /// (`EINVAL`; a read or write at offset -1 must not be taken for "at the position"), an

@@ -181,6 +181,11 @@ pub(super) struct DiskInner {
 /// when its directory is synced (open the directory and `fsync` it). A path the disk does
 /// not hold but the real file system does is copied in when first opened (as durable), so
 /// existing test data works; nothing is ever written back.
+///
+/// Its files live in memory, so none may grow past 4 GiB (a write or resize beyond is EFBIG,
+/// as a file system refuses a file past its largest); a directory cannot be renamed (EXDEV).
+/// Otherwise every call answers as on ext4 (`tests/sim_matches_sync.rs` checks it call by
+/// call), but that an unaligned O_DIRECT read of a hole is refused, as of data.
 #[derive(Clone)]
 pub struct SimDisk {
     pub(super) inner: Arc<DiskInner>,

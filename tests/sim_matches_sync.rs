@@ -534,6 +534,25 @@ fn open(slot: usize, name: &'static str, direct: bool) -> Step {
         direct,
     }
 }
+/// A write of `len` bytes made from `seed` at `off` of slot `slot`'s file, by `how`.
+fn write(slot: usize, off: u64, len: usize, seed: u8, how: WHow) -> Step {
+    Step::Write {
+        slot,
+        off,
+        len,
+        seed,
+        how,
+    }
+}
+/// A read of `len` bytes at `off` of slot `slot`'s file, by `how`.
+fn read(slot: usize, off: u64, len: usize, how: RHow) -> Step {
+    Step::Read {
+        slot,
+        off,
+        len,
+        how,
+    }
+}
 fn open_ro(slot: usize, name: &'static str, direct: bool) -> Step {
     Step::Open {
         slot,
@@ -551,57 +570,14 @@ fn open_ro(slot: usize, name: &'static str, direct: bool) -> Step {
 fn basic_buffered() {
     expect_same(&[
         open(0, "a", false),
-        Step::Write {
-            slot: 0,
-            off: 0,
-            len: 100,
-            seed: 1,
-            how: WHow::Handle,
-        },
-        Step::Write {
-            slot: 0,
-            off: 200,
-            len: 10,
-            seed: 2,
-            how: WHow::All,
-        },
-        Step::Read {
-            slot: 0,
-            off: 150,
-            len: 100,
-            how: RHow::Handle,
-        },
-        Step::Read {
-            slot: 0,
-            off: 150,
-            len: 100,
-            how: RHow::Exact,
-        },
-        Step::Read {
-            slot: 0,
-            off: 150,
-            len: 100,
-            how: RHow::Into,
-        },
-        Step::Read {
-            slot: 0,
-            off: 210,
-            len: 100,
-            how: RHow::Handle,
-        },
-        Step::Read {
-            slot: 0,
-            off: 300,
-            len: 100,
-            how: RHow::Handle,
-        },
-        Step::Write {
-            slot: 0,
-            off: 500,
-            len: 0,
-            seed: 2,
-            how: WHow::Handle,
-        },
+        write(0, 0, 100, 1, WHow::Handle),
+        write(0, 200, 10, 2, WHow::All),
+        read(0, 150, 100, RHow::Handle),
+        read(0, 150, 100, RHow::Exact),
+        read(0, 150, 100, RHow::Into),
+        read(0, 210, 100, RHow::Handle),
+        read(0, 300, 100, RHow::Handle),
+        write(0, 500, 0, 2, WHow::Handle),
         Step::Truncate { slot: 0, len: 5000 },
         Step::Truncate { slot: 0, len: 50 },
         Step::Allocate {
@@ -623,12 +599,7 @@ fn basic_buffered() {
 fn huge_read_near_i64_max() {
     expect_same(&[
         open(0, "a", false),
-        Step::Read {
-            slot: 0,
-            off: i64::MAX as u64,
-            len: 10,
-            how: RHow::Handle,
-        },
+        read(0, i64::MAX as u64, 10, RHow::Handle),
     ]);
 }
 
@@ -636,12 +607,7 @@ fn huge_read_near_i64_max() {
 fn huge_read_end_at_2_63() {
     expect_same(&[
         open(0, "a", false),
-        Step::Read {
-            slot: 0,
-            off: (1u64 << 63) - 4096,
-            len: 4096,
-            how: RHow::Handle,
-        },
+        read(0, (1u64 << 63) - 4096, 4096, RHow::Handle),
     ]);
 }
 
@@ -649,13 +615,7 @@ fn huge_read_end_at_2_63() {
 fn huge_write_near_i64_max() {
     expect_same(&[
         open(0, "a", false),
-        Step::Write {
-            slot: 0,
-            off: i64::MAX as u64,
-            len: 10,
-            seed: 1,
-            how: WHow::Handle,
-        },
+        write(0, i64::MAX as u64, 10, 1, WHow::Handle),
     ]);
 }
 
@@ -663,26 +623,9 @@ fn huge_write_near_i64_max() {
 fn huge_u64_max() {
     expect_same(&[
         open(0, "a", false),
-        Step::Read {
-            slot: 0,
-            off: u64::MAX,
-            len: 10,
-            how: RHow::Handle,
-        },
-        Step::Write {
-            slot: 0,
-            off: u64::MAX,
-            len: 10,
-            seed: 1,
-            how: WHow::Handle,
-        },
-        Step::Write {
-            slot: 0,
-            off: u64::MAX,
-            len: 0,
-            seed: 1,
-            how: WHow::Handle,
-        },
+        read(0, u64::MAX, 10, RHow::Handle),
+        write(0, u64::MAX, 10, 1, WHow::Handle),
+        write(0, u64::MAX, 0, 1, WHow::Handle),
         Step::Truncate {
             slot: 0,
             len: u64::MAX,
@@ -709,20 +652,8 @@ fn huge_u64_max() {
 fn direct_zero_len_unaligned() {
     expect_same(&[
         open(0, "a", true),
-        Step::Write {
-            slot: 0,
-            off: 4096,
-            len: 4096,
-            seed: 1,
-            how: WHow::Handle,
-        },
-        Step::Write {
-            slot: 0,
-            off: 100,
-            len: 0,
-            seed: 1,
-            how: WHow::Handle,
-        },
+        write(0, 4096, 4096, 1, WHow::Handle),
+        write(0, 100, 0, 1, WHow::Handle),
     ]);
 }
 
@@ -730,19 +661,8 @@ fn direct_zero_len_unaligned() {
 fn direct_zero_len_read_unaligned() {
     expect_same(&[
         open(0, "a", true),
-        Step::Write {
-            slot: 0,
-            off: 0,
-            len: 8192,
-            seed: 1,
-            how: WHow::Handle,
-        },
-        Step::Read {
-            slot: 0,
-            off: 100,
-            len: 0,
-            how: RHow::Handle,
-        },
+        write(0, 0, 8192, 1, WHow::Handle),
+        read(0, 100, 0, RHow::Handle),
     ]);
 }
 
@@ -750,57 +670,14 @@ fn direct_zero_len_read_unaligned() {
 fn direct_unaligned() {
     expect_same(&[
         open(0, "a", true),
-        Step::Write {
-            slot: 0,
-            off: 0,
-            len: 8192,
-            seed: 1,
-            how: WHow::Handle,
-        },
-        Step::Write {
-            slot: 0,
-            off: 100,
-            len: 4096,
-            seed: 1,
-            how: WHow::Handle,
-        },
-        Step::Write {
-            slot: 0,
-            off: 0,
-            len: 100,
-            seed: 1,
-            how: WHow::Handle,
-        },
-        Step::Read {
-            slot: 0,
-            off: 100,
-            len: 4096,
-            how: RHow::Handle,
-        },
-        Step::Read {
-            slot: 0,
-            off: 0,
-            len: 100,
-            how: RHow::Handle,
-        },
-        Step::Read {
-            slot: 0,
-            off: 8192,
-            len: 100,
-            how: RHow::Handle,
-        },
-        Step::Read {
-            slot: 0,
-            off: 8200,
-            len: 100,
-            how: RHow::Handle,
-        },
-        Step::Read {
-            slot: 0,
-            off: 4096,
-            len: 8192,
-            how: RHow::Handle,
-        },
+        write(0, 0, 8192, 1, WHow::Handle),
+        write(0, 100, 4096, 1, WHow::Handle),
+        write(0, 0, 100, 1, WHow::Handle),
+        read(0, 100, 4096, RHow::Handle),
+        read(0, 0, 100, RHow::Handle),
+        read(0, 8192, 100, RHow::Handle),
+        read(0, 8200, 100, RHow::Handle),
+        read(0, 4096, 8192, RHow::Handle),
     ]);
 }
 
@@ -809,13 +686,7 @@ fn direct_readonly_unaligned_write() {
     expect_same(&[
         open(0, "a", true),
         open_ro(1, "a", true),
-        Step::Write {
-            slot: 1,
-            off: 100,
-            len: 10,
-            seed: 1,
-            how: WHow::Handle,
-        },
+        write(1, 100, 10, 1, WHow::Handle),
     ]);
 }
 
@@ -888,66 +759,25 @@ fn unlink_under_file() {
 fn unlink_open_then_use() {
     expect_same(&[
         open(0, "a", false),
-        Step::Write {
-            slot: 0,
-            off: 0,
-            len: 100,
-            seed: 1,
-            how: WHow::Handle,
-        },
+        write(0, 0, 100, 1, WHow::Handle),
         Step::Unlink { name: "a" },
-        Step::Write {
-            slot: 0,
-            off: 50,
-            len: 100,
-            seed: 2,
-            how: WHow::Handle,
-        },
-        Step::Read {
-            slot: 0,
-            off: 0,
-            len: 200,
-            how: RHow::Handle,
-        },
+        write(0, 50, 100, 2, WHow::Handle),
+        read(0, 0, 200, RHow::Handle),
         Step::Truncate { slot: 0, len: 10 },
         Step::Fsync { slot: 0 },
         open(1, "a", false),
-        Step::Write {
-            slot: 1,
-            off: 0,
-            len: 3,
-            seed: 3,
-            how: WHow::Handle,
-        },
+        write(1, 0, 3, 3, WHow::Handle),
     ]);
 }
 
 #[test]
 fn direct_empty_slice_write() {
-    expect_same(&[
-        open(0, "a", true),
-        Step::Write {
-            slot: 0,
-            off: 512,
-            len: 0,
-            seed: 0,
-            how: WHow::Slice,
-        },
-    ]);
+    expect_same(&[open(0, "a", true), write(0, 512, 0, 0, WHow::Slice)]);
 }
 
 #[test]
 fn direct_slice_write_tail_only() {
-    expect_same(&[
-        open(0, "a", true),
-        Step::Write {
-            slot: 0,
-            off: 1,
-            len: 4096,
-            seed: 0,
-            how: WHow::Slice,
-        },
-    ]);
+    expect_same(&[open(0, "a", true), write(0, 1, 4096, 0, WHow::Slice)]);
 }
 
 #[test]
@@ -956,19 +786,8 @@ fn dir_ops() {
         open_ro(0, ".", false),
         Step::Fsync { slot: 0 },
         Step::Fdatasync { slot: 0 },
-        Step::Read {
-            slot: 0,
-            off: 0,
-            len: 10,
-            how: RHow::Handle,
-        },
-        Step::Write {
-            slot: 0,
-            off: 0,
-            len: 10,
-            seed: 0,
-            how: WHow::Handle,
-        },
+        read(0, 0, 10, RHow::Handle),
+        write(0, 0, 10, 0, WHow::Handle),
         Step::Truncate { slot: 0, len: 0 },
         Step::Allocate {
             slot: 0,
@@ -998,32 +817,10 @@ fn dir_ops() {
 fn direct_readv_empty_segment() {
     expect_same(&[
         open(0, "a", true),
-        Step::Write {
-            slot: 0,
-            off: 0,
-            len: 8192,
-            seed: 3,
-            how: WHow::Handle,
-        },
-        Step::Read {
-            slot: 0,
-            off: 0,
-            len: 8192,
-            how: RHow::Vec2,
-        },
-        Step::Read {
-            slot: 0,
-            off: 4096,
-            len: 1,
-            how: RHow::Vec2,
-        },
-        Step::Write {
-            slot: 0,
-            off: 4096,
-            len: 1,
-            seed: 3,
-            how: WHow::Vec2,
-        },
+        write(0, 0, 8192, 3, WHow::Handle),
+        read(0, 0, 8192, RHow::Vec2),
+        read(0, 4096, 1, RHow::Vec2),
+        write(0, 4096, 1, 3, WHow::Vec2),
     ]);
 }
 

@@ -1241,6 +1241,49 @@ fn every_spelling_of_a_path_reaches_one_file() {
     );
 }
 
+/// A file moved across directories, the old directory synced, then moved again (or unlinked)
+/// and the new directory synced: every directory involved was synced after each change, so
+/// a crash leaves the file where it is now (or gone), never back under its first name. The
+/// second change recomputed the directories still to sync from the first name, so the old
+/// directory's sync no longer counted, and in about half of seeds the file came back there
+/// (found by a caller-side model check of the crash namespace, 2026-12-07).
+#[test]
+fn a_file_moved_twice_stays_where_every_directory_was_synced() {
+    let d = dir();
+    let (src, dst) = two_dirs(&d);
+    for (unlink_last, seed) in [false, true]
+        .into_iter()
+        .flat_map(|u| (0..48).map(move |s| (u, s)))
+    {
+        let disk = SimDisk::new(seed);
+        {
+            let aio = start(Some(disk.clone()), seed, |_| {});
+            let me = aio.register_issuer("mover").unwrap();
+            let first = src.join("t");
+            let f = aio.open(&first, &OpenOptions::read_write()).unwrap();
+            me.write_all_from(&f, 0, &[7u8; 1024]).unwrap();
+            me.fsync(&f).unwrap();
+            drop(f);
+            sync_directory(&aio, &me, &src);
+            me.rename(&first, &dst.join("a")).unwrap();
+            sync_directory(&aio, &me, &src);
+            if unlink_last {
+                me.unlink(&dst.join("a")).unwrap();
+            } else {
+                me.rename(&dst.join("a"), &dst.join("b")).unwrap();
+            }
+            sync_directory(&aio, &me, &dst);
+        }
+        let files = disk.crash().files();
+        let want = if unlink_last {
+            vec![]
+        } else {
+            vec![dst.join("b")]
+        };
+        assert_eq!(files, want, "seed {seed}, unlink {unlink_last}");
+    }
+}
+
 /// A subsystem on a fresh disk of seed `seed`, an issuer `name`, and file `f` in `d` whose
 /// first 4 KiB hold `fill`.
 fn issuer_and_file(

@@ -12,7 +12,7 @@ use crate::handle::settings::Settings;
 use crate::handle::storage::{OpenMode, Storage};
 use dbaio_sys::{Op, Request};
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -391,12 +391,12 @@ impl SimStore {
                     let old = st.replaced.remove(&p).expect("listed");
                     forget(&mut st, old);
                 }
-                let gone: Vec<PathBuf> = st
-                    .removed
-                    .keys()
-                    .filter(|p| p.parent() == Some(dir))
-                    .cloned()
-                    .collect();
+                let mut gone = Vec::new();
+                for (p, f) in st.removed.iter_mut() {
+                    if f.pending_dirs.remove(dir) && f.pending_dirs.is_empty() {
+                        gone.push(p.clone());
+                    }
+                }
                 for p in gone {
                     let f = st.removed.remove(&p).expect("listed");
                     forget(&mut st, f);
@@ -511,23 +511,26 @@ impl SimStore {
             }
         }
         let mut f = st.files.remove(from).expect("present");
-        let durable_name = match std::mem::replace(&mut f.entry, Entry::New) {
-            Entry::Durable => Some(from.to_path_buf()),
-            Entry::Renamed { from } => Some(from),
-            Entry::New => None,
+        let earlier = std::mem::take(&mut f.pending_dirs);
+        let (durable_name, pending) = match std::mem::replace(&mut f.entry, Entry::New) {
+            Entry::Durable => (Some(from.to_path_buf()), [dir_of(from)].into()),
+            // Renamed again: the directories still to sync are those of the first rename
+            // not synced since, and this one's. (They were recomputed from the durable name,
+            // so a directory synced after the file left it counted again, and a crash could
+            // put the file back under a name removed for good: found by a caller-side
+            // model check.)
+            Entry::Renamed { from } => (Some(from), earlier),
+            Entry::New => (None, BTreeSet::new()),
         };
-        f.pending_dirs = [parent].into_iter().map(Path::to_path_buf).collect();
+        f.pending_dirs = pending;
+        f.pending_dirs.insert(parent.to_path_buf());
         match durable_name {
             // Back under the name the media has: nothing to sync.
             Some(name) if name == to => {
                 f.entry = Entry::Durable;
                 f.pending_dirs.clear();
             }
-            Some(name) => {
-                f.pending_dirs
-                    .insert(name.parent().unwrap_or(Path::new("/")).to_path_buf());
-                f.entry = Entry::Renamed { from: name };
-            }
+            Some(name) => f.entry = Entry::Renamed { from: name },
             None => {}
         }
         st.tombstones.insert(from.to_path_buf());
@@ -655,12 +658,18 @@ fn import(st: &mut DiskState, path: &Path) -> std::io::Result<bool> {
 /// A file whose name `path` went (unlinked, or replaced by a rename): its durable entry, if
 /// it has one (at `path`, or at the name it was renamed from), may come back at a crash
 /// until its directory is synced; a file with none is gone.
-fn leave_namespace(st: &mut DiskState, path: &Path, f: SimFile) {
+fn leave_namespace(st: &mut DiskState, path: &Path, mut f: SimFile) {
     let durable_name = match &f.entry {
         Entry::Durable => path.to_path_buf(),
         Entry::Renamed { from } => from.clone(),
         Entry::New => return forget(st, f),
     };
+    // Gone for good once its directory is synced, and, for a renamed file, the directories
+    // its rename still waits for (one synced since the file left it counts no more).
+    if f.entry == Entry::Durable {
+        f.pending_dirs.clear();
+    }
+    f.pending_dirs.insert(dir_of(path));
     if let Some(old) = st.removed.insert(durable_name, f) {
         forget(st, old);
     }
@@ -692,6 +701,11 @@ fn under_a_file(st: &DiskState, path: &Path) -> bool {
         st.files.contains_key(a)
             || (!st.dirs.contains(a) && !st.tombstones.contains(a) && a.is_file())
     })
+}
+
+/// The directory `path` is in.
+fn dir_of(path: &Path) -> PathBuf {
+    path.parent().unwrap_or(Path::new("/")).to_path_buf()
 }
 
 /// What the kernel's lookup of `path`'s parent directory answers, if not a directory: a file

@@ -13,7 +13,9 @@
 //! issuer, a handle of the parent's issuer and the helpers, drops everything and exits 0
 //! (2 to 6 if it got one, 1 if a drop panicked; a hang fails the parent's watchdog); the
 //! parent then checks that
-//! the child exited cleanly, that its socket file is still there, and that it still reads.
+//! the child exited cleanly, that its socket file is still there, that the reads it had in
+//! flight at the fork (which the child's copies of them and of their issuer dropped) complete
+//! with their data, and that it still reads.
 //! One test, in its own binary, so that no other test's threads hold a lock at the fork.
 
 #[path = "common/skips.rs"]
@@ -91,6 +93,13 @@ fn a_forked_child_drops_its_copy_of_the_aio_and_the_parent_goes_on() {
         assert!(read_first_block(&aio, &path).iter().all(|&b| b == 0x6b));
         let me = aio.register_issuer("parent").unwrap();
         let f = aio.open(&path, &OpenOptions::read()).unwrap();
+        // The parent's reads in flight (or done, not yet waited for) at the fork: the child's
+        // copies of them and of their issuer must leave them alone (its issuer's drop waited
+        // for and reclaimed them in the handle table it shares with the parent, whose wait
+        // then panicked: found by a caller-side attack, io_uring 5 of 5).
+        let pending: Vec<_> = (0..4u64)
+            .map(|b| me.acquire().unwrap().read(&f, b * 4096, IoBuf::new(4096)))
+            .collect();
         // SAFETY: the child only asks for an issuer and a handle, drops and leaves with _exit.
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork failed");
@@ -120,13 +129,24 @@ fn a_forked_child_drops_its_copy_of_the_aio_and_the_parent_goes_on() {
                     Err(AioError::ApiViolation(_)) | Ok(Err(AioError::ApiViolation(_))) => {}
                     _ => return 6,
                 }
-                drop(f); // its copy: the parent's file stays open, in its workers too
-                drop(me);
-                drop(aio);
                 0
             }));
+            // Its copies of the parent's I/Os (the parent's go on), then of the file (the
+            // parent's stays open, in its workers too), the issuer and the subsystem.
+            let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(pending)))
+                .and_then(|()| {
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                        drop(f);
+                        drop(me);
+                        drop(aio);
+                    }))
+                });
+            let code = match (code, dropped) {
+                (Ok(code), Ok(())) => code,
+                _ => 1,
+            };
             // SAFETY: _exit ends the child without running the test harness's code.
-            unsafe { libc::_exit(code.unwrap_or(1)) };
+            unsafe { libc::_exit(code) };
         }
         let status = wait_with_watchdog(pid, &what);
         assert!(
@@ -139,6 +159,13 @@ fn a_forked_child_drops_its_copy_of_the_aio_and_the_parent_goes_on() {
             socket.exists(),
             "{what}: the child removed the parent's socket"
         );
+        for (b, io) in pending.into_iter().enumerate() {
+            let c = me.wait(io);
+            assert!(
+                c.into_buf().iter().all(|&x| x == 0x6b),
+                "{what}: the parent's read {b} in flight at the fork"
+            );
+        }
         assert!(
             read_first_block(&aio, &path).iter().all(|&b| b == 0x6b),
             "{what}: the parent's read after the child's drop"

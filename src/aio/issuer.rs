@@ -584,6 +584,13 @@ impl Issuer {
 
 impl Drop for Issuer {
     fn drop(&mut self) {
+        // In a child made by fork the handle table and the issuer's slot are the parent's
+        // (a shared mapping): waiting for and reclaiming them there recycled the parent's
+        // handles under its own waits (found by a caller-side attack). The child leaves them
+        // alone, and leaks its copy of the bookkeeping.
+        if self.aio.owner.forked_since() {
+            return;
+        }
         if super::subsystem::must_not_wait_here() && self.retire_elsewhere() {
             return;
         }

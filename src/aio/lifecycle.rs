@@ -451,6 +451,9 @@ impl Issuer {
     /// The `InFlight` of I/O `(li, generation)` goes unredeemed: the handle is recycled
     /// once the I/O is done; a kept result goes now, a failure in it logged.
     pub(crate) fn detach(&self, li: u32, generation: u64) {
+        if self.aio.owner.forked_since() {
+            return; // the handle is the parent's (see `Issuer::drop`)
+        }
         let mut l = self.local.borrow_mut();
         if !l.kept.is_empty()
             && let Some(c) = take_kept(&mut l, li, generation)

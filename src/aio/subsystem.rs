@@ -70,6 +70,17 @@ impl Retired {
 /// that its own drop would have waited for. Waited for here, before the method stops.
 impl Drop for AioInner {
     fn drop(&mut self) {
+        if self.owner.forked_since() {
+            // A child made by fork: the handle table, the issuers' slots, the rings and the
+            // workers are the parent's. Shutting down waited for the parent's I/Os, and the
+            // io_uring method's drop reaped the shared rings, taking the parent's completions
+            // (its next wait, or its own drop, then waited for ever; found by a caller-side
+            // attack). The child forgets its copy of the method and leaves the rest alone.
+            let method = std::mem::replace(&mut self.method, Box::new(crate::method::SyncMethod));
+            std::mem::forget(method);
+            self.retired.set(Retired::WAITED);
+            return;
+        }
         if must_not_wait_here() && self.retire_elsewhere() {
             return;
         }

@@ -5,12 +5,16 @@
 //! Guards against: a silent fallback, or a panic, when the kernel says no. And once io_uring
 //! runs, a new issuer whose ring the kernel refuses (no descriptor left: EMFILE) gets an error
 //! that says so, not "could not start io_method" with a hint to allow io_uring (found by a
-//! caller-side attack, 2026-12-07).
+//! caller-side attack, 2026-12-07). And a descriptor limit (`ulimit -n`) below `max_files`
+//! does not refuse every ring: the registered-file table stops at the limit (it was
+//! `max_files` long, which the kernel refuses past the limit: every `register_issuer`
+//! failed, blamed on descriptors running out; found by a caller-side attack, 2026-12-07).
 
 use dbaio::{Aio, AioError, IoBuf, IoMethodKind, OpenOptions, Settings};
 use std::process::Command;
 
 const CHILD: &str = "DBAIO_REFUSED_CHILD";
+const LOW_NOFILE_CHILD: &str = "DBAIO_LOW_NOFILE_CHILD";
 
 /// Denies io_uring_setup (EPERM) to the calling thread.
 fn deny_io_uring() {
@@ -176,4 +180,59 @@ fn a_new_issuer_whose_ring_is_refused_says_so() {
         .unwrap();
     me.write_all_at(&f, 0, IoBuf::from_slice(b"runs on"))
         .unwrap();
+}
+
+/// Runs `test` again in a child process with `env` set; fails with the child's output if it
+/// fails.
+fn in_child(test: &str, env: &str) {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(env, "1")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed:\n{text}");
+}
+
+#[test]
+fn a_descriptor_limit_below_max_files_leaves_rings_working() {
+    if std::env::var_os(LOW_NOFILE_CHILD).is_none() {
+        return in_child(
+            "a_descriptor_limit_below_max_files_leaves_rings_working",
+            LOW_NOFILE_CHILD,
+        );
+    }
+    let low = libc::rlimit {
+        rlim_cur: 256,
+        rlim_max: 4096,
+    };
+    // SAFETY: setrlimit reads one rlimit we own; this child process is ours alone.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &low) }, 0);
+    let aio = match Aio::start(Settings {
+        io_method: IoMethodKind::IoUring,
+        max_files: 1024,
+        ..Settings::default()
+    }) {
+        Ok(aio) => aio,
+        Err(e) => {
+            eprintln!("SKIPPED a_descriptor_limit_below_max_files_leaves_rings_working: {e}");
+            return;
+        }
+    };
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    for name in ["one", "two"] {
+        let me = aio
+            .register_issuer(name)
+            .expect("a ring under a descriptor limit below max_files");
+        let f = aio
+            .open(dir.path().join(name), &OpenOptions::read_write())
+            .unwrap();
+        me.write_all_at(&f, 0, IoBuf::from_slice(b"registered or not"))
+            .unwrap();
+        assert_eq!(
+            &me.read_exact_at(&f, 0, IoBuf::new(17)).unwrap()[..],
+            b"registered or not"
+        );
+    }
 }

@@ -293,7 +293,7 @@ impl Uring {
             support,
             entries: shared.per_issuer,
             fixed_files: if settings.io_uring_registered_files {
-                settings.max_files
+                settings.max_files.min(descriptor_limit())
             } else {
                 0
             },
@@ -1126,6 +1126,23 @@ impl IoMethod for Uring {
     fn file_closed(&self, slot: u32) {
         self.file_opened(slot, -1);
     }
+}
+
+/// The process's soft limit on descriptors (`ulimit -n`): the kernel refuses a registered-file
+/// table larger than it (EMFILE), so each ring's table stops there, and files in slots past it
+/// go unregistered. With the table at `max_files` (1024 by default) every new issuer's ring
+/// was refused under a lower limit, blamed on descriptors running out (found by a
+/// caller-side attack).
+fn descriptor_limit() -> u32 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return u32::MAX;
+    }
+    u32::try_from(lim.rlim_cur).unwrap_or(u32::MAX)
 }
 
 impl Drop for Uring {

@@ -559,7 +559,7 @@ pub const PARAMETERS: &[Parameter] = &[
         "io_uring_registered_files",
         "on",
         io_uring_registered_files,
-        "register every open file with each ring"
+        "register every open file with each ring (each ring's table holds `max_files` slots, or as many as the descriptor limit, `ulimit -n`, allows — the kernel refuses a larger one; files in slots past it go unregistered)"
     ),
     bool_param!(
         "io_uring_registered_buffers",

@@ -4,7 +4,8 @@
 //! read. `io_uring_registered_io_bufs`: `IoBuf`s come from memory every ring registers, chunk
 //! by chunk, and their reads and writes are fixed ones into and out of the right memory.
 //! Guards against fixed reads landing in the wrong memory (a buffer index or address off by
-//! one block or one chunk), against a refusal that fails the subsystem or its reads, and
+//! one block or one chunk), against a refusal that fails the subsystem or its reads, against
+//! registered memory that leaves later issuers' rings no room under `RLIMIT_MEMLOCK`, and
 //! against a setting that does nothing.
 
 #[path = "common/skips.rs"]
@@ -396,6 +397,56 @@ fn shared_chunks_child(path: &Path) {
     assert_eq!(r.refused, None, "{r:?}");
     assert!(r.fixed_ios >= 16, "every write and read a fixed one: {r:?}");
     eprintln!("child ran: {r:?}");
+}
+
+/// The child half of the room test.
+const ROOM_CHILD: &str = "DBAIO_TEST_MEMLOCK_ROOM_CHILD";
+
+/// Each ring's queues are charged to `RLIMIT_MEMLOCK` too: registering `IoBuf` memory up to
+/// the limit left none for the rings of issuers registered later, and under 2 MiB + 64 KiB
+/// (one chunk) only 7 of 32 issuers could be registered (found by a caller-side attack,
+/// 2026-12-07). The chunks now leave each issuer's ring its room, the limit is said in the
+/// refusal, and every issuer registers and reads.
+#[test]
+fn registered_io_bufs_leave_room_for_every_issuers_ring() {
+    if let Some(path) = std::env::var_os(ROOM_CHILD) {
+        return room_child(Path::new(&path));
+    }
+    if !skips::io_uring_column("registered io bufs leave room") {
+        return;
+    }
+    let d = dir();
+    let path = relation(d.path());
+    in_limited_child(
+        "registered_io_bufs_leave_room_for_every_issuers_ring",
+        ROOM_CHILD,
+        &path,
+    );
+}
+
+fn room_child(path: &Path) {
+    drop_ipc_lock_and_limit_memlock((2 << 20) + (64 << 10));
+    let aio = start_limited(Settings {
+        io_uring_registered_buffers: false,
+        max_issuers: 32,
+        ..settings(true)
+    });
+    let f = aio.open(path, &OpenOptions::read()).unwrap();
+    let issuers: Vec<Issuer> = (0..32)
+        .map(|k| {
+            let me = aio
+                .register_issuer(&format!("issuer {k}"))
+                .unwrap_or_else(|e| panic!("issuer {k}: {e}"));
+            let got = me.read_exact_at(&f, 8192, IoBuf::new(8192)).unwrap();
+            assert!((0..8192).all(|i| got[i] == byte_at(8192 + i as u64)));
+            me
+        })
+        .collect();
+    let r = aio.registered_buffers().unwrap();
+    let why = r.refused.expect("the limit is said");
+    assert!(why.contains("RLIMIT_MEMLOCK"), "{why}");
+    drop(issuers);
+    eprintln!("child ran: {why}");
 }
 
 /// Starts a subsystem in a memlock-limited child. The kernel counts pinned memory per user

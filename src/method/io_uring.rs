@@ -159,6 +159,54 @@ struct FixedBuffers {
     /// Per slab chunk: the issuer (+1; 0: none yet) whose ring registered it, from whose
     /// table later rings share its entry instead of pinning it again.
     slab_holders: Box<[AtomicU32]>,
+    /// Slab chunks the memory-lock limit leaves room for beside every issuer's ring
+    /// (`io_buf_room`).
+    slab_room: u32,
+    /// That limit, in bytes, for the words of a refusal (None: no limit applies).
+    memlock_limit: Option<u64>,
+}
+
+/// Memory-lock room each issuer's ring keeps for itself out of `RLIMIT_MEMLOCK` (its queues
+/// are charged to it; a few pages at the depths used here).
+const RING_MEMLOCK_ROOM: u64 = 64 << 10;
+
+/// The process's memory-lock limit, if the kernel holds it to one: not with CAP_IPC_LOCK
+/// (root outside a container), nor when unlimited.
+fn memlock_limit() -> Option<u64> {
+    // (Capabilities are a thread's: this one starts the subsystem.)
+    let status = std::fs::read_to_string("/proc/thread-self/status").ok()?;
+    let cap_eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())?;
+    const CAP_IPC_LOCK: u32 = 14; // linux/capability.h
+    if cap_eff & (1 << CAP_IPC_LOCK) != 0 {
+        return None;
+    }
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) } != 0
+        || lim.rlim_cur == libc::RLIM_INFINITY
+    {
+        return None;
+    }
+    Some(lim.rlim_cur)
+}
+
+/// Slab chunks registered I/O buffers may take under `limit`, leaving each of `issuers`
+/// rings its room: registering them up to the limit left later issuers' rings none, and
+/// `register_issuer` failed (found by a caller-side attack: under 2 MiB + 64 KiB, 7 of 32).
+fn io_buf_room(limit: Option<u64>, issuers: u32) -> u32 {
+    match limit {
+        None => u32::MAX,
+        Some(limit) => {
+            let room = limit.saturating_sub(u64::from(issuers) * RING_MEMLOCK_ROOM);
+            u32::try_from(room / dbaio_sys::slab::CHUNK as u64).unwrap_or(u32::MAX)
+        }
+    }
 }
 
 /// I/Os to execute again once the completion lock is released.
@@ -271,6 +319,7 @@ impl Uring {
     /// Probes io_uring; `Err` is the refusal in words.
     fn start(settings: &Settings, shared: &Arc<Shared>) -> Result<Uring, String> {
         let support = dbaio_uring::probe().map_err(|r| r.to_string())?;
+        let memlock = memlock_limit();
         if settings.io_uring_registered_io_bufs {
             // IoBufs made from now on come from memory the rings register.
             dbaio_sys::slab::enable();
@@ -312,6 +361,8 @@ impl Uring {
                 slab_holders: (0..dbaio_sys::slab::MAX_CHUNKS)
                     .map(|_| AtomicU32::new(0))
                     .collect(),
+                slab_room: io_buf_room(memlock, settings.max_issuers),
+                memlock_limit: memlock,
             },
             empty_reap_hold: TestHold::default(),
             left_to_holder_hold: TestHold::default(),
@@ -432,16 +483,25 @@ impl Uring {
                 Ordering::Relaxed,
             );
         };
-        if let Err(e) = ring.register_slab(&holder, &registered) {
-            let words = format!(
-                "the kernel refused to register a {} MiB chunk of I/O buffer memory with an io_uring ring ({e}){}; I/O into IoBufs from it goes on unregistered; io_uring_registered_io_bufs = off stops trying",
-                dbaio_sys::slab::CHUNK >> 20,
-                if e.raw_os_error() == Some(libc::ENOMEM) {
-                    ": RLIMIT_MEMLOCK (ulimit -l) is too low, or memory is short"
-                } else {
-                    ""
-                }
-            );
+        if let Err(e) = ring.register_slab(&holder, &registered, b.slab_room) {
+            let words = if e.kind() == std::io::ErrorKind::QuotaExceeded {
+                format!(
+                    "RLIMIT_MEMLOCK (ulimit -l, {} KiB) leaves room for {} MiB of registered I/O buffer memory beside the rings of {} issuers (max_issuers); I/O into IoBufs beyond it goes on unregistered; raise the limit, or io_uring_registered_io_bufs = off stops trying",
+                    b.memlock_limit.unwrap_or(0) >> 10,
+                    (u64::from(b.slab_room) * dbaio_sys::slab::CHUNK as u64) >> 20,
+                    self.rings.len()
+                )
+            } else {
+                format!(
+                    "the kernel refused to register a {} MiB chunk of I/O buffer memory with an io_uring ring ({e}){}; I/O into IoBufs from it goes on unregistered; io_uring_registered_io_bufs = off stops trying",
+                    dbaio_sys::slab::CHUNK >> 20,
+                    if e.raw_os_error() == Some(libc::ENOMEM) {
+                        ": RLIMIT_MEMLOCK (ulimit -l) is too low, or memory is short"
+                    } else {
+                        ""
+                    }
+                )
+            };
             if self.buffers.slab_refused.set(words.clone()).is_ok() {
                 tracing::warn!("{words}");
             }

@@ -354,18 +354,24 @@ impl Ring {
     /// the chunk is registered anew, and `registered(k)` is told. After a refusal (`ENOMEM`
     /// past `RLIMIT_MEMLOCK`, a kernel without sparse tables) the ring registers no more;
     /// the error is returned once, and buffers in unregistered chunks go in as ordinary I/O.
+    ///
+    /// At most `room` chunks are registered (the memory the caller may lock); past it the
+    /// ring registers no more, as after a refusal, and the error says so
+    /// ([`io::ErrorKind::QuotaExceeded`]).
     pub fn register_slab<'r>(
         &self,
         holder: &dyn Fn(u32) -> Option<&'r Ring>,
         registered: &dyn Fn(u32),
+        room: u32,
     ) -> io::Result<()> {
         let Some(slab) = dbaio_sys::slab::enabled() else {
             return Ok(());
         };
         let _held = self.register_lock.lock();
         let have = self.slab_chunks.load(Ordering::Relaxed);
-        let now = slab.committed();
-        if now <= have || self.slab_refused.load(Ordering::Relaxed) {
+        let committed = slab.committed();
+        let now = committed.min(room.max(have));
+        if committed <= have || self.slab_refused.load(Ordering::Relaxed) {
             return Ok(());
         }
         let refuse = |k: u32, e: io::Error| {
@@ -374,7 +380,11 @@ impl Ring {
             self.slab_refused.store(true, Ordering::Relaxed);
             Err(e)
         };
-        if let Err(e) = self.table() {
+        // (No table for a ring that may register nothing: the kernel charges it to the
+        // memory-lock limit too.)
+        if now > have
+            && let Err(e) = self.table()
+        {
             return refuse(have, e);
         }
         for k in have..now {
@@ -389,6 +399,9 @@ impl Ring {
                 return refuse(k, e);
             }
             registered(k);
+        }
+        if committed > now {
+            return refuse(now, io::ErrorKind::QuotaExceeded.into());
         }
         self.slab_chunks.store(now, Ordering::Release);
         Ok(())

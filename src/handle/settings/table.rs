@@ -571,7 +571,7 @@ pub const PARAMETERS: &[Parameter] = &[
         "io_uring_registered_io_bufs",
         "on",
         io_uring_registered_io_bufs,
-        "`IoBuf`s made once an io_uring subsystem with this on has started come from memory each ring registers, 2 MiB at a time as buffers are made (128 MiB at most; larger buffers stay on the heap), so that their reads and writes are fixed ones (`READ_FIXED`); where the kernel refuses (`RLIMIT_MEMLOCK`), a warning says so once and their I/Os go on unregistered"
+        "`IoBuf`s made once an io_uring subsystem with this on has started come from memory each ring registers, 2 MiB at a time as buffers are made (128 MiB at most; larger buffers stay on the heap), so that their reads and writes are fixed ones (`READ_FIXED`); under a memory-lock limit (`RLIMIT_MEMLOCK`, without `CAP_IPC_LOCK`) it registers no more than leaves 64 KiB for each of `max_issuers` rings (whose queues the limit counts too); past that, or where the kernel refuses, a warning says so once and their I/Os go on unregistered"
     ),
     int_param!(
         "io_uring_spin",

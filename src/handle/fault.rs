@@ -23,7 +23,14 @@ pub enum FaultAction {
     /// Transfer at most this many bytes (a short read or write).
     Short(u32),
     /// Park the completer (in state COMPLETED_IO) until [`Aio::release_held`] is called, so
-    /// tests can look at an I/O mid-flight.
+    /// tests can look at an I/O mid-flight. Only a release after the completer parked counts:
+    /// wait until the view shows the I/O COMPLETED_IO before releasing it. The completer is
+    /// whichever thread completes the I/O — a worker, the thread reaping an io_uring ring
+    /// (often the waiter), or the issuer itself where the I/O runs at submission (`sync`, a
+    /// cached read with `io_worker_try_cached`): there the call that starts the I/O parks
+    /// until another thread releases it. Rules are applied when the completion is processed,
+    /// so on io_uring `clear_faults` still reaches an I/O the kernel finished but nobody has
+    /// reaped.
     ///
     /// [`Aio::release_held`]: crate::Aio::release_held
     Hold,
@@ -214,7 +221,8 @@ impl FaultInjector {
         }
         let raw = match outcome {
             Some(FaultAction::Errno(e)) => -e,
-            Some(FaultAction::Short(n)) => raw.min(n as i32),
+            // (A count past `i32::MAX` cuts nothing; cast, it read as a negative errno.)
+            Some(FaultAction::Short(n)) => raw.min(i32::try_from(n).unwrap_or(i32::MAX)),
             Some(FaultAction::Panic) => panic!(
                 "injected fault: the thread completing {} of I/O {} panics",
                 site.op, site.io_id

@@ -117,19 +117,7 @@ fn refused_io_uring_errors_or_falls_back() {
     if std::env::var_os(CHILD).is_some() {
         return child();
     }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "refused_io_uring_errors_or_falls_back",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD, "1")
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "child failed:\n{text}");
+    let text = in_child("refused_io_uring_errors_or_falls_back", CHILD);
     assert!(
         text.contains("refusal message: could not start io_method"),
         "{text}"
@@ -183,8 +171,8 @@ fn a_new_issuer_whose_ring_is_refused_says_so() {
 }
 
 /// Runs `test` again in a child process with `env` set; fails with the child's output if it
-/// fails.
-fn in_child(test: &str, env: &str) {
+/// fails, else returns that output.
+fn in_child(test: &str, env: &str) -> String {
     let out = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env(env, "1")
@@ -193,15 +181,17 @@ fn in_child(test: &str, env: &str) {
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "child failed:\n{text}");
+    text
 }
 
 #[test]
 fn a_descriptor_limit_below_max_files_leaves_rings_working() {
     if std::env::var_os(LOW_NOFILE_CHILD).is_none() {
-        return in_child(
+        in_child(
             "a_descriptor_limit_below_max_files_leaves_rings_working",
             LOW_NOFILE_CHILD,
         );
+        return;
     }
     let low = libc::rlimit {
         rlim_cur: 256,

@@ -699,13 +699,21 @@ fn describe(snap: &BTreeMap<PathBuf, Vec<u8>>) -> Vec<String> {
         .collect()
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: std::env::var("SIM_NS_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(512),
+/// Both properties: `SIM_NS_CASES` programs (512 by default), no regression file.
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: std::env::var("SIM_NS_CASES")
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(512),
         max_shrink_iters: 5000,
         failure_persistence: None,
         ..ProptestConfig::default()
-    })]
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
     #[test]
     fn crash_images_are_ones_a_file_system_could_leave(seed in 0u64..(i64::MAX as u64), steps in prop::collection::vec(step_strategy(), 1..20)) {
         watchdog();
@@ -740,12 +748,7 @@ fn count_failures(steps: &[Step], n: u64) -> (u64, Option<String>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: std::env::var("SIM_NS_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(512),
-        max_shrink_iters: 5000,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(config())]
     /// Held descriptors (orphans), fdatasync, and a crash armed at a random I/O.
     #[test]
     fn crashes_at_any_io_with_held_descriptors(seed in 0u64..(i64::MAX as u64), steps in prop::collection::vec(step_strategy2(), 1..20), pick in any::<u64>()) {

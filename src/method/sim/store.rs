@@ -150,7 +150,7 @@ impl Storage for SimStore {
                 write: mode.write,
                 direct: mode.direct,
             }
-        } else if st.dirs.contains(path) || path.is_dir() {
+        } else if is_dir(&st, path) {
             if mode.write || mode.truncate {
                 return Err(err(libc::EISDIR));
             }
@@ -714,8 +714,7 @@ fn parent_error(st: &DiskState, path: &Path) -> Option<i32> {
     if under_a_file(st, path) {
         return Some(-libc::ENOTDIR);
     }
-    let parent = path.parent().unwrap_or(Path::new("/"));
-    (!is_dir(st, parent)).then_some(-libc::ENOENT)
+    (!is_dir(st, &dir_of(path))).then_some(-libc::ENOENT)
 }
 
 /// True if `path` is a directory, on the disk or (not yet seen by it) on the real file
@@ -736,8 +735,8 @@ fn forget(st: &mut DiskState, f: SimFile) {
 
 /// A new empty file at `path`, its entry not yet durable.
 fn create(st: &mut DiskState, path: &Path) -> std::io::Result<()> {
-    let parent = path.parent().unwrap_or(Path::new("/"));
-    if !st.dirs.contains(parent) && !parent.is_dir() {
+    let parent = dir_of(path);
+    if !is_dir(st, &parent) {
         return Err(err(libc::ENOENT));
     }
     st.tombstones.remove(path);
@@ -745,7 +744,7 @@ fn create(st: &mut DiskState, path: &Path) -> std::io::Result<()> {
     // synced a crash may undo both the unlink and this creation, and bring it back (it was
     // forgotten here: found by a caller-side attack).
     let mut f = SimFile::new(Vec::new(), false)?;
-    f.pending_dirs.insert(parent.to_path_buf());
+    f.pending_dirs.insert(parent);
     st.insert_file(path, f);
     Ok(())
 }

@@ -178,8 +178,11 @@ impl Side {
     /// True for a step sim knowingly answers otherwise than ext4 (see the file's head): a
     /// directory renamed; an unaligned O_DIRECT transfer through a handle.
     fn knowingly_different(&self, st: &Step) -> bool {
-        let unaligned = |slot: usize, off: u64, len: usize| {
-            self.direct[slot] && self.files[slot].is_some() && (off % 512 != 0 || len % 512 != 0)
+        // (A vector's two buffers are each half the length: each must be aligned too.)
+        let unaligned = |slot: usize, off: u64, len: usize, vector: bool| {
+            self.direct[slot]
+                && self.files[slot].is_some()
+                && (off % 512 != 0 || len % 512 != 0 || (vector && (len / 2) % 512 != 0))
         };
         match *st {
             Step::Rename { from, .. } => self.root.join(from).is_dir(),
@@ -189,14 +192,18 @@ impl Side {
                 len,
                 how,
                 ..
-            } => matches!(how, WHow::Handle | WHow::All | WHow::Vec2) && unaligned(slot, off, len),
+            } => {
+                matches!(how, WHow::Handle | WHow::All | WHow::Vec2)
+                    && unaligned(slot, off, len, matches!(how, WHow::Vec2))
+            }
             Step::Read {
                 slot,
                 off,
                 len,
                 how,
             } => {
-                matches!(how, RHow::Handle | RHow::Exact | RHow::Vec2) && unaligned(slot, off, len)
+                matches!(how, RHow::Handle | RHow::Exact | RHow::Vec2)
+                    && unaligned(slot, off, len, matches!(how, RHow::Vec2))
             }
             _ => false,
         }

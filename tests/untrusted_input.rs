@@ -127,6 +127,12 @@ fn expected_int(
     let (num, suffix) = v.split_at(split);
     let n: i64 = num.parse().map_err(|_| invalid(name, value))?;
     let suffix = suffix.trim();
+    if n < 0 && min < 0 && !suffix.is_empty() {
+        return Err(format!(
+            "{}\nHINT:  A negative value is written without a unit.",
+            invalid(name, value)
+        ));
+    }
     if unit == Unit::Micros {
         let mul: i64 = match suffix {
             "" | "us" => 1,
@@ -204,6 +210,16 @@ fn expected_int(
 /// new value as a number where it is one (`Ok(None)` otherwise), or the full text of the
 /// error.
 fn expected_set(name: &str, value: &str, block_size: i64) -> Result<Option<i64>, String> {
+    // Quoted at both ends, as in a file: the value is what is inside.
+    let quoted = value.len() >= 2 && value.starts_with('\'') && value.ends_with('\'');
+    match quoted.then(|| unquote(value)).flatten() {
+        Some(inner) => expected_unquoted(name, &inner, block_size),
+        None => expected_unquoted(name, value, block_size),
+    }
+}
+
+/// [`expected_set`] of a value whose quotes, if it had any, are gone (a settings file's line).
+fn expected_unquoted(name: &str, value: &str, block_size: i64) -> Result<Option<i64>, String> {
     let canonical = name.trim().to_ascii_lowercase();
     if !PARAMETERS.iter().any(|p| p.name == canonical) {
         return Err(format!(
@@ -277,9 +293,10 @@ fn unquote(v: &str) -> Option<String> {
 }
 
 /// What `Settings::parse(text, Some(file))` must do: `Ok` or the full text of the first
-/// error (a syntax error naming file, line and token, or the first bad line's `set` error).
+/// error: the first syntax error (naming file, line and token), else the first bad value,
+/// `block_size` lines being applied before the others.
 fn expected_parse(text: &str, file: &str) -> Result<(), String> {
-    let mut block_size = 8192;
+    let mut lines = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         // A `#` outside quotes starts a comment.
         let mut quoted = false;
@@ -318,10 +335,15 @@ fn expected_parse(text: &str, file: &str) -> Result<(), String> {
         let Some(value) = unquote(value) else {
             return syntax(value);
         };
-        let set = expected_set(name, &value, block_size)?;
-        if name.eq_ignore_ascii_case("block_size") {
-            block_size = set.expect("block_size is a number");
-        }
+        lines.push((name, value));
+    }
+    let mut block_size = 8192;
+    let is_block_size = |name: &str| name.trim().eq_ignore_ascii_case("block_size");
+    for (name, value) in lines.iter().filter(|(n, _)| is_block_size(n)) {
+        block_size = expected_unquoted(name, value, block_size)?.expect("block_size is a number");
+    }
+    for (name, value) in lines.iter().filter(|(n, _)| !is_block_size(n)) {
+        expected_unquoted(name, value, block_size)?;
     }
     Ok(())
 }

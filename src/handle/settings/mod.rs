@@ -406,7 +406,20 @@ impl Settings {
     /// assert_eq!(e.to_string(), "invalid value for parameter \"io_method\": \"uring\"\n\
     ///                            HINT:  Available values: sync, worker, io_uring, sim.");
     /// ```
+    ///
+    /// As in a file, the value may be single-quoted (`'sync'`, `'/run/my db.sock'`), its
+    /// quotes doubled inside; a value that does not both start and end with a quote is
+    /// taken as it is.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), SettingsError> {
+        let quoted = value.len() >= 2 && value.starts_with('\'') && value.ends_with('\'');
+        match quoted.then(|| unquote(value)).flatten() {
+            Some(inner) => self.set_unquoted(name, &inner),
+            None => self.set_unquoted(name, value),
+        }
+    }
+
+    /// [`Settings::set`] of a value whose quotes, if it had any, are gone.
+    fn set_unquoted(&mut self, name: &str, value: &str) -> Result<(), SettingsError> {
         let p = Parameter::find(name).ok_or_else(|| SettingsError::unrecognized(name))?;
         let v = p.parse(value, self.block_size)?;
         p.store(self, v);
@@ -466,40 +479,31 @@ impl Settings {
         Ok(s)
     }
 
-    /// Like [`Settings::parse`], over the current values.
+    /// Like [`Settings::parse`], over the current values. All or nothing: an error in any
+    /// line leaves every setting as it was.
     pub fn apply(&mut self, text: &str, origin: Option<&str>) -> Result<(), SettingsError> {
+        let mut next = self.clone();
+        next.apply_lines(text, origin)?;
+        *self = next;
+        Ok(())
+    }
+
+    /// [`Settings::apply`]'s lines: every line's syntax first, then `block_size`, then the
+    /// others in order (so an error leaves the earlier ones done). `block_size` goes first
+    /// because the block-unit settings convert a memory unit with it: `io_combine_limit =
+    /// 128kB` is 16 blocks of 8kB but 32 of 4kB, whichever line comes first in the file.
+    fn apply_lines(&mut self, text: &str, origin: Option<&str>) -> Result<(), SettingsError> {
+        let mut lines = Vec::new();
         for (i, raw) in text.lines().enumerate() {
-            let line = strip_comment(raw);
-            if line.trim().is_empty() {
-                continue;
+            if let Some(line) = setting_line(raw, i + 1, origin)? {
+                lines.push(line);
             }
-            let syntax = |near: &str| {
-                let place = match origin {
-                    Some(f) => format!("in file \"{f}\" line {}", i + 1),
-                    None => format!("in line {}", i + 1),
-                };
-                SettingsError::new(format!("syntax error {place}, near token \"{near}\""))
-            };
-            let (name, value) = match line.split_once('=') {
-                Some((n, v)) => (n.trim(), v.trim()),
-                None => {
-                    let mut parts = line.split_whitespace();
-                    let n = parts.next().unwrap_or("");
-                    (n, line.trim()[n.len()..].trim())
-                }
-            };
-            if name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
-            {
-                return Err(syntax(name));
-            }
-            if value.is_empty() {
-                return Err(syntax(name));
-            }
-            let value = unquote(value).ok_or_else(|| syntax(value))?;
-            self.set(name, &value)?;
+        }
+        let block_size_first =
+            |(name, _): &(&str, String)| !name.eq_ignore_ascii_case("block_size");
+        lines.sort_by_key(block_size_first); // stable: the rest keep their order
+        for (name, value) in &lines {
+            self.set_unquoted(name, value)?;
         }
         Ok(())
     }
@@ -529,10 +533,8 @@ impl Settings {
     pub fn validate(&self) -> Result<(), SettingsError> {
         // Every value through its own parser, from the text form it would have in a file.
         let mut fresh = Settings::default();
-        for line in self.to_text().lines() {
-            let (name, value) = line.split_once(" = ").expect("to_text writes name = value");
-            let value = unquote(value).unwrap_or_else(|| value.to_string());
-            fresh.set(name, &value)?;
+        for p in PARAMETERS {
+            fresh.set(p.name, &p.text(self))?;
         }
         if self.buffer_pool_size != 0 && self.buffer_pool_size < u64::from(self.max_issuers) {
             return Err(SettingsError::new(format!(
@@ -624,6 +626,43 @@ impl Settings {
     pub fn effective_io_combine_limit(&self) -> u32 {
         self.io_combine_limit.min(self.io_max_combine_limit)
     }
+}
+
+/// One line of settings text as (name, unquoted value); `None` for a blank or comment line;
+/// a PostgreSQL-style syntax error naming the line (`number`, from 1) and `origin`.
+fn setting_line<'a>(
+    raw: &'a str,
+    number: usize,
+    origin: Option<&str>,
+) -> Result<Option<(&'a str, String)>, SettingsError> {
+    let line = strip_comment(raw);
+    if line.trim().is_empty() {
+        return Ok(None);
+    }
+    let syntax = |near: &str| {
+        let place = match origin {
+            Some(f) => format!("in file \"{f}\" line {number}"),
+            None => format!("in line {number}"),
+        };
+        SettingsError::new(format!("syntax error {place}, near token \"{near}\""))
+    };
+    let (name, value) = match line.split_once('=') {
+        Some((n, v)) => (n.trim(), v.trim()),
+        None => {
+            let mut parts = line.split_whitespace();
+            let n = parts.next().unwrap_or("");
+            (n, line.trim()[n.len()..].trim())
+        }
+    };
+    let name_ok = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+    if !name_ok || value.is_empty() {
+        return Err(syntax(name));
+    }
+    let value = unquote(value).ok_or_else(|| syntax(value))?;
+    Ok(Some((name, value)))
 }
 
 #[cfg(test)]
@@ -854,5 +893,93 @@ mod tests {
             s.show("no_such").unwrap_err().message,
             "unrecognized configuration parameter \"no_such\""
         );
+    }
+
+    // The five below were found by a caller-side attack on the documentation (2026-12-07).
+
+    #[test]
+    fn a_failed_apply_changes_nothing() {
+        let mut s = Settings::default();
+        let e = s
+            .apply("io_method = sync\nio_workers = 99\n", None)
+            .unwrap_err();
+        assert!(e.message.contains("io_workers"), "{e}");
+        assert_eq!(
+            s,
+            Settings::default(),
+            "the line before the bad one was kept"
+        );
+        let e = s
+            .apply("io_method = sync\nio_workers = 'x\n", None)
+            .unwrap_err();
+        assert!(e.message.starts_with("syntax error in line 2"), "{e}");
+        assert_eq!(s, Settings::default());
+    }
+
+    #[test]
+    fn a_line_break_in_a_path_is_an_error_not_a_panic() {
+        let s = Settings {
+            introspection_socket: Some(PathBuf::from("/tmp/x/a\nb.sock")),
+            ..Default::default()
+        };
+        let e = s.validate().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid value for parameter \"introspection_socket\": \"/tmp/x/a\\nb.sock\"\n\
+             DETAIL:  A value cannot hold a line break or a NUL byte."
+        );
+        let mut s = Settings::default();
+        assert!(s.set("io_worker_program", "/bin/a\0b").is_err());
+        assert_eq!(s, Settings::default());
+    }
+
+    #[test]
+    fn set_takes_a_quoted_value_as_a_file_does() {
+        let mut s = Settings::default();
+        s.set("io_method", "'sync'").unwrap();
+        assert_eq!(s.io_method, IoMethodKind::Sync);
+        s.set("introspection_socket", "'/run/o''brien.sock'")
+            .unwrap();
+        assert_eq!(
+            s.introspection_socket,
+            Some(PathBuf::from("/run/o'brien.sock"))
+        );
+        // Not quoted at both ends: taken as it is.
+        s.set("introspection_socket", "/run/o'brien.sock").unwrap();
+        assert_eq!(
+            s.introspection_socket,
+            Some(PathBuf::from("/run/o'brien.sock"))
+        );
+        let round = Settings::parse(&s.to_text(), None).unwrap();
+        assert_eq!(round, s);
+        s.validate().unwrap();
+    }
+
+    #[test]
+    fn a_negative_value_with_a_unit_is_refused() {
+        let mut s = Settings::default();
+        for v in ["-8kB", "-16kB", "-1MB"] {
+            let e = s.set("io_advice_budget", v).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "invalid value for parameter \"io_advice_budget\": \"{v}\"\n\
+                     HINT:  A negative value is written without a unit."
+                )
+            );
+        }
+        s.set("io_advice_budget", "-1").unwrap();
+        assert_eq!(s.io_advice_budget, -1);
+        s.set("io_advice_budget", "0kB").unwrap();
+        assert_eq!(s.io_advice_budget, 0);
+    }
+
+    #[test]
+    fn block_size_applies_first_in_a_file() {
+        let a = Settings::parse("block_size = 4kB\nio_combine_limit = 128kB\n", None).unwrap();
+        let b = Settings::parse("io_combine_limit = 128kB\nblock_size = 4kB\n", None).unwrap();
+        assert_eq!(a.io_combine_limit, 32);
+        assert_eq!(a, b);
+        assert_eq!(b.show("io_combine_limit").unwrap(), "128kB");
     }
 }

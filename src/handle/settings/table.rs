@@ -154,6 +154,11 @@ impl Parameter {
                 };
                 Value::Choice(parse_choice(self.name, word, values)?)
             }
+            // A settings file holds one value a line, and a path cannot hold a NUL.
+            Kind::Text if value.contains(['\n', '\r', '\0']) => {
+                return Err(invalid(self.name, &value.escape_debug().to_string())
+                    .detail("A value cannot hold a line break or a NUL byte."));
+            }
             Kind::Text => Value::Text(value.to_string()),
             Kind::Fraction => Value::Fraction(parse_fraction(self.name, value)?),
         };

@@ -82,6 +82,12 @@ pub(super) fn parse_int(
     let (num, suffix) = v.split_at(split);
     let n: i64 = num.parse().map_err(|_| invalid(name, value))?;
     let suffix = suffix.trim();
+    // -1 (automatic, for the settings that have it) is a flag, not an amount: with a unit it
+    // rounded to 0 or to -1 by its size (`-8kB` was "no advice", `-16kB` "automatic").
+    // Where no negative value is valid, the range says so.
+    if n < 0 && min < 0 && !suffix.is_empty() {
+        return Err(invalid(name, value).hint("A negative value is written without a unit."));
+    }
     let base = match unit {
         Unit::Millis => millis(name, value, n, suffix)?,
         Unit::Micros => micros(name, value, n, suffix)?,

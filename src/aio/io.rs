@@ -566,6 +566,11 @@ impl Completion {
         self.offset
     }
 
+    /// Bytes the I/O asked for (for a resumed transfer, what was left of the first one).
+    pub fn length(&self) -> u64 {
+        self.length
+    }
+
     /// `Ok` only if the I/O did all it was asked: a failure, and a short transfer, are an
     /// error naming op, file, offset and length (and errno, or `read only N of M bytes`). To
     /// go on after a short transfer instead, look at [`Completion::failure`] and

@@ -261,6 +261,9 @@ impl Issuer {
 
     /// Enters batch mode: started I/Os accumulate and are submitted together (one system call
     /// under io_uring) at [`Issuer::end_batch`], at [`SUBMIT_BATCH_SIZE`], or before any wait.
+    /// An I/O the method runs in the issuer anyway is done when it is started, in a batch
+    /// too: every I/O under `sync`, and under `io_uring` a buffered write to a file system that
+    /// cannot write without blocking (ext4; its executor in the view is `issuer`).
     #[inline]
     pub fn begin_batch(&self) -> Result<(), AioError> {
         let mut l = self.local.borrow_mut();
@@ -505,11 +508,20 @@ impl Issuer {
         self.finish_transfer(file, io)
     }
 
+    /// Waits for `io`, resuming it while it is short. End of file reached part-way is
+    /// reported for the whole request (`could not read 8192 bytes at offset 0 …: read only
+    /// 100 of 8192 bytes`), as `read_exact_into` does, not for its resumed remainder.
     fn finish_transfer<'a>(&'a self, file: &File, mut io: InFlight<'a>) -> Result<IoBuf, AioError> {
+        let mut whole = None; // the first part's (offset, length): the caller's request
         loop {
             let c = self.wait(io);
+            let (offset, length) = *whole.get_or_insert((c.offset(), c.length()));
             if let Some(e) = c.failure() {
-                return Err(e.clone().into());
+                let mut e = e.clone();
+                if c.is_end_of_file() {
+                    (e.offset, e.length, e.transferred) = (offset, length, c.offset() - offset);
+                }
+                return Err(e.into());
             }
             if !c.is_partial() {
                 return Ok(c.into_buf());

@@ -514,7 +514,7 @@ impl HandleCallbacks for BufferReadv {
     }
 
     fn report(&self, result: &IoResult) -> String {
-        format!("{:?}", ReadVerdicts::decode(result.error_data))
+        ReadVerdicts::decode(result.error_data).in_words()
     }
 }
 

@@ -22,8 +22,9 @@ pub struct Relation {
 
 impl Relation {
     /// Opens the relation whose first segment is `path`, following `path.1`, `path.2`, …
-    /// while they exist. Segments hold `SEGMENT_BYTES` each (see
-    /// [`Relation::open_with_segment_blocks`]).
+    /// while they exist and the one before is full. Segments hold `SEGMENT_BYTES` each (see
+    /// [`Relation::open_with_segment_blocks`]); as in PostgreSQL's md.c, a segment shorter
+    /// than that is the last, and a `.N` file after it is not part of the relation.
     pub fn open(
         aio: &Aio,
         path: impl AsRef<Path>,

@@ -161,6 +161,31 @@ impl ReadVerdicts {
 
     /// PostgreSQL's words for these verdicts on blocks `first..first+n` (relation-wide) of
     /// `relation`: one line, then DETAIL and HINT lines for a read of several pages.
+    /// The verdicts in words, for [`IoError::detail`](crate::IoError::detail): `1 invalid
+    /// page (1 checksum failure), the first at page 0 of the read`, and what was done about
+    /// them (zeroed, ignored).
+    pub fn in_words(&self) -> String {
+        let plural =
+            |n: u32, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        let mut s = format!(
+            "{} ({}), the first at page {} of the read",
+            plural(self.invalid, "invalid page", "invalid pages"),
+            plural(
+                self.checksum_failures,
+                "checksum failure",
+                "checksum failures"
+            ),
+            self.first_offset
+        );
+        if self.zeroed_any {
+            s.push_str("; invalid pages zeroed");
+        }
+        if self.ignored_any {
+            s.push_str("; checksum failures ignored");
+        }
+        s
+    }
+
     pub(crate) fn message(&self, relation: &str, first: u32, n: u32) -> String {
         let last = first + n.max(1) - 1;
         let at = first + self.first_offset;

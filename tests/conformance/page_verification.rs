@@ -141,6 +141,12 @@ fn scenario(m: IoMethodKind) {
         panic!("an I/O error")
     };
     assert_eq!((io.invalid_pages, io.errno), (1, 0));
+    // Its detail in words, not a debug dump of the packed verdicts (found by a caller-side
+    // attack on the documentation, 2026-12-07: `ReadVerdicts { zeroed_any: false, … }`).
+    assert_eq!(
+        io.detail.as_deref(),
+        Some("1 invalid page (0 checksum failures), the first at page 0 of the read")
+    );
     // With verification off the same buffer is read again, and used as it is.
     me.set_page_verification(PageVerification::OFF);
     let p = me.read_block(rel.segments().first().unwrap(), 1).unwrap();

@@ -67,7 +67,9 @@ fn bad_settings_built_in_code_are_refused_at_start() {
             ..base.clone()
         }),
         "buffer_pool_size (16 blocks) is too small for max_issuers (64)\n\
-         DETAIL:  Every issuer needs at least one buffer it can pin.\n\
+         DETAIL:  Every issuer needs two buffers it can pin (the block its caller holds, and the \
+         next one a read stream reads), so at least twice max_issuers, as PostgreSQL asks of \
+         shared_buffers.\n\
          HINT:  Raise buffer_pool_size, or lower max_issuers."
     );
     assert_eq!(

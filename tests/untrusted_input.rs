@@ -520,7 +520,9 @@ fn bad_combinations_are_refused_with_detail_and_hint() {
         ..Settings::default()
     };
     let want = "buffer_pool_size (16 blocks) is too small for max_issuers (64)\n\
-                DETAIL:  Every issuer needs at least one buffer it can pin.\n\
+                DETAIL:  Every issuer needs two buffers it can pin (the block its caller holds, and the \
+                next one a read stream reads), so at least twice max_issuers, as PostgreSQL asks of \
+                shared_buffers.\n\
                 HINT:  Raise buffer_pool_size, or lower max_issuers.";
     assert_eq!(small_pool.validate().unwrap_err().to_string(), want);
     match Aio::start(small_pool) {
@@ -633,7 +635,7 @@ proptest! {
             // the maximum.
             Ok(()) => prop_assert!(
                 s.validate().is_ok()
-                    || s.buffer_pool_size < u64::from(s.max_issuers)
+                    || s.buffer_pool_size < 2 * u64::from(s.max_issuers)
                     || (s.io_workers == 0 && s.io_min_workers > s.io_max_workers)
                     || s.sim_latency_min > s.sim_latency_max
             ),

@@ -153,6 +153,11 @@ impl Issuer {
     /// Reads block `block` of `file` through the buffer pool and returns it pinned. A block
     /// already valid in the pool is a hit (no I/O); one being read by someone else is waited
     /// for; one whose last read failed is read again by this caller.
+    ///
+    /// The pool is a read cache keyed by `file`: a block cached before a write or truncate
+    /// made beside it (handle or slice I/O, another process) keeps its old bytes until the
+    /// last reference to `file` (every clone, and relations holding it) is dropped; open
+    /// the file again to read what it holds now.
     pub fn read_block(&self, file: &File, block: u32) -> Result<PinnedBuffer<'_>, AioError> {
         let pool = self.pool_for(file)?;
         let tag = Tag {

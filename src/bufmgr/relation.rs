@@ -5,7 +5,7 @@
 
 use crate::aio::file::{File, OpenOptions};
 use crate::aio::subsystem::Aio;
-use crate::handle::error::AioError;
+use crate::handle::error::{AioError, IoError};
 use std::path::{Path, PathBuf};
 
 /// PostgreSQL's segment size: 1 GiB.
@@ -130,6 +130,48 @@ impl Relation {
     /// Blocks per segment.
     pub fn segment_blocks(&self) -> u32 {
         self.segment_blocks
+    }
+
+    /// The error for relation block `block` past the last segment this relation opened:
+    /// PostgreSQL's words for a block beyond a relation's segments, naming the block, the
+    /// segment file that would hold it, and what the relation held when it was opened.
+    pub(crate) fn past_last_segment(&self, block: u32) -> AioError {
+        let seg = block / self.segment_blocks;
+        let segments = self.segments.len();
+        let s = if segments == 1 { "" } else { "s" };
+        IoError {
+            op: crate::Op::Readv,
+            path: segment_path(&self.path, seg).into(),
+            new_path: None,
+            offset: u64::from(block % self.segment_blocks) * u64::from(self.block_size()),
+            length: u64::from(self.block_size()),
+            transferred: 0,
+            errno: 0,
+            blocks: Some((block, 1)),
+            detail: None,
+            message: Some(
+                format!(
+                    "could not read block {block} of relation \"{}\": past its last segment \
+                     (it had {} blocks in {segments} segment{s} when it was opened)",
+                    self.path.display(),
+                    self.nblocks
+                )
+                .into(),
+            ),
+            hint: Some(
+                "A segment made since the relation was opened is seen by opening it again \
+                 (Relation::open).",
+            ),
+            invalid_pages: 0,
+        }
+        .into()
+    }
+
+    /// Bytes per block (the subsystem's `block_size`).
+    fn block_size(&self) -> u32 {
+        self.segments
+            .first()
+            .map_or(8192, |f| f.aio.shared.settings.block_size)
     }
 
     /// The segment holding relation block `block` and the block's number in it, or `None`

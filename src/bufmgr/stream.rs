@@ -25,6 +25,8 @@ use crate::handle::error::{AioError, IoError};
 use crate::handle::result::Status;
 use std::collections::VecDeque;
 
+/// The most reads in flight a stream is asked for: `effective_io_concurrency`'s maximum.
+const MAX_STREAM_IOS: u32 = 1000;
 /// Handles a stream with advice leaves free for it (fewer when the issuer has few).
 const ADVICE_HANDLES: u32 = 4;
 
@@ -40,7 +42,8 @@ pub struct ReadStreamOptions {
     /// read (`io_combine_limit`) instead of 1, so the first reads are already combined.
     /// (Advice needs no hint: consecutive blocks are never advised.)
     pub sequential: bool,
-    /// Override the number of reads in flight (0: from the settings).
+    /// Override the number of reads in flight (0: from the settings). Taken up to 1000, the
+    /// most `effective_io_concurrency` allows; the issuer's handles cap it further.
     pub max_ios: u32,
     /// Readahead advice for buffered files (default: throttled; see [`Advice`]).
     pub advice: Advice,
@@ -203,8 +206,10 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
         let shared = &issuer.aio.shared;
         let s = &shared.settings;
         let combine_limit = s.effective_io_combine_limit().max(1);
+        // Also the advice distance, whose queue is allocated to it: u32::MAX asked for 32 GiB
+        // and aborted the process (found by a caller-side attack, 2026-12-07).
         let configured = if opts.max_ios > 0 {
-            opts.max_ios
+            opts.max_ios.min(MAX_STREAM_IOS)
         } else if opts.maintenance {
             s.maintenance_io_concurrency
         } else {
@@ -224,11 +229,16 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
             .max(1)
             .min(shared.per_issuer.saturating_sub(spare).max(1));
         // PostgreSQL's GetPinLimit: each issuer slot's fair share of the pool, so that every
-        // issuer can stream at once without running the pool out of unpinned buffers.
+        // issuer can stream at once without running the pool out of unpinned buffers; less
+        // the one its consumer holds (handed out, it no longer counts as the stream's). With
+        // the whole share, an issuer holding one buffer while its stream pinned the next
+        // took two in a pool of one per issuer, and another issuer's stream, with nothing to
+        // hand out, failed (`buffer_pool_size = 0`, two issuers streaming: 2 to 4 runs in 5).
         let pool = issuer
             .pool()
             .expect("every started subsystem has a buffer pool");
-        let pin_budget = (pool.buffers() / s.max_issuers.max(1)).max(1);
+        let share = pool.buffers() / s.max_issuers.max(1);
+        let pin_budget = share.saturating_sub(1).max(1);
         let mut max_pinned = ((max_ios + 1) * combine_limit).min(pin_budget).max(1);
         // A ring holds at most an eighth of the pool; the stream pins less than the ring, or
         // the ring's next buffer would be one it pins and the clock sweep would supply all.
@@ -525,9 +535,7 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
             }
             let block = self.pending_start;
             let Some((file, b)) = self.rel.locate(block) else {
-                self.fail_pending(AioError::ApiViolation(
-                    "read stream block is past the relation's last segment",
-                ));
+                self.fail_pending(self.rel.past_last_segment(block));
                 return false;
             };
             let mut scratch = std::mem::take(&mut self.scratch);

@@ -244,7 +244,9 @@ fn a_failed_read_fails_only_its_blocks_and_the_stream_goes_on(m: IoMethodKind) {
 /// block, and the top block number: each is an error naming it, in the order named, and the
 /// blocks around them come back. Guards against a second error replacing one the consumer
 /// had not taken yet (block 300,002 was never handed out), and against the block after
-/// `u32::MAX` being computed by an overflowing add.
+/// `u32::MAX` being computed by an overflowing add; and an error that named neither the
+/// block nor the relation (`API violation: read stream block is past the relation's last
+/// segment`, found by a caller-side attack, 2026-12-07).
 fn every_block_past_the_end_is_an_error_in_its_place(m: IoMethodKind) {
     let (_d, path) = three_segments();
     let aio = start_with(m, |s| s.buffer_pool_size = 1024);
@@ -270,7 +272,21 @@ fn every_block_past_the_end_is_an_error_in_its_place(m: IoMethodKind) {
                     page_ok(b.block(), b.page());
                     Ok(b.block())
                 }
-                Err(e) => Err(e.block),
+                Err(e) => {
+                    if e.block == 300_000 {
+                        assert_eq!(
+                            e.error.to_string(),
+                            format!(
+                                "could not read block 300000 of relation \"{}\": past its last \
+                                 segment (it had 250 blocks in 3 segments when it was opened)\n\
+                                 HINT:  A segment made since the relation was opened is seen by \
+                                 opening it again (Relation::open).",
+                                path.display()
+                            )
+                        );
+                    }
+                    Err(e.block)
+                }
             })
             .collect();
     let want: Vec<Result<u32, u32>> = named
@@ -322,7 +338,35 @@ fn streams_consumed_in_turn_on_one_issuer_each_get_every_block(m: IoMethodKind) 
     aio.check_buffer_mapping().unwrap();
 }
 
+/// A stream asked for `u32::MAX` reads in flight on a buffered file (advice on, the
+/// default): every block comes back, and the stream runs at what the issuer's handles allow.
+/// Guards against the advice queue being allocated to the number asked (32 GiB: the process
+/// aborted, found by a caller-side attack, 2026-12-07).
+fn a_stream_asked_for_too_many_reads_is_capped_not_aborted(m: IoMethodKind) {
+    let (_d, path) = three_segments();
+    let aio = start_with(m, |s| s.buffer_pool_size = 1024);
+    let me = aio.register_issuer("greedy").unwrap();
+    let rel = open_rel(&aio, &path, false);
+    let opts = ReadStreamOptions {
+        max_ios: u32::MAX,
+        ..ReadStreamOptions::default()
+    };
+    let stream = ReadStream::new(&me, &rel, 0..250, opts);
+    assert!(
+        stream.max_ios() <= aio.handles_per_issuer(),
+        "{}",
+        stream.max_ios()
+    );
+    let mut n = 0;
+    for (blk, b) in (0..250).zip(stream) {
+        page_ok(blk, b.unwrap().page());
+        n += 1;
+    }
+    assert_eq!(n, 250);
+}
+
 crate::for_every_method!(
+    a_stream_asked_for_too_many_reads_is_capped_not_aborted,
     streams_consumed_in_turn_on_one_issuer_each_get_every_block,
     every_block_past_the_end_is_an_error_in_its_place,
     every_block_comes_back_in_order_with_its_bytes,

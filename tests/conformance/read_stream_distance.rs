@@ -11,7 +11,8 @@ use crate::read_stream::{SEG, open_rel, page_ok, three_segments};
 use crate::support::*;
 use dbaio::{IoMethodKind, OpenOptions, ReadStream, ReadStreamOptions, Relation};
 
-/// A cold sequential stream ramps its distance up on misses (to 64 or more) and combines its
+/// A cold sequential stream ramps its distance up on misses (to 63, its pin budget: the
+/// issuer's share of the pool, 1024 / 16, less the buffer its consumer holds) and combines its
 /// reads to io_combine_limit (16 blocks): most of its 250 blocks come in 16-block reads.
 /// Guards against a stream that never grows its distance or never combines.
 fn a_cold_stream_ramps_up_and_combines_to_io_combine_limit(m: IoMethodKind) {
@@ -32,7 +33,7 @@ fn a_cold_stream_ramps_up_and_combines_to_io_combine_limit(m: IoMethodKind) {
     );
     assert_eq!(st.read_sizes.len(), 17, "io_combine_limit is 16 blocks");
     assert!(
-        st.max_distance >= 64,
+        st.max_distance >= 63,
         "the distance ramps up on misses: {st:?}"
     );
     assert!(

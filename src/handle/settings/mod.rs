@@ -536,12 +536,16 @@ impl Settings {
         for p in PARAMETERS {
             fresh.set(p.name, &p.text(self))?;
         }
-        if self.buffer_pool_size != 0 && self.buffer_pool_size < u64::from(self.max_issuers) {
+        if self.buffer_pool_size != 0 && self.buffer_pool_size < 2 * u64::from(self.max_issuers) {
             return Err(SettingsError::new(format!(
                 "buffer_pool_size ({} blocks) is too small for max_issuers ({})",
                 self.buffer_pool_size, self.max_issuers
             ))
-            .detail("Every issuer needs at least one buffer it can pin.")
+            .detail(
+                "Every issuer needs two buffers it can pin (the block its caller holds, and the \
+                 next one a read stream reads), so at least twice max_issuers, as PostgreSQL \
+                 asks of shared_buffers.",
+            )
             .hint("Raise buffer_pool_size, or lower max_issuers."));
         }
         if self.io_workers == 0 && self.io_min_workers > self.io_max_workers {
@@ -585,11 +589,12 @@ impl Settings {
     }
 
     /// Blocks the buffer pool really gets: `buffer_pool_size`, or for 0 (an engine with its
-    /// own cache) a token pool of one block per issuer slot, so that `read_block` and read
-    /// streams still work, a block at a time.
+    /// own cache) a token pool of two blocks per issuer slot, so that `read_block` and read
+    /// streams still work, a block at a time, on every issuer at once (the block the caller
+    /// holds, and the next one a stream reads).
     pub fn pool_blocks(&self) -> u64 {
         if self.buffer_pool_size == 0 {
-            u64::from(self.max_issuers)
+            2 * u64::from(self.max_issuers)
         } else {
             self.buffer_pool_size
         }
@@ -718,7 +723,11 @@ mod tests {
             64,
             "no longer derived from the pool"
         );
-        assert_eq!(s.pool_blocks(), u64::from(s.max_issuers), "a token pool");
+        assert_eq!(
+            s.pool_blocks(),
+            2 * u64::from(s.max_issuers),
+            "a token pool"
+        );
         s.validate().unwrap();
         let e = s.set("buffer_pool_size", "8").unwrap_err();
         assert_eq!(

@@ -638,7 +638,7 @@ pub const PARAMETERS: &[Parameter] = &[
         Blocks,
         "-1",
         io_advice_budget as i64,
-        "readahead advice: blocks read streams may have advised and not yet read, per device, all issuers together; -1: 16 × max(`effective_io_concurrency`, `maintenance_io_concurrency`), clamped to 256 .. 16384; 0: no advice"
+        "readahead advice: blocks read streams may have advised and not yet read, per device, all issuers together; -1: 16 × max(`effective_io_concurrency`, `maintenance_io_concurrency`), clamped to 256 .. 16384; 0: no advice from throttled streams (the default `Advice::Throttled`; an `Advice::Unthrottled` stream has no budget)"
     ),
     int_param!(
         "sim_seed",

@@ -39,7 +39,7 @@ impl AioBuilder {
     pub fn callback(&mut self, cb: impl HandleCallbacks) -> Result<CallbackId, AioError> {
         if BUILT_IN_KINDS + self.callbacks.len() >= MAX_CALLBACK_KINDS {
             return Err(AioError::ApiViolation(
-                "at most 63 callback kinds can be registered",
+                "at most 62 callback kinds can be registered (ids 2 ..= 63; 1 is the buffer pool's read)",
             ));
         }
         self.callbacks.push(Arc::new(cb));

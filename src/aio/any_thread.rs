@@ -162,6 +162,16 @@ impl Aio {
             }
         };
         let issuer: &Issuer = &parked.issuer;
+        // Inside one of this issuer's own calls — a callback it runs (stage, a completion
+        // on its thread) that called back here: its state is borrowed by that call, and
+        // using it panicked with `already mutably borrowed` (found by a caller-side attack,
+        // 2026-12-07). Nesting `with_issuer` in `f` itself is fine: no call is under way.
+        if issuer.local.try_borrow_mut().is_err() {
+            return Err(AioError::ApiViolation(
+                "Aio::with_issuer called from a callback running inside this thread's issuer \
+                 (callbacks must not start or wait for I/O of their own thread)",
+            ));
+        }
         let _batch = EndBatchOnPanic::new(issuer);
         Ok(f(issuer))
     }

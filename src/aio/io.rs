@@ -610,7 +610,8 @@ impl Completion {
     }
 
     /// Starts the rest of a partial read or write on `handle`: same memory, past the bytes
-    /// already transferred.
+    /// already transferred. Panics if the transfer is not partial
+    /// ([`Completion::is_partial`]): a bug in the caller, like a wrong index.
     pub fn resume<'a>(self, handle: Handle<'a>, file: &File) -> InFlight<'a> {
         assert!(self.is_partial(), "resume is for partial transfers");
         let done = self.bytes() as u64;

@@ -16,7 +16,8 @@ use crate::handle::error::{AioError, IoError};
 use crate::handle::files::NO_FILE;
 use crate::handle::notice::Notice;
 use crate::handle::op::{HandleFlags, Op};
-use crate::handle::result::{IoResult, Status};
+use crate::handle::result::{ERROR_DATA_PANICKED, IoResult, Status};
+use crate::handle::shared::checked;
 use crate::handle::slot::{Executor, HandleState, WaitRef};
 use crate::handle::wait_event::WaitEvent;
 use std::collections::HashMap;
@@ -592,29 +593,35 @@ impl Issuer {
             return;
         }
         s.set_state(HandleState::HandedOut, HandleState::Defined);
-        self.run_stage_callbacks(idx);
+        let ebadf = IoResult {
+            status: Status::Error,
+            callback_id: 0,
+            error_data: libc::EBADF as u32,
+            result: 0,
+        };
+        let stage_panic = self.run_stage_callbacks(idx);
+        let failed = is_foreign.then_some(ebadf).or(stage_panic);
         s.staged_ns
             .store(self.staging_clock(l, here), Ordering::Relaxed);
-        s.set_state(HandleState::Defined, HandleState::Staged);
-        if !is_foreign && !here {
-            l.staged.push(li);
-            if !l.in_batch || l.staged.len() >= SUBMIT_BATCH_SIZE {
-                self.submit_staged_locked(l);
+        if let Some(result) = failed {
+            // Never STAGED, so no waiter can claim and run it: a foreign file's descriptor
+            // is not ours, and a panicked stage did not take what the I/O needs.
+            s.set_state(HandleState::Defined, HandleState::Submitted);
+            l.link(li);
+            let raw = if is_foreign { -libc::EBADF } else { -libc::EIO };
+            shared.fail(idx, raw, Executor::Issuer, result);
+        } else {
+            s.set_state(HandleState::Defined, HandleState::Staged);
+            if !here {
+                l.staged.push(li);
+                if !l.in_batch || l.staged.len() >= SUBMIT_BATCH_SIZE {
+                    self.submit_staged_locked(l);
+                }
+                return;
             }
-            return;
-        }
-        l.link(li);
-        // A waiter that saw it staged may have claimed it first; then it runs it.
-        if shared.claim_submit(idx) {
-            if is_foreign {
-                let ebadf = IoResult {
-                    status: Status::Error,
-                    callback_id: 0,
-                    error_data: libc::EBADF as u32,
-                    result: 0,
-                };
-                shared.fail(idx, -libc::EBADF, Executor::Issuer, ebadf);
-            } else {
+            l.link(li);
+            // A waiter that saw it staged may have claimed it first; then it runs it.
+            if shared.claim_submit(idx) {
                 shared.run_here(idx, Executor::Issuer);
             }
         }
@@ -647,15 +654,37 @@ impl Issuer {
         shared.run_here(idx, Executor::Issuer);
     }
 
-    pub(super) fn run_stage_callbacks(&self, idx: u32) {
+    /// Runs handle `idx`'s stage callbacks, innermost first. A panicking one is caught (the
+    /// others still run: each takes its own resources, which its completion gives back) and
+    /// the I/O is not executed: the result it then fails with is returned. Before, the panic
+    /// left the handle DEFINED for ever, and the subsystem's drop waited for it (found by a
+    /// caller-side attack, 2026-12-07).
+    pub(super) fn run_stage_callbacks(&self, idx: u32) -> Option<IoResult> {
         let shared = &self.aio.shared;
         let s = shared.slot(idx);
         let ctx = IoContext { shared, index: idx };
+        let mut failed = None;
         for k in (0..s.num_callbacks.load(Ordering::Relaxed) as usize).rev() {
-            if let Some(cb) = shared.callbacks.get(s.callbacks[k].load(Ordering::Relaxed)) {
-                cb.stage(&ctx, s.callback_data[k].load(Ordering::Relaxed));
+            let id = s.callbacks[k].load(Ordering::Relaxed);
+            let Some(cb) = shared.callbacks.get(id) else {
+                continue;
+            };
+            let data = s.callback_data[k].load(Ordering::Relaxed);
+            if catch_unwind(AssertUnwindSafe(|| cb.stage(&ctx, data))).is_err() {
+                tracing::error!(
+                    callback = cb.name(),
+                    io_id = idx,
+                    "stage callback panicked; failing the I/O"
+                );
+                failed.get_or_insert(IoResult {
+                    status: Status::Error,
+                    callback_id: id,
+                    error_data: ERROR_DATA_PANICKED,
+                    result: 0,
+                });
             }
         }
+        failed
     }
 
     /// Runs the local callbacks of complete handle `li`, recycles it, and hands back its
@@ -721,11 +750,19 @@ impl Issuer {
             };
             let data = s.callback_data[k].load(r);
             result = catch_unwind(AssertUnwindSafe(|| cb.complete_local(&ctx, result, data)))
-                .unwrap_or(IoResult {
-                    status: Status::Error,
-                    callback_id: id,
-                    error_data: 0x7f_ffff,
-                    result: 0,
+                .map(|got| checked((cb.name(), id), idx, got, s.op(), s.length.load(r)))
+                .unwrap_or_else(|_| {
+                    tracing::error!(
+                        callback = cb.name(),
+                        io_id = idx,
+                        "complete_local callback panicked; failing the I/O"
+                    );
+                    IoResult {
+                        status: Status::Error,
+                        callback_id: id,
+                        error_data: ERROR_DATA_PANICKED,
+                        result: 0,
+                    }
                 });
         }
         s.set_state(HandleState::CompletedShared, HandleState::CompletedLocal);

@@ -27,10 +27,21 @@ impl CallbackId {
     }
 }
 
-/// The most callback kinds one subsystem can register.
+/// The most callback kinds one subsystem has, the built-in buffer read (id 1) among them: an
+/// embedder can register 62 ([`AioBuilder::callback`](crate::AioBuilder::callback)).
 pub const MAX_CALLBACK_KINDS: usize = 63;
 
 /// A callback kind. Every method has a default that leaves the result unchanged.
+///
+/// What the subsystem does with a callback that breaks its rules: a panic in any method is
+/// caught (and logged) — in `stage` the I/O is not executed and fails, in `complete_shared`
+/// and `complete_local` it fails, in `message`, `report` and `invalid_pages` the error is
+/// described without that part; the error then reads `…: its NAME callback panicked (see the
+/// log)`. A result the I/O cannot have ([`IoResult::is_possible`]: no status, OK for fewer
+/// or more bytes than asked, PARTIAL for none or all) fails the I/O the same way (`…
+/// returned a result the I/O cannot have`). A callback runs inside the subsystem: it must
+/// not start or wait for I/O of its own thread's issuer (`Aio::with_issuer` there returns
+/// an API-violation error), and `complete_shared` must not block.
 pub trait HandleCallbacks: Send + Sync + 'static {
     /// A short name for logs.
     fn name(&self) -> &'static str;

@@ -9,8 +9,9 @@
 use super::error::{DIRECT_HINT, FOREIGN_FILE_HINT, IoError};
 use super::files::NO_FILE;
 use super::op::Op;
-use super::result::IoResult;
+use super::result::{ERROR_DATA_IMPOSSIBLE, ERROR_DATA_PANICKED, IoResult};
 use super::shared::Shared;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -36,9 +37,41 @@ impl Shared {
         let cb = (result.callback_id != 0)
             .then(|| shared.callbacks.get(result.callback_id))
             .flatten();
-        let detail = cb
-            .map(|cb| cb.report(&result))
-            .or_else(|| self.executor_detail(idx, result));
+        // A callback that panicked made no result of its own to describe: say so, without
+        // asking it (its `report` would read the marker as its own error data).
+        let fault = match result.error_data {
+            ERROR_DATA_PANICKED => Some("panicked"),
+            ERROR_DATA_IMPOSSIBLE => Some("returned a result the I/O cannot have"),
+            _ => None,
+        };
+        if let (Some(cb), Some(fault)) = (cb, fault) {
+            let base = IoResult {
+                callback_id: 0,
+                error_data: ERROR_DATA_PANICKED,
+                ..result
+            };
+            let mut e = self.describe(idx, base, foreign);
+            e.detail = Some(format!("its {} callback {fault} (see the log)", cb.name()).into());
+            return e;
+        }
+        // An embedder's words are its code, run here on whatever thread describes the I/O
+        // (a worker, a reaper, a ticket's waiter): a panic in them must not unwind through
+        // the completion protocol, which left handles half-recycled (found by a caller-side
+        // attack, 2026-12-07). Each hook that panics is left out, and the log says so.
+        let guarded = |hook: &str, f: &mut dyn FnMut()| {
+            if catch_unwind(AssertUnwindSafe(f)).is_err() {
+                tracing::error!(
+                    callback = cb.map_or("?", |cb| cb.name()),
+                    io_id = idx,
+                    "the {hook} of a callback panicked; describing the I/O without it"
+                );
+            }
+        };
+        let mut detail = None;
+        if let Some(cb) = cb {
+            guarded("report", &mut || detail = Some(cb.report(&result)));
+        }
+        let detail = detail.or_else(|| self.executor_detail(idx, result));
         // A relation's segment numbers its blocks across the relation, as md.c's messages do
         // (`could not read blocks 20..20 in file "base/5/16421.1"`); the handle holds them in
         // the file's own numbering.
@@ -48,30 +81,32 @@ impl Shared {
                 nblocks,
             )
         });
-        let message = cb.and_then(|cb| {
+        let (mut message, mut invalid_pages) = (None, 0);
+        if let Some(cb) = cb {
             let (relation, base) = shared.files.relation(file);
             let first = if first == crate::handle::slot::NO_BLOCK {
                 0
             } else {
                 first
             };
-            cb.message(
-                &result,
-                &crate::handle::callback::ReportTarget {
-                    relation: &relation,
-                    first_block: base + first,
-                    nblocks,
-                },
-            )
-        });
-        let invalid_pages = cb.map_or(0, |cb| cb.invalid_pages(&result));
+            let target = crate::handle::callback::ReportTarget {
+                relation: &relation,
+                first_block: base + first,
+                nblocks,
+            };
+            guarded("message", &mut || message = cb.message(&result, &target));
+            guarded("invalid_pages", &mut || {
+                invalid_pages = cb.invalid_pages(&result)
+            });
+        }
         IoError {
             op,
             path,
             new_path,
             offset: s.offset.load(r),
             length: s.length.load(r),
-            transferred: s.raw_result.load(r).max(0) as u64,
+            // What the result says came (a callback may have changed the kernel's count).
+            transferred: result.result.max(0) as u64,
             errno,
             blocks,
             detail: detail.map(String::into_boxed_str),

@@ -63,7 +63,30 @@ pub const ERROR_DATA_PANICKED: u32 = 0x7f_ffff;
 /// finishing it (it was tried three times; see the worker method).
 pub const ERROR_DATA_WORKER_LOST: u32 = 0x7f_fffe;
 
+/// error_data of an ERROR result when a callback (`callback_id`) returned a result the I/O
+/// cannot have (see [`IoResult::is_possible`]).
+pub const ERROR_DATA_IMPOSSIBLE: u32 = 0x7f_fffd;
+
 impl IoResult {
+    /// Whether this is a result an I/O of `op` asking `length` bytes can have: a status set;
+    /// for a read or write, OK for every byte, PARTIAL for some but not all (at least one, so
+    /// that resuming makes progress), WARNING for at most all; for other ops, nothing partial.
+    /// A callback returning another is a bug the completion turns into an error: before,
+    /// `Unknown`, or OK for 0 bytes, hid an EIO (`check` said Ok), and OK for twice the
+    /// length reported bytes the buffer does not have.
+    pub fn is_possible(&self, op: Op, length: u64) -> bool {
+        let n = self.result;
+        match (self.status, op.transfers_data()) {
+            (Status::Unknown, _) => false,
+            (Status::Error, _) => true,
+            (Status::Ok, true) => n >= 0 && n as u64 == length,
+            (Status::Partial, true) => n > 0 && (n as u64) < length,
+            (Status::Warning, true) => n >= 0 && n as u64 <= length,
+            (Status::Partial, false) => false,
+            (Status::Ok | Status::Warning, false) => n >= 0,
+        }
+    }
+
     /// Not completed.
     pub const UNKNOWN: IoResult = IoResult {
         status: Status::Unknown,

@@ -12,7 +12,10 @@ use super::error::AioError;
 use super::fault::{FaultInjector, FaultSite};
 use super::files::FileTable;
 use super::fixed_memory::FixedMemory;
-use super::result::{ERROR_DATA_PANICKED, ERROR_DATA_WORKER_LOST, IoResult, Status};
+use super::op::Op;
+use super::result::{
+    ERROR_DATA_IMPOSSIBLE, ERROR_DATA_PANICKED, ERROR_DATA_WORKER_LOST, IoResult, Status,
+};
 use super::settings::Settings;
 use super::shmem::SharedRegion;
 use super::slot::{Executor, HandleSlot, HandleState, WaitRef};
@@ -661,7 +664,10 @@ impl Shared {
                 continue;
             };
             match catch_unwind(AssertUnwindSafe(|| cb.complete_shared(&ctx, result, data))) {
-                Ok(r) => result = r,
+                Ok(r) => {
+                    let length = s.length.load(Ordering::Relaxed);
+                    result = checked((cb.name(), id), i, r, s.op(), length);
+                }
                 Err(_) => {
                     tracing::error!(
                         callback = cb.name(),
@@ -853,6 +859,35 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
     // SAFETY: `ts` is a valid out-pointer and `clock` one of the monotonic clocks.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// `r`, which callback `name` (kind `id`) returned for handle `i` (an `op` of `length` bytes), if it
+/// is a result the I/O can have; otherwise an error naming the callback (logged with what it
+/// returned).
+pub(crate) fn checked(
+    (name, id): (&str, u8),
+    i: u32,
+    r: IoResult,
+    op: Op,
+    length: u64,
+) -> IoResult {
+    if r.is_possible(op, length) {
+        return r;
+    }
+    tracing::error!(
+        callback = name,
+        io_id = i,
+        status = r.status.name(),
+        result = r.result,
+        length,
+        "a callback returned a result the I/O cannot have; failing the I/O"
+    );
+    IoResult {
+        status: Status::Error,
+        callback_id: id,
+        error_data: ERROR_DATA_IMPOSSIBLE,
+        result: 0,
+    }
 }
 
 #[cfg(test)]

@@ -95,6 +95,9 @@ impl HandleState {
                 | (HandedOut, Submitted)
                 | (Submitted, CompletedShared)
                 | (CompletedShared, Idle)
+                // An I/O failed before it is staged (a foreign file, a panicked stage
+                // callback), so that no waiter can claim and run it.
+                | (Defined, Submitted)
         )
     }
 }

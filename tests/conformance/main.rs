@@ -35,6 +35,7 @@ mod file_helpers;
 mod foreign_completion;
 mod foreign_wait_on_batch;
 mod held_results_kept;
+mod hostile_callbacks;
 mod inline_io;
 mod io_timing;
 mod issuer_exit;

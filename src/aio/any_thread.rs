@@ -108,6 +108,13 @@ impl Aio {
     ///
     /// Errors: the subsystem is shut down, or all `max_issuers` slots are taken.
     pub fn with_issuer<R>(&self, f: impl FnOnce(&Issuer) -> R) -> Result<R, AioError> {
+        // A handle callback runs inside the completion protocol (staging or completing an
+        // I/O, on the issuer's thread, a worker or a reaper): an I/O started and waited for
+        // there deadlocked on io_uring, whose reaper was the waiting thread itself (found by
+        // a caller-side attack, 2026-12-07). Refused on every method alike.
+        if crate::handle::callback::in_callback() {
+            return Err(AioError::ApiViolation(REENTRANT));
+        }
         let id = self.inner.shared.id;
         let shut = self.inner.shared.shutting_down.load(Ordering::Relaxed);
         if shut {
@@ -167,15 +174,17 @@ impl Aio {
         // using it panicked with `already mutably borrowed` (found by a caller-side attack,
         // 2026-12-07). Nesting `with_issuer` in `f` itself is fine: no call is under way.
         if issuer.local.try_borrow_mut().is_err() {
-            return Err(AioError::ApiViolation(
-                "Aio::with_issuer called from a callback running inside this thread's issuer \
-                 (callbacks must not start or wait for I/O of their own thread)",
-            ));
+            return Err(AioError::ApiViolation(REENTRANT));
         }
         let _batch = EndBatchOnPanic::new(issuer);
         Ok(f(issuer))
     }
 }
+
+/// `with_issuer` from inside a handle callback, or from inside a call of the thread's own
+/// issuer.
+const REENTRANT: &str = "Aio::with_issuer called from a handle callback (stage or completion): \
+     callbacks run inside the completion protocol and must not start or wait for I/O";
 
 /// Ends an issuer's open batch if a panic unwinds through `with_issuer`: the thread's next
 /// call (a thread pool runs its next task on the same thread) would otherwise stage its I/Os

@@ -663,6 +663,7 @@ impl Issuer {
         let shared = &self.aio.shared;
         let s = shared.slot(idx);
         let ctx = IoContext { shared, index: idx };
+        let _inside = crate::handle::callback::InCallback::enter();
         let mut failed = None;
         for k in (0..s.num_callbacks.load(Ordering::Relaxed) as usize).rev() {
             let id = s.callbacks[k].load(Ordering::Relaxed);
@@ -743,6 +744,7 @@ impl Issuer {
         if callbacks == 0 {
             return (result, HandleState::CompletedShared);
         }
+        let _inside = crate::handle::callback::InCallback::enter();
         for k in (0..callbacks).rev() {
             let id = s.callbacks[k].load(r);
             let Some(cb) = shared.callbacks.get(id) else {

@@ -185,6 +185,7 @@ const RETIRE_THREAD: &str = "dbaio-retire";
 pub(super) fn must_not_wait_here() -> bool {
     !RETIRING_HERE.with(|r| r.get())
         && (crate::handle::notice::in_waker()
+            || crate::handle::callback::in_callback()
             || std::thread::current()
                 .name()
                 .is_some_and(|n| n.starts_with("dbaio-") && n != RETIRE_THREAD))

@@ -21,6 +21,7 @@ use crate::handle::error::AioError;
 use crate::handle::result::{ERROR_DATA_EOF, IoResult, Status};
 use crate::handle::settings::MAX_IO_COMBINE_LIMIT;
 use std::marker::PhantomData;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// A buffer-pool page holding a valid block, pinned: it cannot be evicted or read into while
 /// this value lives. Dropping it unpins.
@@ -450,7 +451,15 @@ impl HandleCallbacks for BufferReadv {
                 // page; the read that filled it has completed.
                 let page =
                     unsafe { std::slice::from_raw_parts_mut(pool.page_ptr(b), pool.page_size()) };
-                let verdict = pool.verifier.verify(page, block);
+                // A verifier that panics finds the page invalid: the panic unwound past
+                // `terminate_io` below, the buffer stayed IO_IN_PROGRESS under an I/O long
+                // done, and its next reader spun for ever (found by a caller-side attack,
+                // 2026-12-07).
+                let verdict = catch_unwind(AssertUnwindSafe(|| pool.verifier.verify(page, block)))
+                    .unwrap_or_else(|_| {
+                        tracing::error!(block, "the page verifier panicked; the page is invalid");
+                        PageVerdict::Invalid
+                    });
                 if verdict.checksum_failed() {
                     v.checksum_failures += 1;
                 }

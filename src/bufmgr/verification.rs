@@ -34,7 +34,8 @@ impl PageVerdict {
 }
 
 /// Checks a page as it arrives from storage. Runs in the completing thread (a worker, a
-/// reaper, the issuer): it must not block or panic.
+/// reaper, the issuer): it must not block or panic. A panic is caught and logged, and the
+/// page is taken as invalid ([`PageVerdict::Invalid`]).
 pub trait PageVerifier: Send + Sync + 'static {
     /// Verifies `page`, which is block `block` of its relation (numbered across segments).
     fn verify(&self, page: &[u8], block: u32) -> PageVerdict;

@@ -15,6 +15,34 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+thread_local! {
+    /// Callbacks running on this thread (`stage`, `complete_shared`, `complete_local`).
+    static IN_CALLBACK: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// True while this thread runs a handle callback: inside the completion protocol, where
+/// `Aio::with_issuer` is refused and `Aio::shutdown` and drops must not wait (the I/O the
+/// thread is staging or completing is among those they would wait for).
+pub(crate) fn in_callback() -> bool {
+    IN_CALLBACK.with(|c| c.get() > 0)
+}
+
+/// Counts this thread as running callbacks while it lives (see [`in_callback`]).
+pub(crate) struct InCallback(());
+
+impl InCallback {
+    pub(crate) fn enter() -> InCallback {
+        IN_CALLBACK.with(|c| c.set(c.get() + 1));
+        InCallback(())
+    }
+}
+
+impl Drop for InCallback {
+    fn drop(&mut self) {
+        IN_CALLBACK.with(|c| c.set(c.get() - 1));
+    }
+}
+
 /// Identifies a registered callback kind (1..=63; 0 is the subsystem's base result, 1 the
 /// built-in buffer read).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -35,13 +63,16 @@ pub const MAX_CALLBACK_KINDS: usize = 63;
 ///
 /// What the subsystem does with a callback that breaks its rules: a panic in any method is
 /// caught (and logged) — in `stage` the I/O is not executed and fails, in `complete_shared`
-/// and `complete_local` it fails, in `message`, `report` and `invalid_pages` the error is
-/// described without that part; the error then reads `…: its NAME callback panicked (see the
-/// log)`. A result the I/O cannot have ([`IoResult::is_possible`]: no status, OK for fewer
-/// or more bytes than asked, PARTIAL for none or all) fails the I/O the same way (`…
-/// returned a result the I/O cannot have`). A callback runs inside the subsystem: it must
-/// not start or wait for I/O of its own thread's issuer (`Aio::with_issuer` there returns
-/// an API-violation error), and `complete_shared` must not block.
+/// it fails, in `complete_local` it fails for the issuer's own wait (a ticket, `on_error` or
+/// a detached I/O took the shared result before local callbacks run), in `message`, `report`
+/// and `invalid_pages` the error is described without that part; the error then reads `…:
+/// its NAME callback panicked (see the log)` (or `… callback's report panicked`). A result
+/// the I/O cannot have ([`IoResult::is_possible`]: no status, OK for fewer or more bytes than
+/// asked, PARTIAL for none or all) fails the I/O the same way (`… returned a result the I/O
+/// cannot have`). A callback runs inside the completion protocol: `Aio::with_issuer` from
+/// `stage`, `complete_shared` or `complete_local` returns an API-violation error on every
+/// method, `Aio::shutdown` there refuses new I/O and returns without waiting, and
+/// `complete_shared` must not block (waiting there for its own I/O never ends).
 pub trait HandleCallbacks: Send + Sync + 'static {
     /// A short name for logs.
     fn name(&self) -> &'static str;

@@ -57,31 +57,20 @@ impl Shared {
         // An embedder's words are its code, run here on whatever thread describes the I/O
         // (a worker, a reaper, a ticket's waiter): a panic in them must not unwind through
         // the completion protocol, which left handles half-recycled (found by a caller-side
-        // attack, 2026-12-07). Each hook that panics is left out, and the log says so.
-        let guarded = |hook: &str, f: &mut dyn FnMut()| {
+        // attack, 2026-12-07). Each hook that panics is left out, logged, and named in the
+        // detail.
+        let mut panicked: Vec<&str> = Vec::new();
+        let mut guarded = |hook: &'static str, f: &mut dyn FnMut()| {
             if catch_unwind(AssertUnwindSafe(f)).is_err() {
                 tracing::error!(
                     callback = cb.map_or("?", |cb| cb.name()),
                     io_id = idx,
                     "the {hook} of a callback panicked; describing the I/O without it"
                 );
+                panicked.push(hook);
             }
         };
-        let mut detail = None;
-        if let Some(cb) = cb {
-            guarded("report", &mut || detail = Some(cb.report(&result)));
-        }
-        let detail = detail.or_else(|| self.executor_detail(idx, result));
-        // A relation's segment numbers its blocks across the relation, as md.c's messages do
-        // (`could not read blocks 20..20 in file "base/5/16421.1"`); the handle holds them in
-        // the file's own numbering.
-        let blocks = (first != crate::handle::slot::NO_BLOCK).then(|| {
-            (
-                shared.files.segment_base(file).saturating_add(first),
-                nblocks,
-            )
-        });
-        let (mut message, mut invalid_pages) = (None, 0);
+        let (mut detail, mut message, mut invalid_pages) = (None, None, 0);
         if let Some(cb) = cb {
             let (relation, base) = shared.files.relation(file);
             let first = if first == crate::handle::slot::NO_BLOCK {
@@ -94,11 +83,30 @@ impl Shared {
                 first_block: base + first,
                 nblocks,
             };
+            guarded("report", &mut || detail = Some(cb.report(&result)));
             guarded("message", &mut || message = cb.message(&result, &target));
             guarded("invalid_pages", &mut || {
                 invalid_pages = cb.invalid_pages(&result)
             });
         }
+        if let (Some(cb), false) = (cb, panicked.is_empty()) {
+            let said = detail.map(|d| format!("{d}; ")).unwrap_or_default();
+            let hooks = panicked.join(" and ");
+            detail = Some(format!(
+                "{said}its {} callback's {hooks} panicked (see the log)",
+                cb.name()
+            ));
+        }
+        let detail = detail.or_else(|| self.executor_detail(idx, result));
+        // A relation's segment numbers its blocks across the relation, as md.c's messages do
+        // (`could not read blocks 20..20 in file "base/5/16421.1"`); the handle holds them in
+        // the file's own numbering.
+        let blocks = (first != crate::handle::slot::NO_BLOCK).then(|| {
+            (
+                shared.files.segment_base(file).saturating_add(first),
+                nblocks,
+            )
+        });
         IoError {
             op,
             path,

@@ -657,6 +657,7 @@ impl Shared {
             shared: self,
             index: i,
         };
+        let _inside = (n > 0).then(crate::handle::callback::InCallback::enter);
         for k in (0..n).rev() {
             let id = s.callbacks[k].load(Ordering::Relaxed);
             let data = s.callback_data[k].load(Ordering::Relaxed);

@@ -15,7 +15,8 @@
 use crate::support::*;
 use dbaio::{
     Aio, AioError, CallbackId, FaultAction, FaultRule, HandleCallbacks, IoBuf, IoContext,
-    IoMethodKind, IoResult, Op, OpenOptions, ReportTarget, Status,
+    IoMethodKind, IoResult, Op, OpenOptions, PageVerdict, PageVerification, PageVerifier,
+    ReportTarget, Status,
 };
 
 /// What a hostile callback does.
@@ -23,6 +24,9 @@ use dbaio::{
 enum Misdeed {
     PanicInStage,
     PanicInWords,
+    WithIssuerInShared,
+    ShutdownInStage,
+    ShutdownInShared,
     UnknownStatus,
     OkForNothing,
     WithIssuerInStage,
@@ -40,11 +44,12 @@ impl HandleCallbacks for Hostile {
     fn stage(&self, _io: &IoContext<'_>, _data: u8) {
         match self.misdeed {
             Misdeed::PanicInStage => panic!("a stage callback panics"),
+            Misdeed::ShutdownInStage => self.aio.get().expect("set after start").shutdown(),
             Misdeed::WithIssuerInStage => {
                 let aio = self.aio.get().expect("set after start");
                 match aio.with_issuer(|_| ()) {
                     Err(AioError::ApiViolation(why)) => {
-                        assert!(why.contains("from a callback"), "{why}")
+                        assert!(why.contains("from a handle callback"), "{why}")
                     }
                     other => panic!("expected an API violation, got {other:?}"),
                 }
@@ -53,7 +58,19 @@ impl HandleCallbacks for Hostile {
         }
     }
     fn complete_shared(&self, _io: &IoContext<'_>, prior: IoResult, _data: u8) -> IoResult {
+        let aio = || self.aio.get().expect("set after start");
         match self.misdeed {
+            Misdeed::WithIssuerInShared => match aio().with_issuer(|_| ()) {
+                Err(AioError::ApiViolation(why)) => {
+                    assert!(why.contains("from a handle callback"), "{why}");
+                    prior
+                }
+                other => panic!("expected an API violation, got {other:?}"),
+            },
+            Misdeed::ShutdownInShared => {
+                aio().shutdown();
+                prior
+            }
             // A failure made this callback's own, so that its words describe it.
             Misdeed::PanicInWords if prior.status == Status::Error => IoResult {
                 callback_id: 2,
@@ -154,12 +171,11 @@ fn a_panicking_stage_fails_its_io_and_gives_the_handle_back(m: IoMethodKind) {
 }
 
 fn a_panicking_message_leaves_the_error_described_without_it(m: IoMethodKind) {
-    // The words left out: the base line and the errno.
     survives(
         m,
         Misdeed::PanicInWords,
         true,
-        "could not read 4096 bytes at offset",
+        "its hostile callback's report and message panicked (see the log)",
     );
 }
 
@@ -170,10 +186,27 @@ fn a_result_the_io_cannot_have_fails_it(m: IoMethodKind) {
 }
 
 fn with_issuer_from_inside_the_issuer_is_an_api_violation(m: IoMethodKind) {
-    within(60, "re-entrant with_issuer", move || {
+    for misdeed in [Misdeed::WithIssuerInStage, Misdeed::WithIssuerInShared] {
+        reenters(m, misdeed, false);
+    }
+}
+
+/// `Aio::shutdown` from a stage or completion callback returns (the I/O the thread is
+/// staging or completing is one it would wait for: it hung on every method), and the I/O
+/// itself completes. Guards against the callback's thread waiting for itself.
+fn shutdown_from_a_callback_returns(m: IoMethodKind) {
+    for misdeed in [Misdeed::ShutdownInStage, Misdeed::ShutdownInShared] {
+        reenters(m, misdeed, true);
+    }
+}
+
+/// A read through `with_issuer` with a callback doing `misdeed`, which must not keep the
+/// read from completing with its bytes (`shutting`: the callback shuts the subsystem down).
+fn reenters(m: IoMethodKind, misdeed: Misdeed, shutting: bool) {
+    within(60, "a callback re-entering the subsystem", move || {
         let d = dir();
         let path = data_file(&d, "f", 8192);
-        let (aio, id) = start_hostile(m, Misdeed::WithIssuerInStage);
+        let (aio, id) = start_hostile(m, misdeed);
         let done = aio
             .with_issuer(|me| {
                 let f = aio.open(&path, &OpenOptions::read()).unwrap();
@@ -185,7 +218,37 @@ fn with_issuer_from_inside_the_issuer_is_an_api_violation(m: IoMethodKind) {
             })
             .map_err(|e| e.to_string());
         assert_eq!(done, Ok(()));
+        assert_eq!(aio.is_shut_down(), shutting);
         drop(aio);
+    });
+}
+
+/// A page verifier that panics on block 5: each read of it fails as an invalid page, and
+/// the next reader reads it again rather than waiting on a read long finished (it spun at
+/// 100% CPU for ever on every method: the panic skipped the end of the buffer's I/O).
+fn a_panicking_page_verifier_leaves_the_block_readable_again(m: IoMethodKind) {
+    struct Touchy;
+    impl PageVerifier for Touchy {
+        fn verify(&self, _page: &[u8], block: u32) -> PageVerdict {
+            assert_ne!(block, 5, "a verifier panics on block 5");
+            PageVerdict::Valid
+        }
+    }
+    within(60, "a panicking page verifier", move || {
+        let d = dir();
+        let path = data_file(&d, "rel", 16 * 8192);
+        let mut b = Aio::builder(settings(m));
+        b.page_verifier(Touchy);
+        let aio = b.start().unwrap();
+        let me = aio.register_issuer("verify").unwrap();
+        me.set_page_verification(PageVerification::ERROR);
+        let f = aio.open(&path, &OpenOptions::read()).unwrap();
+        for _ in 0..3 {
+            let e = me.read_block(&f, 5).err().expect("block 5 is invalid");
+            assert!(e.to_string().starts_with("invalid page in block 5"), "{e}");
+            assert_pattern(me.read_block(&f, 6).unwrap().page(), 6 * 8192);
+        }
+        aio.check_buffer_mapping().unwrap();
     });
 }
 
@@ -194,4 +257,6 @@ crate::for_every_method!(
     a_panicking_message_leaves_the_error_described_without_it,
     a_result_the_io_cannot_have_fails_it,
     with_issuer_from_inside_the_issuer_is_an_api_violation,
+    shutdown_from_a_callback_returns,
+    a_panicking_page_verifier_leaves_the_block_readable_again,
 );

@@ -939,6 +939,14 @@ mod tests {
         );
         let mut s = Settings::default();
         assert!(s.set("io_worker_program", "/bin/a\0b").is_err());
+        for (name, value) in [
+            ("io_method", "sync\n"),
+            ("io_workers", "3\r"),
+            ("io_method", "'sync\n'"),
+        ] {
+            let e = s.set(name, value).unwrap_err();
+            assert!(e.to_string().contains("cannot hold a line break"), "{e}");
+        }
         assert_eq!(s, Settings::default());
     }
 

@@ -136,6 +136,12 @@ impl Parameter {
     /// Parses `value` for this setting (`block_size`: the size of a block in bytes, for
     /// block-unit values).
     pub(crate) fn parse(&self, value: &str, block_size: u32) -> Result<Value, SettingsError> {
+        // A settings file holds one value a line, and a path cannot hold a NUL: no value of
+        // any kind may (`sync\n` was taken as `sync` by `set`, the trailing break trimmed).
+        if value.contains(['\n', '\r', '\0']) {
+            return Err(invalid(self.name, &value.escape_debug().to_string())
+                .detail("A value cannot hold a line break or a NUL byte."));
+        }
         let v = match self.kind {
             Kind::Bool => Value::Bool(parse_bool(self.name, value)?),
             Kind::Int { min, max, unit } => {
@@ -153,11 +159,6 @@ impl Parameter {
                     _ => value,
                 };
                 Value::Choice(parse_choice(self.name, word, values)?)
-            }
-            // A settings file holds one value a line, and a path cannot hold a NUL.
-            Kind::Text if value.contains(['\n', '\r', '\0']) => {
-                return Err(invalid(self.name, &value.escape_debug().to_string())
-                    .detail("A value cannot hold a line break or a NUL byte."));
             }
             Kind::Text => Value::Text(value.to_string()),
             Kind::Fraction => Value::Fraction(parse_fraction(self.name, value)?),

@@ -592,25 +592,41 @@ impl BufferPool {
             self.start_prefault();
         }
         let n = self.descs.len() as u32;
-        // Usage counts go down by one per pass, so 6 passes find one if any is unpinned.
-        for _ in 0..(n as u64 * (USAGE_MAX + 1) + 1) {
+        // PostgreSQL's `StrategyGetBuffer`: give up only after a whole round of the pool in a
+        // row found every buffer pinned (or being read); a usage count brought down starts
+        // the round again. A fixed number of steps (six rounds) gave up while other threads
+        // pinned, unpinned and hit buffers of a small pool under the hand, with some
+        // buffer free all along (two issuers streaming in a pool of four: found by this
+        // session's own test on worker processes, 2026-12-07).
+        // A pin can be a moment's: another reader's probe of a hit, or its sweep taking a
+        // buffer it then finds mapped by someone else. In a small pool a round of those looks
+        // like a pool all pinned (two issuers streaming in a pool of four failed one run in
+        // four on worker processes with one buffer free): a whole round pinned yields the
+        // CPU and looks again; it gives up after four rounds (and at least 64 looks) in a
+        // row found nothing.
+        let rounds = 4 * n.max(16);
+        let mut pinned_in_a_row = 0;
+        while pinned_in_a_row < rounds {
             let b = self.hand.fetch_add(1, Ordering::Relaxed) % n;
             let d = &self.descs[b as usize];
             let s = d.state.load(Ordering::Relaxed);
             if s & REFCOUNT_MASK != 0 || s & IO_IN_PROGRESS != 0 {
+                pinned_in_a_row += 1;
+                if pinned_in_a_row % n == 0 {
+                    std::thread::yield_now();
+                }
                 continue;
             }
-            let new = if s & USAGE_MASK != 0 {
-                s - (1 << USAGE_SHIFT)
-            } else {
-                s + 1
-            };
+            let used = s & USAGE_MASK != 0;
+            let new = if used { s - (1 << USAGE_SHIFT) } else { s + 1 };
             if d.state
                 .compare_exchange(s, new, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
-                && s & USAGE_MASK == 0
             {
-                return Some(b);
+                if !used {
+                    return Some(b);
+                }
+                pinned_in_a_row = 0;
             }
         }
         None

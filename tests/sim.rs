@@ -1284,6 +1284,47 @@ fn a_file_moved_twice_stays_where_every_directory_was_synced() {
     }
 }
 
+/// A rename that replaces a durable file, its new directory synced while the directory it
+/// came from was not: the name holds the newcomer for good, so a crash never brings the
+/// replaced file back there (the newcomer may still show under its old name too). The
+/// replaced file was kept for the crash until the newcomer's rename was durable in both
+/// directories, and in about half of seeds came back under the synced name (found by the
+/// crash-namespace model's random programs, 2026-12-07: a write of `d1/b`, `d1/a` synced
+/// and moved to `d2/a` with both directories synced, then `d1/b` moved to `d2/b` and on
+/// over `d2/a`, and `d2` synced).
+#[test]
+fn a_name_replaced_in_a_synced_directory_keeps_the_newcomer() {
+    let d = dir();
+    let (d1, d2) = two_dirs(&d);
+    for seed in 0..64 {
+        let disk = SimDisk::new(seed);
+        {
+            let aio = start(Some(disk.clone()), seed, |_| {});
+            let me = aio.register_issuer("mover").unwrap();
+            let b = aio.open(d1.join("b"), &OpenOptions::read_write()).unwrap();
+            me.write_all_from(&b, 0, &[1u8; 1024]).unwrap();
+            drop(b);
+            let a = aio.open(d1.join("a"), &OpenOptions::read_write()).unwrap();
+            me.write_all_from(&a, 0, &[2u8; 1024]).unwrap();
+            me.fsync(&a).unwrap();
+            drop(a);
+            me.rename(&d1.join("a"), &d2.join("a")).unwrap();
+            sync_directory(&aio, &me, &d1);
+            sync_directory(&aio, &me, &d2);
+            me.rename(&d1.join("b"), &d2.join("b")).unwrap();
+            me.rename(&d2.join("b"), &d2.join("a")).unwrap();
+            sync_directory(&aio, &me, &d2);
+        }
+        let image = disk.crash();
+        let at_a = image.contents(d2.join("a")).map(|c| c.first().copied());
+        assert_ne!(
+            at_a,
+            Some(Some(2)),
+            "seed {seed}: the replaced file came back"
+        );
+    }
+}
+
 /// A subsystem on a fresh disk of seed `seed`, an issuer `name`, and file `f` in `d` whose
 /// first 4 KiB hold `fill`.
 fn issuer_and_file(

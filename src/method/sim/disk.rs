@@ -288,9 +288,16 @@ impl SimDisk {
         let mut renamed = Vec::new();
         for path in &names {
             if let Entry::Renamed { from } = &st.files[path].entry {
+                // Arrived for good once its new directory is synced: there it stays (the
+                // directory it left may still show it too, but that name is another file's
+                // only if that file's own rename put it there).
+                let dir = path.parent().unwrap_or(Path::new("/"));
+                let arrived = !st.files[path].pending_dirs.contains(dir);
                 let names = [from.clone(), path.clone()];
                 let [first, second] = names;
-                let drawn = if st.rng.below(2) == 0 {
+                let drawn = if arrived {
+                    [second.clone(), second]
+                } else if st.rng.below(2) == 0 {
                     [first, second]
                 } else {
                     [second, first]

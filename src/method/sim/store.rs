@@ -371,20 +371,17 @@ impl SimStore {
                         now_durable.push(p.clone());
                     }
                 }
-                // A file a rename replaced is gone for good once no rename onto its name is
-                // still waiting for a sync: the rename made durable, or the file that took
-                // the name gone too (unlinked, renamed on) and this directory synced.
+                // A file a rename replaced is gone for good once its directory is synced:
+                // the entry there now (the file that took the name, durable in this
+                // directory even while the directory it came from waits for a sync; or
+                // nothing, the newcomer gone too) is what the media holds. Before, a
+                // newcomer still waiting for its old directory let the replaced file come
+                // back at a crash under a name whose directory was synced (found by the
+                // crash-namespace model, 2026-12-07).
                 let settled: Vec<PathBuf> = st
                     .replaced
                     .keys()
-                    .filter(|p| {
-                        now_durable.contains(*p)
-                            || (p.parent() == Some(dir)
-                                && !st
-                                    .files
-                                    .get(*p)
-                                    .is_some_and(|f| matches!(f.entry, Entry::Renamed { .. })))
-                    })
+                    .filter(|p| now_durable.contains(*p) || p.parent() == Some(dir))
                     .cloned()
                     .collect();
                 for p in settled {

@@ -862,9 +862,9 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// `r`, which callback `name` (kind `id`) returned for handle `i` (an `op` of `length` bytes), if it
-/// is a result the I/O can have; otherwise an error naming the callback (logged with what it
-/// returned).
+/// `r`, which callback `name` (kind `id`) returned for handle `i` (an `op` of `length`
+/// bytes), if it is a result the I/O can have; otherwise an error naming the callback
+/// (logged with what it returned).
 pub(crate) fn checked(
     (name, id): (&str, u8),
     i: u32,

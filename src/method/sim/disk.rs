@@ -227,7 +227,10 @@ impl SimDisk {
     /// cut off from its disk would), and the disk returned holds what the media held: for
     /// each file, its last synced contents, then each later write dropped, kept, or torn
     /// (each 512-byte sector of it kept or not), by seeded choice, in order; each directory
-    /// entry not synced since made or removed kept or lost. Latent sector errors stay. Start
+    /// entry not synced since made or removed kept or lost. A file's moves since its durable
+    /// name are one change, as a journaling file system commits them: a sync of any directory
+    /// they left or entered makes the file's current name durable (and an unlink after them,
+    /// final). Latent sector errors stay. Start
     /// a new `Aio` on the returned disk to recover. A disk crashes once: a later call returns
     /// the same image.
     pub fn crash(&self) -> SimDisk {

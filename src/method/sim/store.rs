@@ -366,7 +366,15 @@ impl SimStore {
                 let mut st = self.disk.inner.state.lock();
                 let mut now_durable = Vec::new();
                 for (p, f) in st.files.iter_mut() {
-                    if f.pending_dirs.remove(dir) && f.pending_dirs.is_empty() {
+                    // A renamed file's moves are one change of the namespace, as a journaling
+                    // file system commits them: a sync of any directory it left or entered
+                    // since its durable name makes its current name durable. Before, only the
+                    // sync of every such directory did, and a crash could put the file back
+                    // under a name removed from a directory synced since (found by a
+                    // caller-side crash model, 2026-12-07).
+                    let moved = matches!(f.entry, Entry::Renamed { .. });
+                    if f.pending_dirs.remove(dir) && (moved || f.pending_dirs.is_empty()) {
+                        f.pending_dirs.clear();
                         f.entry = Entry::Durable;
                         now_durable.push(p.clone());
                     }
@@ -390,7 +398,9 @@ impl SimStore {
                 }
                 let mut gone = Vec::new();
                 for (p, f) in st.removed.iter_mut() {
-                    if f.pending_dirs.remove(dir) && f.pending_dirs.is_empty() {
+                    // Likewise a removal: a sync of any directory the file's pending moves
+                    // and its unlink touched makes it gone for good.
+                    if f.pending_dirs.remove(dir) {
                         gone.push(p.clone());
                     }
                 }

@@ -593,14 +593,14 @@ impl Issuer {
             return;
         }
         s.set_state(HandleState::HandedOut, HandleState::Defined);
-        let ebadf = IoResult {
+        let stage_panic = self.run_stage_callbacks(idx);
+        let ebadf = || IoResult {
             status: Status::Error,
             callback_id: 0,
             error_data: libc::EBADF as u32,
             result: 0,
         };
-        let stage_panic = self.run_stage_callbacks(idx);
-        let failed = is_foreign.then_some(ebadf).or(stage_panic);
+        let failed = is_foreign.then(ebadf).or(stage_panic);
         s.staged_ns
             .store(self.staging_clock(l, here), Ordering::Relaxed);
         if let Some(result) = failed {
@@ -677,12 +677,7 @@ impl Issuer {
                     io_id = idx,
                     "stage callback panicked; failing the I/O"
                 );
-                failed.get_or_insert(IoResult {
-                    status: Status::Error,
-                    callback_id: id,
-                    error_data: ERROR_DATA_PANICKED,
-                    result: 0,
-                });
+                failed.get_or_insert(IoResult::failed_by_callback(id, ERROR_DATA_PANICKED));
             }
         }
         failed
@@ -759,12 +754,7 @@ impl Issuer {
                         io_id = idx,
                         "complete_local callback panicked; failing the I/O"
                     );
-                    IoResult {
-                        status: Status::Error,
-                        callback_id: id,
-                        error_data: ERROR_DATA_PANICKED,
-                        result: 0,
-                    }
+                    IoResult::failed_by_callback(id, ERROR_DATA_PANICKED)
                 });
         }
         s.set_state(HandleState::CompletedShared, HandleState::CompletedLocal);

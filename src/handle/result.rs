@@ -87,6 +87,18 @@ impl IoResult {
         }
     }
 
+    /// An ERROR that callback `callback_id` made: `error_data` is [`ERROR_DATA_PANICKED`] or
+    /// [`ERROR_DATA_IMPOSSIBLE`] (the subsystem's own markers), described by the subsystem,
+    /// not by the callback.
+    pub(crate) fn failed_by_callback(callback_id: u8, error_data: u32) -> IoResult {
+        IoResult {
+            status: Status::Error,
+            callback_id,
+            error_data,
+            result: 0,
+        }
+    }
+
     /// Not completed.
     pub const UNKNOWN: IoResult = IoResult {
         status: Status::Unknown,

@@ -675,12 +675,7 @@ impl Shared {
                         io_id = i,
                         "complete_shared callback panicked; failing the I/O"
                     );
-                    result = IoResult {
-                        status: Status::Error,
-                        callback_id: id,
-                        error_data: ERROR_DATA_PANICKED,
-                        result: 0,
-                    };
+                    result = IoResult::failed_by_callback(id, ERROR_DATA_PANICKED);
                 }
             }
         }
@@ -883,12 +878,7 @@ pub(crate) fn checked(
         length,
         "a callback returned a result the I/O cannot have; failing the I/O"
     );
-    IoResult {
-        status: Status::Error,
-        callback_id: id,
-        error_data: ERROR_DATA_IMPOSSIBLE,
-        result: 0,
-    }
+    IoResult::failed_by_callback(id, ERROR_DATA_IMPOSSIBLE)
 }
 
 #[cfg(test)]

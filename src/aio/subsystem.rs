@@ -328,7 +328,8 @@ impl Aio {
     ///
     /// An I/O still staged in a batch its issuer has not submitted is run by the caller
     /// itself (executor `waiter`), so waiting never depends on the issuer coming back.
-    /// A reference from another subsystem is an API-violation error.
+    /// A reference from another subsystem is an API-violation error, and so is a wait inside
+    /// a handle callback for an I/O not yet complete (a callback must not block).
     pub fn wait(&self, wref: WaitRef) -> Result<(), AioError> {
         self.check_ref(wref)?;
         self.inner.wait_done(wref.index, wref.generation)

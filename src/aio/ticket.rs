@@ -95,13 +95,20 @@ impl Ticket {
     }
 
     /// Waits for the I/O (from any thread) and takes its result and memory.
+    ///
+    /// # Panics
+    ///
+    /// Inside a handle callback, unless the I/O is already complete: a callback must not
+    /// block (the panic fails the callback's own I/O).
     pub fn wait(self) -> Completion {
         if let Some(c) = self.take() {
             return c;
         }
         // Submitted: wait for it (reaping the ring under io_uring); staged in a batch: run
         // it here. Its notice is delivered before it counts as complete.
-        let _ = self.aio.wait_done(self.wref.index, self.wref.generation);
+        if let Err(e) = self.aio.wait_done(self.wref.index, self.wref.generation) {
+            panic!("Ticket::wait: {e}");
+        }
         self.take()
             .expect("a ticket's notice is delivered before its I/O completes")
     }

@@ -71,8 +71,9 @@ pub const MAX_CALLBACK_KINDS: usize = 63;
 /// asked, PARTIAL for none or all) fails the I/O the same way (`… returned a result the I/O
 /// cannot have`). A callback runs inside the completion protocol: `Aio::with_issuer` from
 /// `stage`, `complete_shared` or `complete_local` returns an API-violation error on every
-/// method, `Aio::shutdown` there refuses new I/O and returns without waiting, and
-/// `complete_shared` must not block (waiting there for its own I/O never ends).
+/// method, `Aio::shutdown` there refuses new I/O and returns without waiting, and a wait for
+/// an I/O not yet complete is refused (`Aio::wait` returns an API-violation error;
+/// `Ticket::wait` panics, which fails the callback's I/O): a callback must not block.
 pub trait HandleCallbacks: Send + Sync + 'static {
     /// A short name for logs.
     fn name(&self) -> &'static str;

@@ -751,6 +751,14 @@ impl Shared {
                         "waiting on an I/O that was never started",
                     ));
                 }
+                // A callback runs inside the completion protocol, perhaps of this very I/O
+                // (which completes only once it returns) or of the ring a drive would reap:
+                // it must not block.
+                _ if crate::handle::callback::in_callback() => {
+                    return Err(AioError::ApiViolation(
+                        "waiting for an I/O inside a handle callback, which must not block",
+                    ));
+                }
                 // Staged in a batch its issuer has not submitted: run it here rather than
                 // wait for the issuer (which may be waiting for us). If the slot was recycled
                 // meanwhile, the claim took a newer I/O: it runs here too (nobody else will

@@ -30,6 +30,8 @@ enum Misdeed {
     UnknownStatus,
     OkForNothing,
     WithIssuerInStage,
+    WaitInStage,
+    WaitInShared,
 }
 
 struct Hostile {
@@ -41,7 +43,7 @@ impl HandleCallbacks for Hostile {
     fn name(&self) -> &'static str {
         "hostile"
     }
-    fn stage(&self, _io: &IoContext<'_>, _data: u8) {
+    fn stage(&self, io: &IoContext<'_>, _data: u8) {
         match self.misdeed {
             Misdeed::PanicInStage => panic!("a stage callback panics"),
             Misdeed::ShutdownInStage => self.aio.get().expect("set after start").shutdown(),
@@ -54,12 +56,17 @@ impl HandleCallbacks for Hostile {
                     other => panic!("expected an API violation, got {other:?}"),
                 }
             }
+            Misdeed::WaitInStage => refused_wait(self.aio.get().expect("set after start"), io),
             _ => {}
         }
     }
-    fn complete_shared(&self, _io: &IoContext<'_>, prior: IoResult, _data: u8) -> IoResult {
+    fn complete_shared(&self, io: &IoContext<'_>, prior: IoResult, _data: u8) -> IoResult {
         let aio = || self.aio.get().expect("set after start");
         match self.misdeed {
+            Misdeed::WaitInShared => {
+                refused_wait(aio(), io);
+                prior
+            }
             Misdeed::WithIssuerInShared => match aio().with_issuer(|_| ()) {
                 Err(AioError::ApiViolation(why)) => {
                     assert!(why.contains("from a handle callback"), "{why}");
@@ -94,6 +101,16 @@ impl HandleCallbacks for Hostile {
     }
     fn report(&self, _result: &IoResult) -> String {
         panic!("a report callback panics")
+    }
+}
+
+/// Waits for the callback's own I/O, which must be refused rather than never end.
+fn refused_wait(aio: &Aio, io: &IoContext<'_>) {
+    match aio.wait(io.wait_ref()) {
+        Err(AioError::ApiViolation(why)) => {
+            assert!(why.contains("inside a handle callback"), "{why}")
+        }
+        other => panic!("expected an API violation, got {other:?}"),
     }
 }
 
@@ -191,6 +208,15 @@ fn with_issuer_from_inside_the_issuer_is_an_api_violation(m: IoMethodKind) {
     }
 }
 
+/// A stage or completion callback waiting for its own I/O gets an API-violation error (it
+/// waited for ever on every method: the I/O completes only once the callback returns), and
+/// the I/O completes with its bytes. Guards against a callback's wait hanging its thread.
+fn a_wait_from_a_callback_is_an_api_violation(m: IoMethodKind) {
+    for misdeed in [Misdeed::WaitInStage, Misdeed::WaitInShared] {
+        reenters(m, misdeed, false);
+    }
+}
+
 /// `Aio::shutdown` from a stage or completion callback returns (the I/O the thread is
 /// staging or completing is one it would wait for: it hung on every method), and the I/O
 /// itself completes. Guards against the callback's thread waiting for itself.
@@ -257,6 +283,7 @@ crate::for_every_method!(
     a_panicking_message_leaves_the_error_described_without_it,
     a_result_the_io_cannot_have_fails_it,
     with_issuer_from_inside_the_issuer_is_an_api_violation,
+    a_wait_from_a_callback_is_an_api_violation,
     shutdown_from_a_callback_returns,
     a_panicking_page_verifier_leaves_the_block_readable_again,
 );

@@ -215,7 +215,7 @@ impl Issuer {
             // free one (`acquire`); a caller that never waits must not find them gone for good.
             drop(l);
             self.aio.method.poll(&self.aio.shared, self.slot);
-            if self.reclaim_finished() == 0 {
+            if self.reclaim_completed() == 0 {
                 self.keep_finished_held();
             }
             l = self.local.borrow_mut();
@@ -237,8 +237,18 @@ impl Issuer {
         self.aio.stats.record_advice(self.slot, e, n);
     }
 
-    /// Reclaims every finished handle whose result nobody waits for; returns how many.
+    /// Reclaims every finished handle whose result nobody waits for (`InFlight`s dropped,
+    /// tickets redeemed elsewhere, detached I/Os), counting them in the statistics; returns
+    /// how many. Never blocks: under io_uring it first reaps the completions the ring holds
+    /// now, and under `sim` it completes the next I/O due, so that an issuer with nothing
+    /// else to do gets its handles back by calling this alone.
     pub fn reclaim_finished(&self) -> usize {
+        self.aio.method.poll(&self.aio.shared, self.slot);
+        self.reclaim_completed()
+    }
+
+    /// Reclaims what [`Issuer::reclaim_finished`] does, without asking the method to reap.
+    pub(crate) fn reclaim_completed(&self) -> usize {
         let mut l = self.local.borrow_mut();
         self.reclaim_finished_locked(&mut l)
     }
@@ -356,7 +366,7 @@ impl Issuer {
         }
         self.submit_staged();
         self.aio.wait_done(wref.index, wref.generation)?;
-        self.reclaim_finished();
+        self.reclaim_completed();
         Ok(())
     }
 
@@ -389,7 +399,7 @@ impl Issuer {
             let seen = info.bell.seen();
             // I/Os dropped in flight are reclaimed as they finish, and never count: the
             // caller waits for the ones it will redeem.
-            self.reclaim_finished();
+            self.reclaim_completed();
             let mut awaited = std::mem::take(&mut self.local.borrow_mut().awaited);
             let (complete, total) = self.collect_awaited(&mut awaited);
             let want = n.max(1).min(total);
@@ -491,7 +501,7 @@ impl Issuer {
             let g = self.aio.shared.slot(idx).generation.load(Ordering::Relaxed);
             let _ = self.wait_as(WaitEvent::AioIoCompletion, idx, g);
         }
-        self.reclaim_finished();
+        self.reclaim_completed();
         drop(file);
     }
 

@@ -218,7 +218,7 @@ impl Issuer {
     /// the oldest, whose result is then kept.
     pub(super) fn wait_for_free(&self) -> Result<(), AioError> {
         self.aio.method.poll(&self.aio.shared, self.slot);
-        if self.reclaim_finished() > 0 || self.keep_finished_held() {
+        if self.reclaim_completed() > 0 || self.keep_finished_held() {
             return Ok(());
         }
         let (oldest, held) = {
@@ -350,7 +350,7 @@ impl Issuer {
     pub(crate) fn wait_for_buffer_io(&self, wref: WaitRef) -> Result<(), AioError> {
         self.submit_staged();
         self.wait_as(WaitEvent::BufferIo, wref.index, wref.generation)?;
-        self.reclaim_finished();
+        self.reclaim_completed();
         Ok(())
     }
 

@@ -346,7 +346,7 @@ impl StreamAdvice {
             Ok(Some(h)) => Some(h),
             // Earlier advice, done, holds the handles until reclaimed.
             Ok(None) => {
-                issuer.reclaim_finished();
+                issuer.reclaim_completed();
                 issuer.try_acquire().ok().flatten()
             }
             Err(_) => None,

@@ -367,8 +367,15 @@ impl Shared {
     /// for that whole step; with it off, the same clock at jiffy resolution
     /// (`CLOCK_MONOTONIC_COARSE`, a fraction of the fine clock's cost: docs/settings.md,
     /// `track_io_timing`), and no latency is recorded.
+    /// A store that keeps its own time (the simulated disk) gives it instead: a simulated
+    /// run's latencies, waits and ages are the simulated ones, the same every run of a seed.
     #[inline]
     pub(crate) fn io_clock_ns(&self) -> u64 {
+        if let Some(store) = &self.storage {
+            if let Some(t) = store.clock_ns() {
+                return t;
+            }
+        }
         io_clock(self.settings.track_io_timing).saturating_sub(self.epoch_ns)
     }
 

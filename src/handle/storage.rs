@@ -39,4 +39,10 @@ pub(crate) trait Storage: Send + Sync {
     fn len(&self, fd: RawFd) -> std::io::Result<u64>;
     /// Descriptor `fd` is about to be closed.
     fn closing(&self, fd: RawFd);
+    /// The store's own clock, in nanoseconds since the subsystem started, if it keeps time
+    /// (the simulated disk does: its I/Os take simulated time, and the subsystem's I/O
+    /// clock — staging, completion, waits, the view's ages — reads it instead of the host's).
+    fn clock_ns(&self) -> Option<u64> {
+        None
+    }
 }

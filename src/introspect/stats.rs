@@ -372,10 +372,11 @@ fn row(
                 bytes: c.bytes.saturating_sub(b.bytes),
                 errors: c.errors.saturating_sub(b.errors),
                 time_us: c.time_ns.saturating_sub(b.time_ns) as f64 / 1000.0,
+                // A bucket's top may pass the exact maximum in it: no percentile above it.
                 lat_us: LatencyRow {
-                    p50: quantile(&hist, 0.5),
-                    p99: quantile(&hist, 0.99),
-                    p999: quantile(&hist, 0.999),
+                    p50: quantile(&hist, 0.5).min(max),
+                    p99: quantile(&hist, 0.99).min(max),
+                    p999: quantile(&hist, 0.999).min(max),
                     max,
                 },
             })

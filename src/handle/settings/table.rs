@@ -657,7 +657,7 @@ pub const PARAMETERS: &[Parameter] = &[
         Micros,
         "10us",
         sim_latency_min as u32,
-        "`io_method = sim`: the shortest simulated latency of an I/O (simulated time: nothing sleeps)"
+        "`io_method = sim`: the shortest simulated latency of an I/O (simulated time: nothing sleeps; the statistics' latencies and the view's ages are in simulated time too)"
     ),
     int_param!(
         "sim_latency_max",

@@ -40,8 +40,6 @@ pub(crate) fn store(settings: &Settings, disk: Option<SimDisk>) -> Arc<SimStore>
 
 /// The I/Os submitted and not yet executed, by simulated completion time.
 struct Queue {
-    /// The simulated clock, in nanoseconds.
-    clock_ns: u64,
     /// Submissions so far (orders I/Os due at the same time).
     seq: u64,
     /// (due, seq, handle), earliest first.
@@ -69,7 +67,6 @@ impl SimMethod {
             store,
             shared: Arc::clone(shared),
             queue: Mutex::new(Queue {
-                clock_ns: 0,
                 seq: 0,
                 pending: BinaryHeap::new(),
             }),
@@ -97,7 +94,9 @@ impl SimMethod {
             let Some(Reverse((due, _, i))) = q.pending.pop() else {
                 return false;
             };
-            q.clock_ns = q.clock_ns.max(due);
+            // Under the queue's lock, the only place the clock moves.
+            let clock = &self.store.clock_ns;
+            clock.store(clock.load(Ordering::Relaxed).max(due), Ordering::Relaxed);
             i
         };
         self.shared.run_here(next, Executor::Sim);
@@ -149,7 +148,7 @@ impl IoMethod for SimMethod {
                 .slot(i)
                 .executor
                 .store(Executor::Sim.encode(), Ordering::Relaxed);
-            let due = q.clock_ns + self.latency();
+            let due = self.store.clock_ns.load(Ordering::Relaxed) + self.latency();
             q.seq += 1;
             let seq = q.seq;
             q.pending.push(Reverse((due, seq, i)));

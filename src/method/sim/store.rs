@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use std::collections::{BTreeSet, HashMap};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Where a short transfer on an O_DIRECT file may stop: `dbaio::DIRECT_ALIGN`, the alignment
 /// the slice layer reads and writes O_DIRECT files in (a layer above this one, so not
@@ -71,6 +71,9 @@ pub(crate) struct SimStore {
     /// The subsystem's draws (faults, latencies), seeded by `sim_seed`.
     pub(super) rng: Mutex<Rng>,
     open: Mutex<HashMap<RawFd, Opened>>,
+    /// The simulated clock, in nanoseconds: moved on only by the method
+    /// (`SimMethod::complete_next`), under its queue's lock; read by the I/O clock.
+    pub(super) clock_ns: AtomicU64,
 }
 
 impl SimStore {
@@ -80,6 +83,7 @@ impl SimStore {
             faults: Faults::from(settings),
             rng: Mutex::new(Rng::new(settings.sim_seed)),
             open: Mutex::new(HashMap::new()),
+            clock_ns: AtomicU64::new(0),
         }
     }
 
@@ -123,6 +127,10 @@ fn err(errno: i32) -> std::io::Error {
 }
 
 impl Storage for SimStore {
+    fn clock_ns(&self) -> Option<u64> {
+        Some(self.clock_ns.load(Ordering::Relaxed))
+    }
+
     /// Errors as the kernel's lookup and open give them (sim opened a directory for writing,
     /// and a file named with a trailing slash, and said ENOENT under a file: found by
     /// differential testing against `sync`).

@@ -27,6 +27,10 @@ pub(crate) const PIN_LIMIT: u32 = REFCOUNT_MASK as u32;
 const USAGE_SHIFT: u32 = 18;
 const USAGE_MASK: u64 = 0xf << USAGE_SHIFT;
 const USAGE_MAX: u64 = 5;
+/// How long the clock sweep keeps looking at a pool it found all pinned before it says no
+/// buffer is free ([`BufferPool::victim`]): pins of a moment end within it even when their
+/// holders wait for a CPU.
+const ALL_PINNED_PATIENCE: std::time::Duration = std::time::Duration::from_millis(200);
 /// Blocks of one file whose hints lie together: 2^4 = 16 four-byte slots = 64 bytes.
 const HINT_GROUP_BITS: u32 = 4;
 const HINT_GROUP_MASK: usize = (1 << HINT_GROUP_BITS) - 1;
@@ -602,11 +606,24 @@ impl BufferPool {
         // buffer it then finds mapped by someone else. In a small pool a round of those looks
         // like a pool all pinned (two issuers streaming in a pool of four failed one run in
         // four on worker processes with one buffer free): a whole round pinned yields the
-        // CPU and looks again; it gives up after four rounds (and at least 64 looks) in a
-        // row found nothing.
+        // CPU and looks again; four rounds (and at least 64 looks) in a row that found
+        // nothing make the pool look full.
+        // Those four rounds take microseconds, and a pin of a moment lasts as long as its
+        // holder is off its CPU — on a busy machine, scheduler ticks (a full-suite run on
+        // sim failed so with a buffer let go a moment later). So a pool found all pinned is
+        // looked at again, with naps, for `ALL_PINNED_PATIENCE` before it counts as full.
         let rounds = 4 * n.max(16);
         let mut pinned_in_a_row = 0;
-        while pinned_in_a_row < rounds {
+        let mut all_pinned_since = None;
+        loop {
+            if pinned_in_a_row >= rounds {
+                let since = *all_pinned_since.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() >= ALL_PINNED_PATIENCE {
+                    return None;
+                }
+                std::thread::sleep(std::time::Duration::from_micros(100));
+                pinned_in_a_row -= n; // one more round
+            }
             let b = self.hand.fetch_add(1, Ordering::Relaxed) % n;
             let d = &self.descs[b as usize];
             let s = d.state.load(Ordering::Relaxed);
@@ -627,9 +644,9 @@ impl BufferPool {
                     return Some(b);
                 }
                 pinned_in_a_row = 0;
+                all_pinned_since = None;
             }
         }
-        None
     }
 
     /// The state of `b` now: (valid, io in progress).

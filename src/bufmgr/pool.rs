@@ -336,11 +336,16 @@ impl BufferPool {
     /// every piece of a request separately serves scattered reads much more slowly
     /// (docs/design.md, "The buffer manager"). Like a ring, it takes a page used once a pass
     /// of the clock early; pages used twice or more are left to the sweep.
+    ///
+    /// `patient`: a pool found all pinned is looked at again for a while before the caller
+    /// is told (see [`BufferPool::victim`]) — for a block the caller needs now; a block
+    /// wanted ahead of need (readahead, a combined read's later blocks) is refused at once.
     pub(crate) fn lookup_or_assign(
         &self,
         tag: Tag,
         mut ring: Option<&mut BufferRing>,
         after: Option<u32>,
+        patient: bool,
     ) -> Result<Lookup, NoPin> {
         let key = tag.pack();
         let p = tag.partition();
@@ -365,7 +370,7 @@ impl BufferPool {
                 .or_else(|| neighbour.take().filter(|&b| self.pin_reusable(b)))
             {
                 Some(b) => b,
-                None => self.victim().ok_or(NoPin::AllPinned)?,
+                None => self.victim(patient).ok_or(NoPin::AllPinned)?,
             };
             let d = &self.descs[v as usize];
             let old = (d.state.load(Ordering::Acquire) & TAG_VALID != 0)
@@ -591,7 +596,7 @@ impl BufferPool {
     }
 
     /// Clock sweep: an unpinned, idle buffer with usage count 0, returned pinned.
-    fn victim(&self) -> Option<u32> {
+    fn victim(&self, patient: bool) -> Option<u32> {
         if self.prefault_pending.load(Ordering::Relaxed) {
             self.start_prefault();
         }
@@ -611,12 +616,17 @@ impl BufferPool {
         // Those four rounds take microseconds, and a pin of a moment lasts as long as its
         // holder is off its CPU — on a busy machine, scheduler ticks (a full-suite run on
         // sim failed so with a buffer let go a moment later). So a pool found all pinned is
-        // looked at again, with naps, for `ALL_PINNED_PATIENCE` before it counts as full.
+        // looked at again, with naps, for `ALL_PINNED_PATIENCE` before it counts as full —
+        // when the caller needs the block now (`patient`); a read ahead of need goes without
+        // (a stream beside pins it cannot get would otherwise wait that long per block).
         let rounds = 4 * n.max(16);
         let mut pinned_in_a_row = 0;
         let mut all_pinned_since = None;
         loop {
             if pinned_in_a_row >= rounds {
+                if !patient {
+                    return None;
+                }
                 let since = *all_pinned_since.get_or_insert_with(std::time::Instant::now);
                 if since.elapsed() >= ALL_PINNED_PATIENCE {
                     return None;

@@ -188,7 +188,7 @@ impl Issuer {
             block,
         };
         let b = pool
-            .lookup_or_assign(tag, None, None)
+            .lookup_or_assign(tag, None, None, true)
             .map_err(|why| pin_refused(file, block, why))?
             .buffer();
         Ok(PinnedBuffer::new(self, pool, b, SHARED_PIN))
@@ -253,7 +253,8 @@ impl Issuer {
     /// runs inside one file). Pins the buffers into `out` (cleared first). Consecutive misses
     /// become one vectored read, stopped at the first block that is valid or under I/O
     /// elsewhere, and when the pool has no unpinned buffer left. With a `ring`, misses recycle
-    /// its buffers (see `Ring`).
+    /// its buffers (see `Ring`). `needed_now`: the caller waits for `first` (it is not read
+    /// ahead), so a pool found all pinned is given a while to free a buffer.
     pub(crate) fn start_read_buffers(
         &self,
         file: &File,
@@ -261,6 +262,7 @@ impl Issuer {
         max: u32,
         out: &mut Vec<u32>,
         mut ring: Option<&mut BufferRing>,
+        needed_now: bool,
     ) -> Result<StartedRead<'_>, AioError> {
         let pool = self.pool_for(file)?;
         out.clear();
@@ -274,7 +276,7 @@ impl Issuer {
             return Ok(StartedRead::Hit { hit_pin });
         }
         let b0 = pool
-            .lookup_or_assign(tag(first), ring.as_deref_mut(), None)
+            .lookup_or_assign(tag(first), ring.as_deref_mut(), None, needed_now)
             .map_err(|why| pin_refused(file, first, why))?
             .buffer();
         out.push(b0);
@@ -291,7 +293,8 @@ impl Issuer {
         let max = max.min(self.aio.shared.max_iov).min(MAX_IO_COMBINE_LIMIT);
         for block in first + 1..first.saturating_add(max) {
             let after = out.last().copied();
-            let Ok(found) = pool.lookup_or_assign(tag(block), ring.as_deref_mut(), after) else {
+            let Ok(found) = pool.lookup_or_assign(tag(block), ring.as_deref_mut(), after, false)
+            else {
                 // Every buffer pinned, or this one as often as it can be: read what we have
                 // (the next start of this block says why it cannot).
                 break;

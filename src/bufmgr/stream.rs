@@ -545,6 +545,7 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
                 self.pending_n,
                 &mut scratch,
                 self.ring.as_mut(),
+                self.queue.is_empty(),
             );
             let mut hit_pin = SHARED_PIN;
             let own_read = match started {

@@ -365,7 +365,37 @@ fn a_stream_asked_for_too_many_reads_is_capped_not_aborted(m: IoMethodKind) {
     assert_eq!(n, 250);
 }
 
+/// A stream beside pins that leave it fewer buffers than its readahead wants (29 of 32
+/// pinned by its own caller) reads the relation with the buffers there are, at the pace of
+/// its reads. Guards against each refused readahead waiting for a buffer to come free (the
+/// pool's patience with a pool all pinned, 200 ms, paid per block: a 200-block stream took
+/// over 40 s).
+fn a_stream_beside_pins_it_cannot_get_does_not_wait_for_them(m: IoMethodKind) {
+    let (_d, path) = three_segments();
+    let aio = start_with(m, |s| {
+        s.buffer_pool_size = 32;
+        s.max_issuers = 2;
+    });
+    within(30, "a stream beside held pins", move || {
+        let rel = open_rel(&aio, &path, false);
+        let me = aio.register_issuer("pinned").unwrap();
+        let held: Vec<_> = (221..250u32)
+            .map(|b| me.read_block(&rel.segments()[2], b - 2 * SEG).unwrap())
+            .collect();
+        let mut want = 0;
+        for b in ReadStream::new(&me, &rel, 0..200, ReadStreamOptions::default()) {
+            let b = b.unwrap_or_else(|e| panic!("block {want}: {e}"));
+            assert_eq!(b.block(), want);
+            page_ok(b.block(), b.page());
+            want += 1;
+        }
+        assert_eq!(want, 200);
+        drop(held);
+    });
+}
+
 crate::for_every_method!(
+    a_stream_beside_pins_it_cannot_get_does_not_wait_for_them,
     a_stream_asked_for_too_many_reads_is_capped_not_aborted,
     streams_consumed_in_turn_on_one_issuer_each_get_every_block,
     every_block_past_the_end_is_an_error_in_its_place,

@@ -112,7 +112,7 @@ impl Aio {
         // I/O, on the issuer's thread, a worker or a reaper): an I/O started and waited for
         // there deadlocked on io_uring, whose reaper was the waiting thread itself (found by
         // a caller-side attack, 2026-12-07). Refused on every method alike.
-        if crate::handle::callback::in_callback() {
+        if crate::handle::callback::inside_completion() {
             return Err(AioError::ApiViolation(REENTRANT));
         }
         let id = self.inner.shared.id;
@@ -183,8 +183,9 @@ impl Aio {
 
 /// `with_issuer` from inside a handle callback, or from inside a call of the thread's own
 /// issuer.
-const REENTRANT: &str = "Aio::with_issuer called from a handle callback (stage or completion): \
-     callbacks run inside the completion protocol and must not start or wait for I/O";
+const REENTRANT: &str = "Aio::with_issuer called from a handle callback (stage or completion) \
+     or a future's waker: they run inside the completion protocol and must not start or wait \
+     for I/O";
 
 /// Ends an issuer's open batch if a panic unwinds through `with_issuer`: the thread's next
 /// call (a thread pool runs its next task on the same thread) would otherwise stage its I/Os

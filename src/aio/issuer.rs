@@ -53,6 +53,14 @@ pub struct Issuer {
 
 impl Issuer {
     pub(crate) fn register(aio: &Arc<AioInner>, name: &str) -> Result<Issuer, AioError> {
+        // Its waits would be refused there, and its reads with them (found by a caller-side
+        // attack: the wait's refusal reached an `unreachable!` in `Issuer::wait`).
+        if crate::handle::callback::inside_completion() {
+            return Err(AioError::ApiViolation(
+                "Aio::register_issuer called from a handle callback or a future's waker: they \
+                 run inside the completion protocol and must not start or wait for I/O",
+            ));
+        }
         let shared = &aio.shared;
         if shared.shutting_down.load(Ordering::Relaxed) {
             return Err(AioError::ShutDown);

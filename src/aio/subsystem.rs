@@ -313,6 +313,9 @@ impl Aio {
     }
 
     /// Registers the calling thread as an issuer named `name`.
+    ///
+    /// Refused (an API-violation error) inside a handle callback or a future's waker, which
+    /// run inside the completion protocol and must not start or wait for I/O.
     pub fn register_issuer(&self, name: &str) -> Result<Issuer, AioError> {
         Issuer::register(&self.inner, name)
     }
@@ -329,7 +332,8 @@ impl Aio {
     /// An I/O still staged in a batch its issuer has not submitted is run by the caller
     /// itself (executor `waiter`), so waiting never depends on the issuer coming back.
     /// A reference from another subsystem is an API-violation error, and so is a wait inside
-    /// a handle callback for an I/O not yet complete (a callback must not block).
+    /// a handle callback or a future's waker for an I/O not yet complete (they must not
+    /// block).
     pub fn wait(&self, wref: WaitRef) -> Result<(), AioError> {
         self.check_ref(wref)?;
         self.inner.wait_done(wref.index, wref.generation)

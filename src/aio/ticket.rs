@@ -98,8 +98,8 @@ impl Ticket {
     ///
     /// # Panics
     ///
-    /// Inside a handle callback, unless the I/O is already complete: a callback must not
-    /// block (the panic fails the callback's own I/O).
+    /// Inside a handle callback or a future's waker, unless the I/O is already complete:
+    /// they must not block (in a callback the panic fails the callback's own I/O).
     pub fn wait(self) -> Completion {
         if let Some(c) = self.take() {
             return c;
@@ -166,6 +166,11 @@ impl std::future::Future for Ticket {
     /// the batch (on `sync` and `io_uring` a buffered write may run at once regardless).
     /// Await a ticket after `end_batch`; a task that awaits its own staged I/O before
     /// ending the batch waits for ever ([`Ticket::wait`], which blocks, runs it instead).
+    ///
+    /// The waker runs on the thread completing the I/O, before the I/O counts as complete,
+    /// as a handle callback does: a wait there for an I/O not yet complete is refused
+    /// (`Aio::wait` returns an API-violation error, `Ticket::wait` panics), and so are
+    /// `Aio::with_issuer` and `Aio::register_issuer`. Wake a task; do not do its work there.
     fn poll(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,

@@ -27,6 +27,14 @@ pub(crate) fn in_callback() -> bool {
     IN_CALLBACK.with(|c| c.get() > 0)
 }
 
+/// True inside the completion protocol on this thread: a handle callback ([`in_callback`])
+/// or a future's waker (`notice::in_waker`), both run before the I/O they belong to counts
+/// as complete. Waits for I/Os not yet complete, `Aio::with_issuer` and
+/// `Aio::register_issuer` are refused there.
+pub(crate) fn inside_completion() -> bool {
+    in_callback() || crate::handle::notice::in_waker()
+}
+
 /// Counts this thread as running callbacks while it lives (see [`in_callback`]).
 pub(crate) struct InCallback(());
 
@@ -69,8 +77,8 @@ pub const MAX_CALLBACK_KINDS: usize = 63;
 /// its NAME callback panicked (see the log)` (or `… callback's report panicked`). A result
 /// the I/O cannot have ([`IoResult::is_possible`]: no status, OK for fewer or more bytes than
 /// asked, PARTIAL for none or all) fails the I/O the same way (`… returned a result the I/O
-/// cannot have`). A callback runs inside the completion protocol: `Aio::with_issuer` from
-/// `stage`, `complete_shared` or `complete_local` returns an API-violation error on every
+/// cannot have`). A callback runs inside the completion protocol: `Aio::with_issuer` and
+/// `Aio::register_issuer` from any of its methods return an API-violation error on every
 /// method, `Aio::shutdown` there refuses new I/O and returns without waiting, and a wait for
 /// an I/O not yet complete is refused (`Aio::wait` returns an API-violation error;
 /// `Ticket::wait` panics, which fails the callback's I/O): a callback must not block.

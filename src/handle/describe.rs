@@ -60,7 +60,10 @@ impl Shared {
         // attack, 2026-12-07). Each hook that panics is left out, logged, and named in the
         // detail.
         let mut panicked: Vec<&str> = Vec::new();
+        // They run inside the completion protocol too (a notice being delivered, a
+        // completion under way): waits and new issuers there are refused.
         let mut guarded = |hook: &'static str, f: &mut dyn FnMut()| {
+            let _inside = crate::handle::callback::InCallback::enter();
             if catch_unwind(AssertUnwindSafe(f)).is_err() {
                 tracing::error!(
                     callback = cb.map_or("?", |cb| cb.name()),

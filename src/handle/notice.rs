@@ -132,13 +132,19 @@ impl Notice {
         result: IoResult,
         foreign: Option<&std::sync::Arc<std::path::Path>>,
     ) {
+        if self.state.lock().delivered {
+            return;
+        }
+        // Described before the lock is taken: the description runs the embedder's `message`
+        // and `report`, and one that took the ticket's outcome deadlocked on this lock (found
+        // by a caller-side attack, 2026-12-07).
+        let s = shared.slot(i);
+        let error = matches!(result.status, Status::Error | Status::Partial)
+            .then(|| shared.describe(i, result, foreign));
         let st = self.state.lock();
         if st.delivered {
             return;
         }
-        let s = shared.slot(i);
-        let error = matches!(result.status, Status::Error | Status::Partial)
-            .then(|| shared.describe(i, result, foreign));
         let outcome = Outcome {
             result,
             op: s.op(),

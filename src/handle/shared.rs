@@ -758,12 +758,13 @@ impl Shared {
                         "waiting on an I/O that was never started",
                     ));
                 }
-                // A callback runs inside the completion protocol, perhaps of this very I/O
-                // (which completes only once it returns) or of the ring a drive would reap:
-                // it must not block.
-                _ if crate::handle::callback::in_callback() => {
+                // A callback or a waker runs inside the completion protocol, perhaps of this
+                // very I/O (which completes only once it returns) or of the ring a drive
+                // would reap: it must not block.
+                _ if crate::handle::callback::inside_completion() => {
                     return Err(AioError::ApiViolation(
-                        "waiting for an I/O inside a handle callback, which must not block",
+                        "waiting for an I/O inside a handle callback or a future's waker, \
+                         which must not block",
                     ));
                 }
                 // Staged in a batch its issuer has not submitted: run it here rather than

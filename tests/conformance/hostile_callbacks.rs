@@ -32,11 +32,15 @@ enum Misdeed {
     WithIssuerInStage,
     WaitInStage,
     WaitInShared,
+    RegisterInShared,
+    TicketInMessage,
 }
 
 struct Hostile {
     misdeed: Misdeed,
     aio: std::sync::OnceLock<Aio>,
+    /// A ticket the I/O's own `message` takes and waits for (`TicketInMessage`).
+    ticket: std::sync::Mutex<Option<dbaio::Ticket>>,
 }
 
 impl HandleCallbacks for Hostile {
@@ -67,6 +71,19 @@ impl HandleCallbacks for Hostile {
                 refused_wait(aio(), io);
                 prior
             }
+            Misdeed::RegisterInShared => match aio().register_issuer("inside") {
+                Err(AioError::ApiViolation(why)) => {
+                    assert!(why.contains("from a handle callback"), "{why}");
+                    prior
+                }
+                Err(e) => panic!("expected an API violation, got {e}"),
+                Ok(_) => panic!("expected an API violation, got an issuer"),
+            },
+            Misdeed::TicketInMessage if prior.status == Status::Error => IoResult {
+                callback_id: 2,
+                error_data: 1,
+                ..prior
+            },
             Misdeed::WithIssuerInShared => match aio().with_issuer(|_| ()) {
                 Err(AioError::ApiViolation(why)) => {
                     assert!(why.contains("from a handle callback"), "{why}");
@@ -97,6 +114,14 @@ impl HandleCallbacks for Hostile {
         }
     }
     fn message(&self, _result: &IoResult, _target: &ReportTarget<'_>) -> Option<String> {
+        if self.misdeed == Misdeed::TicketInMessage {
+            // Its own I/O's ticket, taken and waited for: refused (a panic), not a deadlock.
+            let ticket = self.ticket.lock().unwrap().take();
+            if let Some(t) = ticket {
+                let _ = t.wait();
+            }
+            return Some("not reached with a ticket".into());
+        }
         panic!("a message callback panics")
     }
     fn report(&self, _result: &IoResult) -> String {
@@ -119,6 +144,7 @@ fn start_hostile(m: IoMethodKind, misdeed: Misdeed) -> (Aio, CallbackId) {
     let cb = std::sync::Arc::new(Hostile {
         misdeed,
         aio: std::sync::OnceLock::new(),
+        ticket: std::sync::Mutex::new(None),
     });
     struct Shared(std::sync::Arc<Hostile>);
     impl HandleCallbacks for Shared {
@@ -141,7 +167,14 @@ fn start_hostile(m: IoMethodKind, misdeed: Misdeed) -> (Aio, CallbackId) {
     let id = b.callback(Shared(std::sync::Arc::clone(&cb))).unwrap();
     let aio = b.start().unwrap();
     let _ = cb.aio.set(aio.clone());
+    HOSTILE.with(|h| *h.borrow_mut() = Some(std::sync::Arc::clone(&cb)));
     (aio, id)
+}
+
+thread_local! {
+    /// The callback `start_hostile` made last on this thread, for tests that reach into it.
+    static HOSTILE: std::cell::RefCell<Option<std::sync::Arc<Hostile>>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// Runs `misdeed` on `2 × io_max_concurrency` reads (each failing with an error whose text
@@ -217,6 +250,100 @@ fn a_wait_from_a_callback_is_an_api_violation(m: IoMethodKind) {
     }
 }
 
+/// `Aio::register_issuer` from a completion callback is an API-violation error on every
+/// method, and the I/O completes with its bytes. Guards against an issuer made there whose
+/// waits were refused inside its own reads (an `unreachable!` panic on io_uring and sim,
+/// success elsewhere: found by a caller-side attack).
+fn register_issuer_from_a_callback_is_an_api_violation(m: IoMethodKind) {
+    reenters(m, Misdeed::RegisterInShared, false);
+}
+
+/// A failed I/O's `message` that takes the I/O's own ticket and waits on it does not
+/// deadlock: the wait is refused (a panic, caught), the error is described without the
+/// message, and a wait on the I/O from outside returns. Guards against the description
+/// running under the ticket's lock (io_uring and sim hung for ever, 8 of 8 runs).
+fn a_message_waiting_on_its_own_ticket_does_not_deadlock(m: IoMethodKind) {
+    within(60, "a message waiting on its own ticket", move || {
+        let d = dir();
+        let path = data_file(&d, "f", 8192);
+        let (aio, id) = start_hostile(m, Misdeed::TicketInMessage);
+        let cb = HOSTILE
+            .with(|h| h.borrow().clone())
+            .expect("made on this thread");
+        let me = aio.register_issuer("words").unwrap();
+        let f = aio.open(&path, &OpenOptions::read()).unwrap();
+        aio.inject_fault(FaultRule::new(FaultAction::Errno(libc::EIO)).op(Op::Readv));
+        let mut h = me.acquire().unwrap();
+        h.add_callback(id, 0).unwrap();
+        let t = h.read(&f, 0, IoBuf::new(4096)).into_ticket();
+        let wref = t.wait_ref();
+        // (On sync and worker the I/O may be described before the ticket is stored.)
+        *cb.ticket.lock().unwrap() = Some(t);
+        aio.wait(wref).unwrap();
+        if let Some(t) = cb.ticket.lock().unwrap().take() {
+            assert!(t.wait().check().is_err());
+        }
+        aio.clear_faults();
+        assert_pattern(&me.read_exact_at(&f, 0, IoBuf::new(4096)).unwrap(), 0);
+        drop(me);
+        drop(aio);
+    });
+}
+
+/// `Aio::wait` on a ticket's own I/O from inside the ticket's waker (run on the thread
+/// completing the I/O, before it counts as complete) is an API-violation error, not a wait
+/// for ever (io_uring and sim hung). Where the I/O is complete at the first poll the waker
+/// never runs.
+fn a_wait_from_a_waker_on_its_own_io_is_an_api_violation(m: IoMethodKind) {
+    struct Waits {
+        aio: Aio,
+        wref: dbaio::WaitRef,
+        said: std::sync::Mutex<Option<Result<(), String>>>,
+    }
+    impl std::task::Wake for Waits {
+        fn wake(self: std::sync::Arc<Self>) {
+            let r = self.aio.wait(self.wref).map_err(|e| e.to_string());
+            *self.said.lock().unwrap() = Some(r);
+        }
+    }
+    within(60, "a waker waiting on its own I/O", move || {
+        let d = dir();
+        let path = data_file(&d, "f", 8192);
+        let aio = start(m);
+        let me = aio.register_issuer("waker").unwrap();
+        let f = aio.open(&path, &OpenOptions::read()).unwrap();
+        let mut t = me
+            .acquire()
+            .unwrap()
+            .read(&f, 0, IoBuf::new(4096))
+            .into_ticket();
+        let waits = std::sync::Arc::new(Waits {
+            aio: aio.clone(),
+            wref: t.wait_ref(),
+            said: std::sync::Mutex::new(None),
+        });
+        let waker = std::task::Waker::from(std::sync::Arc::clone(&waits));
+        let mut cx = std::task::Context::from_waker(&waker);
+        let first = std::future::Future::poll(std::pin::Pin::new(&mut t), &mut cx);
+        aio.wait(t.wait_ref()).unwrap();
+        let c = match first {
+            std::task::Poll::Ready(c) => c,
+            std::task::Poll::Pending => {
+                let said = waits.said.lock().unwrap().take().expect("the waker ran");
+                let why = said.expect_err("a wait inside the waker is refused");
+                assert!(
+                    why.contains("inside a handle callback or a future's waker"),
+                    "{why}"
+                );
+                t.wait()
+            }
+        };
+        assert_pattern(&c.into_buf(), 0);
+        drop(me);
+        drop(aio);
+    });
+}
+
 /// `Aio::shutdown` from a stage or completion callback returns (the I/O the thread is
 /// staging or completing is one it would wait for: it hung on every method), and the I/O
 /// itself completes. Guards against the callback's thread waiting for itself.
@@ -284,6 +411,9 @@ crate::for_every_method!(
     a_result_the_io_cannot_have_fails_it,
     with_issuer_from_inside_the_issuer_is_an_api_violation,
     a_wait_from_a_callback_is_an_api_violation,
+    register_issuer_from_a_callback_is_an_api_violation,
+    a_message_waiting_on_its_own_ticket_does_not_deadlock,
+    a_wait_from_a_waker_on_its_own_io_is_an_api_violation,
     shutdown_from_a_callback_returns,
     a_panicking_page_verifier_leaves_the_block_readable_again,
 );

@@ -187,6 +187,10 @@ pub struct ReadStream<'a, I: Iterator<Item = u32>> {
     /// True while `next_buffer` starts the read its consumer will wait for at once (nothing
     /// was queued): that read may take the issuer's last free handle.
     consumer_waits: bool,
+    /// The last read found the pool all pinned even after waiting for a buffer: later
+    /// blocks do not wait again until a read gets its buffers (each would wait as long, and
+    /// a stream over a full pool took 200 ms per block to fail them all).
+    pool_full: bool,
     /// Set when looking ahead failed with nothing queued; handed to the consumer.
     error: Option<StreamError>,
     scratch: Vec<u32>,
@@ -272,6 +276,7 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
             combine_limit,
             ios_in_flight: 0,
             consumer_waits: false,
+            pool_full: false,
             error: None,
             scratch: Vec::with_capacity(combine_limit as usize),
             ring,
@@ -539,14 +544,22 @@ impl<'a, I: Iterator<Item = u32>> ReadStream<'a, I> {
                 return false;
             };
             let mut scratch = std::mem::take(&mut self.scratch);
+            // The consumer gets this block's error if it fails with nothing queued: give a
+            // pool all pinned a while to free a buffer then (once in a row).
+            let patient = self.queue.is_empty() && !self.pool_full;
             let started = self.issuer.start_read_buffers(
                 file,
                 b,
                 self.pending_n,
                 &mut scratch,
                 self.ring.as_mut(),
-                self.queue.is_empty(),
+                patient,
             );
+            match started {
+                Err(AioError::NoUnpinnedBuffers) => self.pool_full |= patient,
+                Err(_) => {}
+                Ok(_) => self.pool_full = false,
+            }
             let mut hit_pin = SHARED_PIN;
             let own_read = match started {
                 Ok(StartedRead::Hit { hit_pin: k }) => {

@@ -394,7 +394,39 @@ fn a_stream_beside_pins_it_cannot_get_does_not_wait_for_them(m: IoMethodKind) {
     });
 }
 
+/// A stream over a pool its caller holds all pinned fails each block with `no unpinned
+/// buffers available`, in its place, and waits for a buffer once, not once per block.
+/// Guards against 200 ms per block (a caller-side attack: 20 blocks in 4 s; here 1,000
+/// blocks, which took over 200 s, within a 60 s watchdog).
+fn a_stream_over_a_pool_all_pinned_fails_its_blocks_without_waiting_for_each(m: IoMethodKind) {
+    let (_d, path) = three_segments();
+    let aio = start_with(m, |s| {
+        s.buffer_pool_size = 16;
+        s.max_issuers = 8;
+    });
+    within(60, "a stream over a pool all pinned", move || {
+        let rel = open_rel(&aio, &path, false);
+        let me = aio.register_issuer("full").unwrap();
+        let held: Vec<_> = (0..16u32)
+            .map(|b| me.read_block(&rel.segments()[2], b).unwrap())
+            .collect();
+        let blocks: Vec<u32> = (0..4).flat_map(|_| 0..200u32).chain(0..200).collect();
+        let mut n = 0;
+        for r in ReadStream::new(&me, &rel, blocks, ReadStreamOptions::default()) {
+            let e = r.err().expect("no buffer to read into");
+            assert!(
+                e.to_string().contains("no unpinned buffers available"),
+                "{e}"
+            );
+            n += 1;
+        }
+        assert_eq!(n, 1000);
+        drop(held);
+    });
+}
+
 crate::for_every_method!(
+    a_stream_over_a_pool_all_pinned_fails_its_blocks_without_waiting_for_each,
     a_stream_beside_pins_it_cannot_get_does_not_wait_for_them,
     a_stream_asked_for_too_many_reads_is_capped_not_aborted,
     streams_consumed_in_turn_on_one_issuer_each_get_every_block,

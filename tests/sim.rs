@@ -1635,3 +1635,49 @@ fn latency_percentiles_are_never_above_the_maximum() {
         );
     }
 }
+
+/// With several threads on one simulated disk, every latency in the statistics is one that
+/// was drawn (within `sim_latency_min..=sim_latency_max`), whatever the other threads did
+/// to the clock meanwhile. Guards against stamping a completion with the clock when its
+/// thread got to it: another thread could move it on by thousands of completions first (a
+/// caller-side attack saw 1.5 s with at most 5 ms drawn).
+#[test]
+fn latencies_stay_drawn_ones_with_several_threads() {
+    let d = dir();
+    let aio = start(None, 5, |s| {
+        s.sim_latency_min = 100;
+        s.sim_latency_max = 5000;
+        s.max_issuers = 8;
+    });
+    let paths: Vec<_> = (0..4).map(|t| d.path().join(format!("t{t}"))).collect();
+    std::thread::scope(|sc| {
+        for path in &paths {
+            let aio = &aio;
+            sc.spawn(move || {
+                let me = aio.register_issuer("many").unwrap();
+                let f = aio.open(path, &OpenOptions::read_write()).unwrap();
+                me.write_all_at(&f, 0, IoBuf::from_slice(&[5u8; 32768]))
+                    .unwrap();
+                for _ in 0..300 {
+                    let ios: Vec<_> = (0..8u64)
+                        .map(|k| me.acquire().unwrap().read(&f, k * 4096, IoBuf::new(4096)))
+                        .collect();
+                    for io in ios {
+                        me.wait(io).check().unwrap();
+                    }
+                }
+            });
+        }
+    });
+    for r in aio.stats() {
+        for o in &r.ops {
+            assert!(
+                o.lat_us.max <= 5000,
+                "{} of {}: {:?}",
+                o.op,
+                r.issuer,
+                o.lat_us
+            );
+        }
+    }
+}

@@ -96,10 +96,13 @@ impl SimMethod {
             };
             // Under the queue's lock, the only place the clock moves.
             let clock = &self.store.clock_ns;
-            clock.store(clock.load(Ordering::Relaxed).max(due), Ordering::Relaxed);
-            i
+            let now = clock.load(Ordering::Relaxed).max(due);
+            clock.store(now, Ordering::Relaxed);
+            (i, now)
         };
-        self.shared.run_here(next, Executor::Sim);
+        let (next, at) = next;
+        self.store
+            .executing_at(at, || self.shared.run_here(next, Executor::Sim));
         true
     }
 
@@ -148,7 +151,11 @@ impl IoMethod for SimMethod {
                 .slot(i)
                 .executor
                 .store(Executor::Sim.encode(), Ordering::Relaxed);
-            let due = self.store.clock_ns.load(Ordering::Relaxed) + self.latency();
+            // Staged now in simulated time: with several threads the clock may have moved
+            // on since the issuer read it, and the latency is the one drawn.
+            let now = self.store.clock_ns.load(Ordering::Relaxed);
+            shared.slot(i).staged_ns.store(now, Ordering::Relaxed);
+            let due = now + self.latency();
             q.seq += 1;
             let seq = q.seq;
             q.pending.push(Reverse((due, seq, i)));

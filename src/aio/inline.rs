@@ -169,7 +169,7 @@ impl Issuer {
             return Err(Inline::Declined);
         }
         let li = {
-            let mut l = self.local.borrow_mut();
+            let mut l = self.local_mut();
             if l.handed_out.is_some() {
                 return Err(Inline::Declined);
             }
@@ -245,7 +245,7 @@ impl Issuer {
         s.next_generation();
         s.set_state(HandleState::Submitted, HandleState::Idle);
         s.reset();
-        self.local.borrow_mut().idle.push(li);
+        self.local_mut().idle.push(li);
         outcome
     }
 

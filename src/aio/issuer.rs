@@ -137,7 +137,7 @@ impl Issuer {
     /// them). A read stream leaves the last such handle to a read its consumer is about to
     /// wait for (`bufmgr/stream.rs`).
     pub(crate) fn has_free_handles(&self, want: usize) -> bool {
-        let l = self.local.borrow();
+        let l = self.local_ref();
         let mut free = l.idle.len();
         let mut li = l.head;
         while free < want && li != NIL {
@@ -162,7 +162,7 @@ impl Issuer {
 
     /// I/Os submitted (or staged) and not yet reclaimed.
     pub fn in_flight(&self) -> u32 {
-        let l = self.local.borrow();
+        let l = self.local_ref();
         l.in_flight + l.staged.len() as u32
     }
 
@@ -194,7 +194,9 @@ impl Issuer {
 
     /// An idle handle, if there is one (after reclaiming finished ones, if `reclaim`).
     fn acquire_idle(&self, reclaim: bool) -> Result<Option<Handle<'_>>, AioError> {
-        let mut l = self.local.borrow_mut();
+        let Ok(mut l) = self.local.try_borrow_mut() else {
+            return Err(AioError::ApiViolation(REENTERED));
+        };
         if l.handed_out.is_some() {
             return Err(AioError::ApiViolation(
                 "only one I/O handle can be handed out at a time",
@@ -226,7 +228,7 @@ impl Issuer {
             if self.reclaim_completed() == 0 {
                 self.keep_finished_held();
             }
-            l = self.local.borrow_mut();
+            l = self.local_mut();
         }
         let Some(li) = l.idle.pop() else {
             return Ok(None);
@@ -257,7 +259,7 @@ impl Issuer {
 
     /// Reclaims what [`Issuer::reclaim_finished`] does, without asking the method to reap.
     pub(crate) fn reclaim_completed(&self) -> usize {
-        let mut l = self.local.borrow_mut();
+        let mut l = self.local_mut();
         self.reclaim_finished_locked(&mut l)
     }
 
@@ -284,7 +286,7 @@ impl Issuer {
     /// cannot write without blocking (ext4; its executor in the view is `issuer`).
     #[inline]
     pub fn begin_batch(&self) -> Result<(), AioError> {
-        let mut l = self.local.borrow_mut();
+        let mut l = self.local_mut();
         if l.in_batch {
             return Err(AioError::ApiViolation(
                 "starting batch while batch already in progress",
@@ -296,7 +298,7 @@ impl Issuer {
 
     /// Leaves batch mode, submitting what is staged.
     pub fn end_batch(&self) {
-        let mut l = self.local.borrow_mut();
+        let mut l = self.local_mut();
         l.in_batch = false;
         self.submit_staged_locked(&mut l);
     }
@@ -304,17 +306,17 @@ impl Issuer {
     /// True while in batch mode.
     #[inline]
     pub fn in_batch(&self) -> bool {
-        self.local.borrow().in_batch
+        self.local_ref().in_batch
     }
 
     /// Number of staged, unsubmitted I/Os.
     pub fn staged(&self) -> usize {
-        self.local.borrow().staged.len()
+        self.local_ref().staged.len()
     }
 
     /// Submits every staged I/O now.
     pub fn submit_staged(&self) {
-        let mut l = self.local.borrow_mut();
+        let mut l = self.local_mut();
         self.submit_staged_locked(&mut l);
     }
 
@@ -339,7 +341,7 @@ impl Issuer {
                 unreachable!("a held handle is not recycled before it is redeemed: {e}");
             }
         }
-        let mut l = self.local.borrow_mut();
+        let mut l = self.local_mut();
         Completion::from_reclaimed(self.reclaim_locked(&mut l, li))
     }
 
@@ -357,6 +359,9 @@ impl Issuer {
     /// Waits on a wait reference as the issuer: submits staged I/O first, then waits, then
     /// reclaims whatever finished.
     pub fn wait_ref(&self, wref: WaitRef) -> Result<(), AioError> {
+        if self.local.try_borrow_mut().is_err() {
+            return Err(AioError::ApiViolation(REENTERED));
+        }
         if wref.subsystem != self.aio.shared.id {
             return Err(AioError::ApiViolation(
                 "the wait reference belongs to another AIO subsystem",
@@ -402,13 +407,13 @@ impl Issuer {
         let shared = &self.aio.shared;
         let info = self.info();
         // Staged I/Os go to the method together with the wait (one system call on io_uring).
-        let (batch, mut staged) = self.prepare_staged(&mut self.local.borrow_mut());
+        let (batch, mut staged) = self.prepare_staged(&mut self.local_mut());
         loop {
             let seen = info.bell.seen();
             // I/Os dropped in flight are reclaimed as they finish, and never count: the
             // caller waits for the ones it will redeem.
             self.reclaim_completed();
-            let mut awaited = std::mem::take(&mut self.local.borrow_mut().awaited);
+            let mut awaited = std::mem::take(&mut self.local_mut().awaited);
             let (complete, total) = self.collect_awaited(&mut awaited);
             let want = n.max(1).min(total);
             let handles = &batch[..std::mem::take(&mut staged)];
@@ -416,12 +421,12 @@ impl Issuer {
                 if !handles.is_empty() {
                     self.aio.method.submit(shared, self.slot, handles);
                 }
-                self.local.borrow_mut().awaited = awaited;
+                self.local_mut().awaited = awaited;
                 return;
             }
             let need = want - complete;
             if self.run_lone_awaited(handles, total) {
-                self.local.borrow_mut().awaited = awaited;
+                self.local_mut().awaited = awaited;
                 continue;
             }
             info.begin_wait(
@@ -442,7 +447,7 @@ impl Issuer {
                 shared.note_sleep(self.slot, slept);
             }
             info.end_wait();
-            self.local.borrow_mut().awaited = awaited;
+            self.local_mut().awaited = awaited;
         }
     }
 
@@ -455,7 +460,7 @@ impl Issuer {
         };
         // `total` counts the I/Os an `InFlight` will redeem: this one must be it (a detached
         // op staged beside an earlier read is not what the caller awaits).
-        let awaited = total == 1 && self.local.borrow().h[(*i - self.base) as usize].held;
+        let awaited = total == 1 && self.local_ref().h[(*i - self.base) as usize].held;
         if !awaited || !self.aio.method.runs_awaited_io_here() {
             return false;
         }
@@ -472,7 +477,7 @@ impl Issuer {
     /// counted: reclaim them first, or a finished one counts as progress for ever).
     fn collect_awaited(&self, awaited: &mut Vec<(u32, u64)>) -> (u32, u32) {
         awaited.clear();
-        let l = self.local.borrow();
+        let l = self.local_ref();
         let mut li = l.head;
         // Kept results are complete ones an `InFlight` will redeem.
         let kept = l.kept.len() as u32;
@@ -648,7 +653,7 @@ impl Drop for Issuer {
             let idx = self.base + head;
             let g = self.aio.shared.slot(idx).generation.load(Ordering::Relaxed);
             let _ = self.wait_as(WaitEvent::AioIoCompletion, idx, g);
-            let mut l = self.local.borrow_mut();
+            let mut l = self.local_mut();
             l.h[head as usize].held = false;
             self.reclaim_locked(&mut l, head);
         }
@@ -707,4 +712,37 @@ fn c_path(path: &std::path::Path) -> Result<CString, AioError> {
     use std::os::unix::ffi::OsStrExt;
     CString::new(path.as_os_str().as_bytes())
         .map_err(|_| AioError::ApiViolation("path contains a NUL byte"))
+}
+
+/// An issuer used inside one of its own calls: a handle callback or a future's waker run on
+/// its thread by that call (a completion it drives) reached it again.
+const REENTERED: &str = "an issuer was used inside one of its own calls (from a handle callback or \
+     a future's waker it ran): callbacks and wakers must not use the issuer they run in";
+
+impl Issuer {
+    /// The issuer's own state, for one call. A callback or a waker the call runs that uses
+    /// the same issuer again is a caller's bug: named here, not by `RefCell` (found by a
+    /// caller-side attack: `already borrowed` from a waker run inside `end_batch`).
+    #[inline]
+    pub(super) fn local_mut(&self) -> std::cell::RefMut<'_, Local> {
+        match self.local.try_borrow_mut() {
+            Ok(l) => l,
+            Err(_) => reentered(),
+        }
+    }
+
+    /// As [`Issuer::local_mut`], shared.
+    #[inline]
+    pub(super) fn local_ref(&self) -> std::cell::Ref<'_, Local> {
+        match self.local.try_borrow() {
+            Ok(l) => l,
+            Err(_) => reentered(),
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn reentered() -> ! {
+    panic!("{REENTERED}")
 }

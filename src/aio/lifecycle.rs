@@ -222,7 +222,7 @@ impl Issuer {
             return Ok(());
         }
         let (oldest, held) = {
-            let mut l = self.local.borrow_mut();
+            let mut l = self.local_mut();
             self.submit_staged_locked(&mut l);
             let mut li = l.head;
             while li != NIL && l.h[li as usize].held {
@@ -243,7 +243,7 @@ impl Issuer {
         let idx = self.base + oldest;
         let generation = self.aio.shared.slot(idx).generation.load(Ordering::Relaxed);
         self.wait_as(WaitEvent::AioHandleFree, idx, generation)?;
-        let mut l = self.local.borrow_mut();
+        let mut l = self.local_mut();
         if held {
             self.keep_held(&mut l, oldest);
         } else {
@@ -255,7 +255,7 @@ impl Issuer {
     /// Keeps the oldest finished result an `InFlight` has yet to collect, if there is one,
     /// freeing its handle without waiting; true if it did.
     pub(super) fn keep_finished_held(&self) -> bool {
-        let mut l = self.local.borrow_mut();
+        let mut l = self.local_mut();
         let mut li = l.head;
         while li != NIL {
             if l.h[li as usize].held
@@ -280,7 +280,7 @@ impl Issuer {
 
     /// The kept completion of the I/O `(li, generation)` names, taken out of the keeping.
     pub(super) fn take_kept(&self, li: u32, generation: u64) -> Option<Completion> {
-        let mut l = self.local.borrow_mut();
+        let mut l = self.local_mut();
         take_kept(&mut l, li, generation)
     }
 
@@ -327,7 +327,7 @@ impl Issuer {
         ) {
             return;
         }
-        let mut l = self.local.borrow_mut();
+        let mut l = self.local_mut();
         let li = idx - self.base;
         let mine = self.aio.method.runs_awaited_io_here()
             && l.staged
@@ -370,7 +370,7 @@ impl Issuer {
 
     /// This issuer's oldest in-flight, unfinished I/O on file slot `file` (NIL if none).
     pub(super) fn first_unfinished_on(&self, file: u32) -> u32 {
-        let l = self.local.borrow();
+        let l = self.local_ref();
         let mut li = l.head;
         while li != NIL {
             let done = self.aio.shared.slot(self.base + li).state().is_complete();
@@ -403,7 +403,7 @@ impl Issuer {
             cell.notice.deliver_outcome(&self.aio.shared, outcome);
             return cell;
         }
-        let mut l = self.local.borrow_mut();
+        let mut l = self.local_mut();
         let lh = &mut l.h[li as usize];
         let cell = Arc::new(TicketCell {
             notice,
@@ -439,7 +439,7 @@ impl Issuer {
     /// attached to the slot's next I/O) and cleared fields (a callback or flag set on it does
     /// not carry over).
     pub(crate) fn release(&self, li: u32) {
-        let mut l = self.local.borrow_mut();
+        let mut l = self.local_mut();
         debug_assert_eq!(l.handed_out, Some(li));
         l.handed_out = None;
         let s = self.aio.shared.slot(self.base + li);
@@ -455,7 +455,7 @@ impl Issuer {
         if self.aio.owner.forked_since() {
             return; // the handle is the parent's (see `Issuer::drop`)
         }
-        let mut l = self.local.borrow_mut();
+        let mut l = self.local_mut();
         if !l.kept.is_empty()
             && let Some(c) = take_kept(&mut l, li, generation)
         {
@@ -475,7 +475,7 @@ impl Issuer {
     /// `InFlight` will redeem it. Returns the I/O's generation.
     pub(crate) fn start(&self, li: u32, def: Definition<'_>, held: bool) -> u64 {
         let idx = self.base + li;
-        let mut l = self.local.borrow_mut();
+        let mut l = self.local_mut();
         assert_eq!(
             l.handed_out,
             Some(li),

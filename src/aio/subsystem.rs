@@ -341,7 +341,9 @@ impl Aio {
 
     /// True once the I/O `wref` names is complete (or long done: its handle was recycled),
     /// after reaping whatever completions of its issuer are ready now. Never blocks — unlike
-    /// PostgreSQL's `pgaio_wref_check_done`, it also makes progress under io_uring.
+    /// PostgreSQL's `pgaio_wref_check_done`, it also makes progress under io_uring. On
+    /// `sim` it completes the next simulated I/O due, in the calling thread (so an injected
+    /// `FaultAction::Delay` on that I/O is slept there).
     pub fn check_done(&self, wref: WaitRef) -> Result<bool, AioError> {
         self.check_ref(wref)?;
         let shared = &self.inner.shared;

@@ -77,7 +77,9 @@ impl Ticket {
     }
 
     /// True once the I/O is complete, after reaping whatever completions are ready now
-    /// (io_uring's ring, without waiting). Never blocks.
+    /// (io_uring's ring, without waiting). Never blocks; on `sim` it completes the next
+    /// simulated I/O due in the calling thread (an injected `FaultAction::Delay` on it is
+    /// slept there).
     pub fn check_done(&self) -> bool {
         if self.cell.notice.is_delivered() {
             return true;

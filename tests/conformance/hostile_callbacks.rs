@@ -344,6 +344,76 @@ fn a_wait_from_a_waker_on_its_own_io_is_an_api_violation(m: IoMethodKind) {
     });
 }
 
+thread_local! {
+    /// The issuer of the thread running `a_waker_using_the_issuer_it_runs_in_gets_an_api_violation`.
+    static ME: std::cell::RefCell<Option<dbaio::Issuer>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A waker that runs inside its issuer's own call (`end_batch` completing the I/O on the
+/// issuer's thread) and uses that issuer again gets an API-violation error, not a `RefCell`
+/// panic (`already borrowed`, on worker threads and processes and sim: found by a
+/// caller-side attack), and the I/O completes with its bytes. (Where the waker runs
+/// outside the issuer's calls, or on another thread, it may use what it reaches.)
+fn a_waker_using_the_issuer_it_runs_in_gets_an_api_violation(m: IoMethodKind) {
+    struct UsesIssuer {
+        said: std::sync::Mutex<Vec<String>>,
+    }
+    impl std::task::Wake for UsesIssuer {
+        fn wake(self: std::sync::Arc<Self>) {
+            // Left as it is if what follows panics.
+            self.said.lock().unwrap().push("panicked".to_string());
+            let said = ME.with(|me| match me.borrow().as_ref() {
+                None => "another thread".to_string(),
+                Some(me) => match me.acquire() {
+                    Err(e) => e.to_string(),
+                    Ok(_) => "acquired".to_string(),
+                },
+            });
+            *self.said.lock().unwrap().last_mut().unwrap() = said;
+        }
+    }
+    within(60, "a waker using its issuer", move || {
+        let d = dir();
+        let path = data_file(&d, "f", 8192);
+        let aio = start(m);
+        ME.with(|me| *me.borrow_mut() = Some(aio.register_issuer("waker").unwrap()));
+        let f = aio.open(&path, &OpenOptions::read().direct(true)).unwrap();
+        let uses = std::sync::Arc::new(UsesIssuer {
+            said: std::sync::Mutex::new(Vec::new()),
+        });
+        let waker = std::task::Waker::from(std::sync::Arc::clone(&uses));
+        let mut cx = std::task::Context::from_waker(&waker);
+        let c = ME.with(|me| {
+            let me = me.borrow();
+            let me = me.as_ref().unwrap();
+            me.begin_batch().unwrap();
+            let mut t = me
+                .acquire()
+                .unwrap()
+                .read(&f, 0, IoBuf::new(4096))
+                .into_ticket();
+            let first = std::future::Future::poll(std::pin::Pin::new(&mut t), &mut cx);
+            me.end_batch();
+            match first {
+                std::task::Poll::Ready(c) => c,
+                std::task::Poll::Pending => t.wait(),
+            }
+        });
+        assert_pattern(&c.into_buf(), 0);
+        for said in uses.said.lock().unwrap().iter() {
+            // Run outside the issuer's calls (in `Ticket::wait`) it may take a handle.
+            assert!(
+                said == "another thread"
+                    || said == "acquired"
+                    || said.contains("inside one of its own calls"),
+                "{said}"
+            );
+        }
+        ME.with(|me| drop(me.borrow_mut().take()));
+        drop(aio);
+    });
+}
+
 /// `Aio::shutdown` from a stage or completion callback returns (the I/O the thread is
 /// staging or completing is one it would wait for: it hung on every method), and the I/O
 /// itself completes. Guards against the callback's thread waiting for itself.
@@ -414,6 +484,7 @@ crate::for_every_method!(
     register_issuer_from_a_callback_is_an_api_violation,
     a_message_waiting_on_its_own_ticket_does_not_deadlock,
     a_wait_from_a_waker_on_its_own_io_is_an_api_violation,
+    a_waker_using_the_issuer_it_runs_in_gets_an_api_violation,
     shutdown_from_a_callback_returns,
     a_panicking_page_verifier_leaves_the_block_readable_again,
 );

@@ -89,7 +89,7 @@ impl SimMethod {
 
     /// Advances the clock to the earliest I/O due and executes it here; false if none waits.
     fn complete_next(&self) -> bool {
-        let next = {
+        let (next, at) = {
             let mut q = self.queue.lock();
             let Some(Reverse((due, _, i))) = q.pending.pop() else {
                 return false;
@@ -100,7 +100,6 @@ impl SimMethod {
             clock.store(now, Ordering::Relaxed);
             (i, now)
         };
-        let (next, at) = next;
         self.store
             .executing_at(at, || self.shared.run_here(next, Executor::Sim));
         true

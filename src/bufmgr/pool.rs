@@ -637,21 +637,19 @@ impl BufferPool {
             let b = self.hand.fetch_add(1, Ordering::Relaxed) % n;
             let d = &self.descs[b as usize];
             let s = d.state.load(Ordering::Relaxed);
-            if s & REFCOUNT_MASK != 0 || s & IO_IN_PROGRESS != 0 {
-                pinned_in_a_row += 1;
-                if pinned_in_a_row % n == 0 {
-                    std::thread::yield_now();
-                }
-                continue;
-            }
             let used = s & USAGE_MASK != 0;
             // A hit pin is not in the count (hit_pin.rs): a buffer held that way looks free
             // here and is refused after the pin. Taken for a victim again and again while a
             // free buffer's usage count came down lap by lap, it used up the caller's
             // refusals (`lookup_or_assign`): two threads streaming in a pool of four failed
             // so about one full conformance run in eight. Counted as pinned instead.
-            if !used && self.hit_pinned(b) {
+            let held =
+                s & REFCOUNT_MASK != 0 || s & IO_IN_PROGRESS != 0 || (!used && self.hit_pinned(b));
+            if held {
                 pinned_in_a_row += 1;
+                if pinned_in_a_row % n == 0 {
+                    std::thread::yield_now();
+                }
                 continue;
             }
             let new = if used { s - (1 << USAGE_SHIFT) } else { s + 1 };
@@ -830,5 +828,64 @@ impl Attachment for BufferPool {
             return FixedMemory::Later;
         }
         FixedMemory::Ready(pages.base().cast_const(), pages.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bufmgr::verification::PgPageVerifier;
+
+    /// A pool of four pages, every one valid and tagged: buffer 0 held only by a hit pin (so
+    /// not in its refcount), 1 and 2 pinned, 3 free with the highest usage count.
+    fn pool_with_a_hit_pin_beside_a_used_buffer() -> BufferPool {
+        let s = Settings {
+            max_issuers: 2,
+            buffer_pool_size: 4,
+            ..Settings::default()
+        };
+        let pool = BufferPool::new(&s, Arc::new(PgPageVerifier { checksums: false })).unwrap();
+        let tagged = VALID | TAG_VALID;
+        let states = [
+            tagged,
+            tagged | 1,
+            tagged | 1,
+            tagged | USAGE_MAX << USAGE_SHIFT,
+        ];
+        for (b, state) in states.into_iter().enumerate() {
+            let tag = Tag {
+                file: 0,
+                block: b as u32,
+            };
+            pool.descs[b].tag.store(tag.pack(), Ordering::Relaxed);
+            pool.descs[b].state.store(state, Ordering::Relaxed);
+            pool.map[tag.partition()]
+                .lock()
+                .insert(tag.pack(), b as u32);
+        }
+        pool.hit_pins[0][0].store(0, Ordering::SeqCst);
+        pool.hit_pin_slots.store(1, Ordering::SeqCst);
+        pool
+    }
+
+    /// The clock sweep does not see a hit pin in the refcount. Taken for a victim, a
+    /// hit-pinned buffer is refused after the pin; taken on every lap while the free buffer's
+    /// usage count came down one a lap, it used up `lookup_or_assign`'s refusals (one per
+    /// buffer and one more) and the lookup failed as if the pool were all pinned — two
+    /// threads streaming in a pool of four, about one full conformance run in eight.
+    #[test]
+    fn a_hit_pinned_buffer_is_no_victim_while_a_used_free_one_comes_down() {
+        let pool = pool_with_a_hit_pin_beside_a_used_buffer();
+        let wanted = Tag { file: 1, block: 0 };
+        match pool.lookup_or_assign(wanted, None, None, false) {
+            Ok(Lookup::Assigned(b)) => assert_eq!(b, 3, "the free buffer is the victim"),
+            Ok(Lookup::Found(b)) => panic!("block found in buffer {b}, never read"),
+            Err(e) => panic!("lookup failed with a buffer free: {e:?}"),
+        }
+        assert_eq!(
+            pool.descs[0].state.load(Ordering::Relaxed) & REFCOUNT_MASK,
+            0,
+            "the hit-pinned buffer was left as it was"
+        );
     }
 }

@@ -1,5 +1,5 @@
 //! The shared buffer arena: one memfd-backed mapping, installed for the whole process the
-//! first time worker processes start, from which every [`IoBuf`]-style allocation and the
+//! first time worker processes start, from which every `IoBuf`-style allocation and the
 //! buffer pool's pages are then carved, so that a worker process can reach the memory an I/O
 //! names.
 //!

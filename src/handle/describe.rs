@@ -24,18 +24,17 @@ impl Shared {
         result: IoResult,
         foreign: Option<&Arc<std::path::Path>>,
     ) -> IoError {
-        let shared = self;
-        let s = shared.slot(idx);
+        let s = self.slot(idx);
         let r = Ordering::Relaxed;
         let file = s.file.load(r);
         let op = s.op();
         let (path, new_path) = self.paths_of(idx, foreign);
         let errno = result.errno().unwrap_or(0);
-        let direct = file != NO_FILE && shared.files.slots[file as usize].direct.load(r);
+        let direct = file != NO_FILE && self.files.slots[file as usize].direct.load(r);
         let first = s.first_block.load(r);
         let nblocks = s.nblocks.load(r);
         let cb = (result.callback_id != 0)
-            .then(|| shared.callbacks.get(result.callback_id))
+            .then(|| self.callbacks.get(result.callback_id))
             .flatten();
         // A callback that panicked made no result of its own to describe: say so, without
         // asking it (its `report` would read the marker as its own error data).
@@ -54,62 +53,16 @@ impl Shared {
             e.detail = Some(format!("its {} callback {fault} (see the log)", cb.name()).into());
             return e;
         }
-        // An embedder's words are its code, run here on whatever thread describes the I/O
-        // (a worker, a reaper, a ticket's waiter): a panic in them must not unwind through
-        // the completion protocol, which left handles half-recycled (found by a caller-side
-        // attack, 2026-12-07). Each hook that panics is left out, logged, and named in the
-        // detail.
-        let mut panicked: Vec<&str> = Vec::new();
-        // They run inside the completion protocol too (a notice being delivered, a
-        // completion under way): waits and new issuers there are refused.
-        let mut guarded = |hook: &'static str, f: &mut dyn FnMut()| {
-            let _inside = crate::handle::callback::InCallback::enter();
-            if catch_unwind(AssertUnwindSafe(f)).is_err() {
-                tracing::error!(
-                    callback = cb.map_or("?", |cb| cb.name()),
-                    io_id = idx,
-                    "the {hook} of a callback panicked; describing the I/O without it"
-                );
-                panicked.push(hook);
-            }
+        let (detail, message, invalid_pages) = match cb {
+            Some(cb) => self.callback_words(idx, cb.as_ref(), &result),
+            None => (None, None, 0),
         };
-        let (mut detail, mut message, mut invalid_pages) = (None, None, 0);
-        if let Some(cb) = cb {
-            let (relation, base) = shared.files.relation(file);
-            let first = if first == crate::handle::slot::NO_BLOCK {
-                0
-            } else {
-                first
-            };
-            let target = crate::handle::callback::ReportTarget {
-                relation: &relation,
-                first_block: base + first,
-                nblocks,
-            };
-            guarded("report", &mut || detail = Some(cb.report(&result)));
-            guarded("message", &mut || message = cb.message(&result, &target));
-            guarded("invalid_pages", &mut || {
-                invalid_pages = cb.invalid_pages(&result)
-            });
-        }
-        if let (Some(cb), false) = (cb, panicked.is_empty()) {
-            let said = detail.map(|d| format!("{d}; ")).unwrap_or_default();
-            let hooks = panicked.join(" and ");
-            detail = Some(format!(
-                "{said}its {} callback's {hooks} panicked (see the log)",
-                cb.name()
-            ));
-        }
         let detail = detail.or_else(|| self.executor_detail(idx, result));
         // A relation's segment numbers its blocks across the relation, as md.c's messages do
         // (`could not read blocks 20..20 in file "base/5/16421.1"`); the handle holds them in
         // the file's own numbering.
-        let blocks = (first != crate::handle::slot::NO_BLOCK).then(|| {
-            (
-                shared.files.segment_base(file).saturating_add(first),
-                nblocks,
-            )
-        });
+        let blocks = (first != crate::handle::slot::NO_BLOCK)
+            .then(|| (self.files.segment_base(file).saturating_add(first), nblocks));
         IoError {
             op,
             path,
@@ -130,6 +83,62 @@ impl Shared {
                 (errno == libc::EINVAL && direct && op.transfers_data()).then_some(DIRECT_HINT)
             },
         }
+    }
+
+    /// What handle `idx`'s callback says of its result: `report` (the detail), `message` and
+    /// `invalid_pages`.
+    ///
+    /// An embedder's words are its code, run here on whatever thread describes the I/O (a
+    /// worker, a reaper, a ticket's waiter): a panic in them must not unwind through the
+    /// completion protocol, which left handles half-recycled (found by a caller-side attack,
+    /// 2026-12-07). Each hook that panics is left out, logged, and named in the detail. They
+    /// run inside the completion protocol too (a notice being delivered, a completion under
+    /// way): waits and new issuers there are refused.
+    fn callback_words(
+        &self,
+        idx: u32,
+        cb: &dyn crate::handle::callback::HandleCallbacks,
+        result: &IoResult,
+    ) -> (Option<String>, Option<String>, u32) {
+        let s = self.slot(idx);
+        let file = s.file.load(Ordering::Relaxed);
+        let mut panicked: Vec<&str> = Vec::new();
+        let mut guarded = |hook: &'static str, f: &mut dyn FnMut()| {
+            let _inside = crate::handle::callback::InCallback::enter();
+            if catch_unwind(AssertUnwindSafe(f)).is_err() {
+                tracing::error!(
+                    callback = cb.name(),
+                    io_id = idx,
+                    "the {hook} of a callback panicked; describing the I/O without it"
+                );
+                panicked.push(hook);
+            }
+        };
+        let (relation, base) = self.files.relation(file);
+        let first = match s.first_block.load(Ordering::Relaxed) {
+            crate::handle::slot::NO_BLOCK => 0,
+            first => first,
+        };
+        let target = crate::handle::callback::ReportTarget {
+            relation: &relation,
+            first_block: base + first,
+            nblocks: s.nblocks.load(Ordering::Relaxed),
+        };
+        let (mut detail, mut message, mut invalid_pages) = (None, None, 0);
+        guarded("report", &mut || detail = Some(cb.report(result)));
+        guarded("message", &mut || message = cb.message(result, &target));
+        guarded("invalid_pages", &mut || {
+            invalid_pages = cb.invalid_pages(result)
+        });
+        if !panicked.is_empty() {
+            let said = detail.map(|d| format!("{d}; ")).unwrap_or_default();
+            let hooks = panicked.join(" and ");
+            detail = Some(format!(
+                "{said}its {} callback's {hooks} panicked (see the log)",
+                cb.name()
+            ));
+        }
+        (detail, message, invalid_pages)
     }
 
     /// The path an I/O's error names (for unlink and rename, the path it was given; for a

@@ -150,78 +150,17 @@ impl Issuer {
         offset: u64,
         length: u64,
         spans: u64,
-        mut execute: impl FnMut(i32) -> i32,
+        execute: impl FnMut(i32) -> i32,
     ) -> Result<usize, Inline> {
         let shared = &self.aio.shared;
-        if shared.faults.armed()
-            || shared.storage.is_some()
-            || shared.shutting_down.load(Ordering::Relaxed)
-            || !Arc::ptr_eq(&file.aio, &self.aio)
-            || self.aio.owner.forked_since()
-        {
-            // (A child made by fork shares the parent's handle table: the full path refuses.)
-            return Err(Inline::Declined);
-        }
-        let fslot = &shared.files.slots[file.slot as usize];
-        let direct = fslot.direct.load(Ordering::Relaxed);
-        if direct && spans % DIRECT_ALIGN != 0 {
-            // An unaligned O_DIRECT request: the caller bounces it.
-            return Err(Inline::Declined);
-        }
-        let li = {
-            let mut l = self.local_mut();
-            if l.handed_out.is_some() {
-                return Err(Inline::Declined);
-            }
-            // The caller waits for this one: what its batch staged goes first, as before
-            // any wait.
-            if !l.staged.is_empty() {
-                self.submit_staged_locked(&mut l);
-            }
-            l.idle.pop().ok_or(Inline::Declined)?
-        };
+        let (li, direct) = self.take_inline_handle(file, spans)?;
         let idx = self.base + li;
         let s = shared.slot(idx);
-        let r = Ordering::Relaxed;
-        let fd = fslot.fd.load(Ordering::Acquire);
-        let mut flags = HandleFlags::SYNCHRONOUS.0;
-        if !direct && op.transfers_data() {
-            flags |= HandleFlags::BUFFERED.0;
-        }
-        // The handle is IDLE and ours: no one reads these fields until SUBMITTED publishes
-        // them (the view skips idle handles, and re-checks the generation after copying).
-        // A transfer's iovec itself stays with the caller: only this thread executes the
-        // I/O (the count is for the view).
-        s.fields_generation.store(s.generation.load(r) as u32, r);
-        s.op.store(op as u8, r);
-        s.offset.store(offset, r);
-        s.length.store(length, r);
-        s.file.store(file.slot, r);
-        s.fd.store(fd, r);
-        s.flags.store(flags, r);
-        s.iov_count.store(u16::from(op.transfers_data()), r);
-        s.executor.store(Executor::Issuer.encode(), r);
-        let staged = shared.io_clock_ns();
-        s.staged_ns.store(staged, r);
-        s.set_state(HandleState::Idle, HandleState::Submitted);
-
-        let info = self.info();
-        info.begin_wait(WaitEvent::for_sync_op(op), u64::from(idx), staged);
-        let mut attempts = 0;
-        let raw = loop {
-            let raw = execute(fd);
-            if retry_transient(raw, attempts) {
-                attempts += 1;
-                info.begin_wait(
-                    WaitEvent::for_sync_op(op),
-                    u64::from(idx),
-                    shared.io_clock_ns(),
-                );
-                continue;
-            }
-            break raw;
-        };
-        info.end_wait();
+        let fd = shared.files.slots[file.slot as usize]
+            .fd
+            .load(Ordering::Acquire);
+        let staged = self.publish_inline(s, file, fd, direct, op, offset, length);
+        let (raw, attempts) = self.execute_retrying(idx, op, fd, staged, execute);
         let completed = shared.io_clock_ns();
         // A read of 0 bytes is the end of the file (an error in the statistics, as on the
         // full path, but not a failure for the caller); a write of 0 bytes is a failure; the
@@ -247,6 +186,108 @@ impl Issuer {
         s.reset();
         self.local_mut().idle.push(li);
         outcome
+    }
+
+    /// An idle handle of this issuer for an inline I/O on `file` (its index among the
+    /// issuer's, and whether the file is O_DIRECT), after submitting what an open batch
+    /// staged; declined where the full path must run it.
+    #[inline(always)]
+    fn take_inline_handle(&self, file: &File, spans: u64) -> Result<(u32, bool), Inline> {
+        let shared = &self.aio.shared;
+        if shared.faults.armed()
+            || shared.storage.is_some()
+            || shared.shutting_down.load(Ordering::Relaxed)
+            || !Arc::ptr_eq(&file.aio, &self.aio)
+            || self.aio.owner.forked_since()
+        {
+            // (A child made by fork shares the parent's handle table: the full path refuses.)
+            return Err(Inline::Declined);
+        }
+        let direct = shared.files.slots[file.slot as usize]
+            .direct
+            .load(Ordering::Relaxed);
+        if direct && spans % DIRECT_ALIGN != 0 {
+            // An unaligned O_DIRECT request: the caller bounces it.
+            return Err(Inline::Declined);
+        }
+        let mut l = self.local_mut();
+        if l.handed_out.is_some() {
+            return Err(Inline::Declined);
+        }
+        // The caller waits for this one: what its batch staged goes first, as before any
+        // wait.
+        if !l.staged.is_empty() {
+            self.submit_staged_locked(&mut l);
+        }
+        let li = l.idle.pop().ok_or(Inline::Declined)?;
+        Ok((li, direct))
+    }
+
+    /// Fills idle handle slot `s` with the inline I/O and shows it SUBMITTED; returns the
+    /// time it was staged.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)] // the I/O's facts, all at hand in the caller
+    fn publish_inline(
+        &self,
+        s: &HandleSlot,
+        file: &File,
+        fd: i32,
+        direct: bool,
+        op: Op,
+        offset: u64,
+        length: u64,
+    ) -> u64 {
+        let r = Ordering::Relaxed;
+        let mut flags = HandleFlags::SYNCHRONOUS.0;
+        if !direct && op.transfers_data() {
+            flags |= HandleFlags::BUFFERED.0;
+        }
+        // The handle is IDLE and ours: no one reads these fields until SUBMITTED publishes
+        // them (the view skips idle handles, and re-checks the generation after copying).
+        // A transfer's iovec itself stays with the caller: only this thread executes the
+        // I/O (the count is for the view).
+        s.fields_generation.store(s.generation.load(r) as u32, r);
+        s.op.store(op as u8, r);
+        s.offset.store(offset, r);
+        s.length.store(length, r);
+        s.file.store(file.slot, r);
+        s.fd.store(fd, r);
+        s.flags.store(flags, r);
+        s.iov_count.store(u16::from(op.transfers_data()), r);
+        s.executor.store(Executor::Issuer.encode(), r);
+        let staged = self.aio.shared.io_clock_ns();
+        s.staged_ns.store(staged, r);
+        s.set_state(HandleState::Idle, HandleState::Submitted);
+        staged
+    }
+
+    /// Runs `execute` on `fd` until it returns something other than a transient failure,
+    /// the issuer shown waiting on handle `idx` meanwhile; returns the result and the
+    /// retries it took.
+    #[inline(always)]
+    fn execute_retrying(
+        &self,
+        idx: u32,
+        op: Op,
+        fd: i32,
+        staged: u64,
+        mut execute: impl FnMut(i32) -> i32,
+    ) -> (i32, u8) {
+        let info = self.info();
+        info.begin_wait(WaitEvent::for_sync_op(op), u64::from(idx), staged);
+        let mut attempts = 0;
+        let raw = loop {
+            let raw = execute(fd);
+            if retry_transient(raw, attempts) {
+                attempts += 1;
+                let now = self.aio.shared.io_clock_ns();
+                info.begin_wait(WaitEvent::for_sync_op(op), u64::from(idx), now);
+                continue;
+            }
+            break raw;
+        };
+        info.end_wait();
+        (raw, attempts)
     }
 
     /// The error for a failed inline I/O, built from its slot as on the full path (the

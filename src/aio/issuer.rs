@@ -531,9 +531,11 @@ impl Issuer {
         self.finish_transfer(file, io)
     }
 
-    /// Waits for `io`, resuming it while it is short. End of file reached part-way is
-    /// reported for the whole request (`could not read 8192 bytes at offset 0 …: read only
-    /// 100 of 8192 bytes`), as `read_exact_into` does, not for its resumed remainder.
+    /// Waits for `io`, resuming it while it is short. A failure part-way is reported for the
+    /// whole request, as `read_exact_into` and `write_all_from` do, not for its resumed
+    /// remainder: `could not read 8192 bytes at offset 0 …: read only 100 of 8192 bytes` at
+    /// end of file, `could not write 65536 bytes at offset 0 …: No space left on device
+    /// (errno 28); 61440 of the 65536 bytes were written` on a full disk.
     fn finish_transfer<'a>(&'a self, file: &File, mut io: InFlight<'a>) -> Result<IoBuf, AioError> {
         let mut whole = None; // the first part's (offset, length): the caller's request
         loop {
@@ -543,6 +545,9 @@ impl Issuer {
                 let mut e = e.clone();
                 if c.is_end_of_file() {
                     (e.offset, e.length, e.transferred) = (offset, length, c.offset() - offset);
+                } else {
+                    let op = e.op;
+                    e = e.for_request(op, offset, length);
                 }
                 return Err(e.into());
             }

@@ -137,12 +137,17 @@ impl Issuer {
         if data.is_empty() {
             return Ok(());
         }
+        // A failure names the caller's request, not the part it met (the rest of a short
+        // write, or a read-modify-write's aligned blocks), with the bytes written before it.
+        let whole = |e: AioError| e.for_request(crate::Op::Writev, offset, data.len() as u64);
         if file.is_direct() && !direct_ready(offset, data.as_ptr(), data.len()) {
-            return self.write_bounced(file, offset, data);
+            return self.write_bounced(file, offset, data).map_err(whole);
         }
         let mut done = 0;
         while done < data.len() {
-            done += self.write_once(file, offset + done as u64, &data[done..])?;
+            done += self
+                .write_once(file, offset + done as u64, &data[done..])
+                .map_err(whole)?;
         }
         Ok(())
     }

@@ -79,8 +79,14 @@ impl Shared {
             hint: if foreign.is_some() {
                 Some(FOREIGN_FILE_HINT)
             } else {
-                // (Only a transfer's EINVAL can be O_DIRECT's alignment.)
-                (errno == libc::EINVAL && direct && op.transfers_data()).then_some(DIRECT_HINT)
+                // (Only a transfer's EINVAL can be O_DIRECT's alignment, and only if something
+                // is off the 4 KiB every device takes: one aligned buffer at an aligned offset
+                // is refused for another reason, such as an offset past what a file can hold.
+                // Several buffers may each be off, which the slot does not record.)
+                let unaligned =
+                    (s.offset.load(r) | s.length.load(r)) % 4096 != 0 || s.iov_count.load(r) > 1;
+                (errno == libc::EINVAL && direct && op.transfers_data() && unaligned)
+                    .then_some(DIRECT_HINT)
             },
         }
     }

@@ -181,6 +181,17 @@ impl From<AioError> for std::io::Error {
     }
 }
 
+impl AioError {
+    /// An I/O failure from one part of a request, told of the whole request (see
+    /// `IoError::for_request`); other errors as they are.
+    pub(crate) fn for_request(self, op: Op, offset: u64, length: u64) -> AioError {
+        match self {
+            AioError::Io(e) => AioError::Io(Box::new(e.for_request(op, offset, length))),
+            e => e,
+        }
+    }
+}
+
 impl From<IoError> for AioError {
     fn from(e: IoError) -> AioError {
         AioError::Io(Box::new(e))
@@ -231,6 +242,19 @@ impl IoError {
     /// The OS error, if there was one.
     pub fn os_error(&self) -> Option<std::io::Error> {
         (self.errno > 0).then(|| std::io::Error::from_raw_os_error(self.errno))
+    }
+
+    /// This error, from one part of a request continued after short transfers, told of the
+    /// whole request: `length` bytes at `offset`, of which the bytes up to where this part
+    /// stopped were transferred (every part before it was whole). Block I/O, and an error of
+    /// another op (the read of a read-modify-write), are left as they are.
+    pub(crate) fn for_request(mut self, op: Op, offset: u64, length: u64) -> IoError {
+        if self.op == op && self.blocks.is_none() {
+            let stopped = self.offset.saturating_add(self.transferred);
+            self.transferred = stopped.saturating_sub(offset).min(length);
+            (self.offset, self.length) = (offset, length);
+        }
+        self
     }
 
     /// Where it failed, in PostgreSQL's words: block I/O names its blocks (`blocks 4..4`
@@ -302,6 +326,19 @@ impl fmt::Display for IoError {
             let text = e.to_string();
             let text = text.split(" (os error").next().unwrap_or(&text);
             write!(f, ": {text} (errno {})", self.errno)?;
+            if self.transferred > 0 {
+                // A request continued after a short transfer, failing part-way (a full disk).
+                let verb = if self.op == Op::Writev {
+                    "written"
+                } else {
+                    "read"
+                };
+                write!(
+                    f,
+                    "; {} of the {} bytes were {verb}",
+                    self.transferred, self.length
+                )?;
+            }
         } else {
             let verb = if self.op == Op::Writev {
                 "wrote"

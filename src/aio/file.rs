@@ -22,7 +22,8 @@ pub struct OpenOptions {
     pub write: bool,
     /// Create it if missing (implies `write`).
     pub create: bool,
-    /// Truncate it to zero length.
+    /// Truncate it to zero length (needs `write` or `create`: a read-only open that would
+    /// truncate is refused, as `std::fs::OpenOptions` refuses it).
     pub truncate: bool,
     /// O_DIRECT; `None` takes the `direct_io` setting.
     pub direct: Option<bool>,
@@ -78,6 +79,19 @@ impl File {
         if aio.shared.shutting_down.load(Ordering::SeqCst) {
             // A slot freed after shutdown keeps its buffers (see `release_file`).
             return Err(AioError::ShutDown);
+        }
+        if opts.truncate && !(opts.write || opts.create) {
+            // Linux truncates a file opened read-only with O_TRUNC; std refuses the options,
+            // and so does this (found by a caller-side attack, 2026-12-08: a read-only open
+            // emptied the file).
+            return Err(AioError::Open {
+                path: path.display().to_string(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "truncating a file requires write access (OpenOptions::read_write, or \
+                     write: true)",
+                ),
+            });
         }
         let direct = opts.direct.unwrap_or(aio.shared.settings.direct_io);
         let cpath = CString::new(path.as_os_str().as_bytes()).map_err(|_| AioError::Open {

@@ -182,7 +182,36 @@ fn the_alignment_hint_only_for_what_is_unaligned(m: IoMethodKind) {
     assert_eq!(contents(&aio, &path).len(), 65536, "nothing was written");
 }
 
+/// A read-only open asked to truncate is refused and the file keeps its bytes: Linux
+/// truncates a file opened `O_RDONLY | O_TRUNC`, which emptied the file behind a read-only
+/// open (found by a caller-side attack on the embedding's lifecycle, 2026-12-08; sync,
+/// worker and io_uring).
+fn a_read_only_open_that_would_truncate_is_refused(m: IoMethodKind) {
+    let d = dir();
+    let path = data_file(&d, "f", 8192);
+    let aio = start(m);
+    // (Opened once first: `sim` takes a real file onto its disk at its first open.)
+    let reader = aio.open(&path, &OpenOptions::read()).unwrap();
+    let before = contents(&aio, &path);
+    let e = match aio.open(&path, &OpenOptions::read().truncate(true)) {
+        Ok(_) => panic!("a read-only open that truncates was allowed"),
+        Err(e) => e,
+    };
+    assert!(
+        e.to_string()
+            .contains("truncating a file requires write access"),
+        "{e}"
+    );
+    assert_eq!(contents(&aio, &path), before, "the file lost its bytes");
+    assert_eq!(reader.len().unwrap(), 8192);
+    let f = aio
+        .open(&path, &OpenOptions::read_write().truncate(true))
+        .unwrap();
+    assert_eq!(f.len().unwrap(), 0, "a read-write open still truncates");
+}
+
 crate::for_every_method!(
+    a_read_only_open_that_would_truncate_is_refused,
     scenario,
     failures_part_way_name_the_request,
     the_alignment_hint_only_for_what_is_unaligned

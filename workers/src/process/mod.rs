@@ -228,7 +228,7 @@ impl ProcessObserver {
             return Vec::new();
         };
         let mut out = Vec::new();
-        for (slot, c) in i.ctl.reqs().iter().enumerate() {
+        for (slot, c) in i.ctl.used_reqs().iter().enumerate() {
             let st = c.state.load(Ordering::Acquire);
             if st & 0xff != RUNNING && st & 0xff != DONE {
                 continue;
@@ -539,6 +539,11 @@ impl ProcessPool {
         c.iovcnt.store(req.iovcnt, r);
         c.attempts.store(0, r);
         c.generation.store(generation, r);
+        // Before the cell is queued: a worker can run (and die with) only cells below it.
+        let used = &ctl.header().reqs_used;
+        if used.load(Ordering::Relaxed) <= slot {
+            used.fetch_max(slot + 1, Ordering::SeqCst);
+        }
         c.state.store(QUEUED, Ordering::Release);
         ctl.queued().set(slot);
         true

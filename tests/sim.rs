@@ -1681,3 +1681,59 @@ fn latencies_stay_drawn_ones_with_several_threads() {
         }
     }
 }
+
+/// Real descriptors standing for simulated files (`memfd:dbaio-sim-file`) open in this
+/// process.
+fn sim_file_descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read_link(e.path())
+                .is_ok_and(|l| l.to_string_lossy().contains("memfd:dbaio-sim-file"))
+        })
+        .count()
+}
+
+/// A file on the simulated disk holds no real descriptor once no `File` is open on it:
+/// each file ever created kept one for the disk's life, so an engine's test that made
+/// about a thousand files (an LSM's tables) hit the process's descriptor limit, and then
+/// nothing in the process could open a file (found by a caller-side attack, 2026-12-08).
+/// Tests of this binary run beside it, each with a few files open: 500 files closed must
+/// not show as 500 more descriptors.
+#[test]
+fn files_closed_on_the_simulated_disk_hold_no_real_descriptor() {
+    let aio = start(None, 7, |_| {});
+    let d = dir();
+    let me = aio.register_issuer("many").unwrap();
+    let before = sim_file_descriptors();
+    for i in 0..500 {
+        let f = aio
+            .open(d.path().join(format!("t{i}")), &OpenOptions::read_write())
+            .unwrap();
+        me.write_all_at(&f, 0, IoBuf::from_slice(b"table")).unwrap();
+        me.close(f);
+    }
+    let after = sim_file_descriptors();
+    assert!(
+        after < before + 100,
+        "{before} descriptors before 500 files were made and closed, {after} after"
+    );
+    // The files are all there, and a file opened twice is still one file (its locks
+    // conflict across the two opens).
+    let f = aio
+        .open(d.path().join("t7"), &OpenOptions::read_write())
+        .unwrap();
+    let g = aio
+        .open(d.path().join("t7"), &OpenOptions::read_write())
+        .unwrap();
+    assert_eq!(
+        &me.read_exact_at(&g, 0, IoBuf::new(5)).unwrap()[..],
+        b"table"
+    );
+    assert!(f.try_lock_range(0, 1, true).unwrap());
+    assert!(
+        !g.try_lock_range(0, 1, true).unwrap(),
+        "two opens of one file took one lock"
+    );
+}

@@ -50,9 +50,6 @@ pub(super) struct SimFile {
     /// Directories still to be synced before the entry is durable where the file is now
     /// (its directory; for a rename, the old one too). Empty for a durable entry.
     pub pending_dirs: BTreeSet<PathBuf>,
-    /// A descriptor standing for the file: each open reopens it (a fresh open file
-    /// description), so byte-range locks behave as on a real file.
-    pub stand_in: OwnedFd,
     /// The file's identity apart from its path (an inode number): a descriptor opened on
     /// it keeps reaching it after an unlink or a new file at the same path.
     pub ino: u64,
@@ -81,7 +78,6 @@ impl SimFile {
                 Entry::New
             },
             pending_dirs: BTreeSet::new(),
-            stand_in: stand_in()?,
             ino: next_ino(),
         })
     }
@@ -143,6 +139,12 @@ pub(super) struct DiskState {
     /// Descriptors open on each file, by identity, counted across every subsystem on the
     /// disk: an unlinked file lives on as an orphan while any is open.
     pub descriptors: BTreeMap<u64, u32>,
+    /// Per file with a descriptor open, by identity: a real descriptor standing for it,
+    /// which each open reopens (a fresh open file description), so byte-range locks behave
+    /// as on a real file. Made at the first open and closed with the last descriptor: one
+    /// held per file for the disk's life cost an engine's test the process's descriptor
+    /// limit after about a thousand files (found by a caller-side attack, 2026-12-08).
+    pub stand_ins: BTreeMap<u64, OwnedFd>,
     /// Paths the disk removed: never copied in from the real file system again.
     pub tombstones: BTreeSet<PathBuf>,
     /// Directories known to the disk (made for files in them, or opened).
@@ -202,6 +204,7 @@ impl SimDisk {
                     replaced: BTreeMap::new(),
                     orphans: BTreeMap::new(),
                     descriptors: BTreeMap::new(),
+                    stand_ins: BTreeMap::new(),
                     tombstones: BTreeSet::new(),
                     dirs: BTreeSet::new(),
                     rng: Rng::new(seed ^ 0x00c0_ffee),

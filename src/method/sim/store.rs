@@ -212,8 +212,16 @@ impl Storage for SimStore {
             return Err(err(libc::ENOENT));
         };
         let fd = match &opened {
-            Opened::File { path, ino, .. } => {
-                let fd = reopen(&st.file_mut(path, *ino).expect("just opened").stand_in)?;
+            Opened::File { ino, .. } => {
+                let fd = match st.stand_ins.get(ino) {
+                    Some(s) => reopen(s)?,
+                    None => {
+                        let s = stand_in()?;
+                        let fd = reopen(&s)?;
+                        st.stand_ins.insert(*ino, s);
+                        fd
+                    }
+                };
                 *st.descriptors.entry(*ino).or_insert(0) += 1;
                 fd
             }
@@ -284,6 +292,7 @@ impl Storage for SimStore {
                 *n -= 1;
                 if *n == 0 {
                     st.descriptors.remove(&ino);
+                    st.stand_ins.remove(&ino);
                     st.orphans.remove(&ino);
                 }
             }

@@ -501,21 +501,29 @@ impl Issuer {
     /// I/Os on it, then drops the reference. (Other issuers' I/Os keep the descriptor open
     /// until they complete; it is never closed under an I/O.)
     pub fn close(&self, file: File) {
+        self.wait_for_own_ios_on(&file, false);
+        drop(file);
+    }
+
+    /// Submits staged I/Os and waits for this issuer's in-flight I/Os on `file` (with
+    /// `changing`, only those that change it), leaving their results to their owners.
+    fn wait_for_own_ios_on(&self, file: &File, changing: bool) {
         if !Arc::ptr_eq(&file.aio, &self.aio) {
             return; // another subsystem's file: none of our I/Os is on it
         }
         self.submit_staged();
         loop {
-            let target = self.first_unfinished_on(file.slot);
+            let target = self.first_unfinished_on(file.slot, changing);
             if target == NIL {
                 break;
             }
             let idx = self.base + target;
             let g = self.aio.shared.slot(idx).generation.load(Ordering::Relaxed);
-            let _ = self.wait_as(WaitEvent::AioIoCompletion, idx, g);
+            if self.wait_as(WaitEvent::AioIoCompletion, idx, g).is_err() {
+                break; // a wait refused (inside the completion protocol): nothing to wait on
+            }
         }
         self.reclaim_completed();
-        drop(file);
     }
 
     /// Reads `buf.len()` bytes at `offset` and waits, continuing short reads; a read that
@@ -566,18 +574,28 @@ impl Issuer {
             .clone()
     }
 
-    /// `fsync` and wait. Like slice I/O, this and the three helpers below run the call in
-    /// this thread whenever they can (an idle handle, no fault rules, not on the simulated
-    /// disk): the caller waits either way, and a hand-off (to a worker, or to io_uring's
-    /// kernel workers, which run every sync, truncate and allocate) would only add its
-    /// latency. The I/O shows in the aios view while it runs; failures read as on the full
-    /// path.
+    /// `fsync` and wait. It first waits for this issuer's I/Os in flight that change `file`
+    /// — writes, truncations and allocations started through handles, staged in an open
+    /// batch too (they are submitted) — so that the sync covers them: "write the batch, then
+    /// sync" works as written. A sync covers only changes complete before it starts, as
+    /// `fsync(2)` does; other issuers' writes are theirs to wait for. A sync started
+    /// through a handle (`Handle::fsync`) is not ordered after anything: I/Os in flight
+    /// together run in any order, a batch's too.
+    ///
+    /// Like slice I/O, this and the three helpers below run the call in this thread
+    /// whenever they can (an idle handle, no fault rules, not on the simulated disk): the
+    /// caller waits either way, and a hand-off (to a worker, or to io_uring's kernel
+    /// workers, which run every sync, truncate and allocate) would only add its latency.
+    /// The I/O shows in the aios view while it runs; failures read as on the full path.
     pub fn fsync(&self, file: &File) -> Result<(), AioError> {
+        self.wait_for_own_ios_on(file, true);
         self.on_file_and_wait(file, Op::Fsync, 0, 0)
     }
 
-    /// `fdatasync` and wait (see [`Issuer::fsync`]).
+    /// `fdatasync` and wait, after this issuer's I/Os in flight that change `file` (see
+    /// [`Issuer::fsync`]).
     pub fn fdatasync(&self, file: &File) -> Result<(), AioError> {
+        self.wait_for_own_ios_on(file, true);
         self.on_file_and_wait(file, Op::Fdatasync, 0, 0)
     }
 

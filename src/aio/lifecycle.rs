@@ -368,13 +368,16 @@ impl Issuer {
         waited
     }
 
-    /// This issuer's oldest in-flight, unfinished I/O on file slot `file` (NIL if none).
-    pub(super) fn first_unfinished_on(&self, file: u32) -> u32 {
+    /// This issuer's oldest in-flight, unfinished I/O on file slot `file` (NIL if none);
+    /// with `changing`, only one that changes the file (a write, a truncation, an
+    /// allocation).
+    pub(super) fn first_unfinished_on(&self, file: u32, changing: bool) -> u32 {
         let l = self.local_ref();
         let mut li = l.head;
         while li != NIL {
-            let done = self.aio.shared.slot(self.base + li).state().is_complete();
-            if l.h[li as usize].file == file && !done {
+            let s = self.aio.shared.slot(self.base + li);
+            let done = s.state().is_complete();
+            if l.h[li as usize].file == file && !done && (!changing || s.op().changes_file()) {
                 return li;
             }
             li = l.h[li as usize].next;

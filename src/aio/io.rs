@@ -248,12 +248,15 @@ impl<'a> Handle<'a> {
         })
     }
 
-    /// `fsync(2)`.
+    /// `fsync(2)`. Like the system call, it covers the writes complete before it starts:
+    /// it is not ordered after I/Os in flight beside it (a batch's writes included), which
+    /// may run after it. Wait for the writes first, or use [`Issuer::fsync`](crate::Issuer::fsync),
+    /// which waits for the issuer's own.
     pub fn fsync(self, file: &File) -> InFlight<'a> {
         self.plain(Op::Fsync, file, 0, 0)
     }
 
-    /// `fdatasync(2)`.
+    /// `fdatasync(2)`; ordered as [`Handle::fsync`] is (not after I/Os in flight beside it).
     pub fn fdatasync(self, file: &File) -> InFlight<'a> {
         self.plain(Op::Fdatasync, file, 0, 0)
     }

@@ -284,6 +284,11 @@ impl Issuer {
     /// An I/O the method runs in the issuer anyway is done when it is started, in a batch
     /// too: every I/O under `sync`, and under `io_uring` a buffered write to a file system that
     /// cannot write without blocking (ext4; its executor in the view is `issuer`).
+    ///
+    /// A batch orders nothing: its I/Os run at once and complete in any order, like any
+    /// I/Os in flight together. A sync started through a handle in the batch does not cover
+    /// the batch's writes; [`Issuer::fsync`] and [`Issuer::fdatasync`] do (they wait for
+    /// the issuer's writes on the file first).
     #[inline]
     pub fn begin_batch(&self) -> Result<(), AioError> {
         let mut l = self.local_mut();

@@ -268,7 +268,10 @@ impl IoGroup {
 
     /// Waits for every I/O pushed so far (all of them, even after one failed), frees their
     /// memory, and returns the first failure or short transfer in push order. Each failure is
-    /// reported once: by this call, or logged if a later one is not returned.
+    /// reported once: by this call, or logged if a later one is not returned. A write cut
+    /// short (what a filling disk answers first: the kernel writes what fits) is reported as
+    /// such, `wrote only N of M bytes` with no errno; `Issuer::write_all_at` finishes short
+    /// writes and so reports the errno (ENOSPC).
     pub fn wait(&self) -> Result<(), IoError> {
         let tickets = std::mem::take(&mut *self.tickets.lock());
         let mut first = None;

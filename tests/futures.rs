@@ -83,3 +83,44 @@ fn tokio_tasks_read_through_futures_on_every_method() {
         eprintln!("futures on {m}: {total} reads awaited from 4 runtime threads");
     }
 }
+
+/// A ticket whose future returned its completion, then waited for: a named panic saying a
+/// ticket is redeemed once, not an internal-looking "notice is delivered before its I/O
+/// completes" (found by a caller-side attack on the lifecycle, 2026-12-08).
+#[test]
+fn waiting_on_a_ticket_its_future_already_redeemed_says_so() {
+    for m in methods() {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![3u8; 8192]).unwrap();
+        let aio = Aio::start(Settings {
+            io_method: m,
+            max_issuers: 4,
+            ..Settings::default()
+        })
+        .unwrap();
+        let f = aio.open(&path, &OpenOptions::read()).unwrap();
+        let me = aio.register_issuer("twice").unwrap();
+        let mut ticket = me
+            .acquire()
+            .unwrap()
+            .read(&f, 0, IoBuf::new(4096))
+            .into_ticket();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let c = rt.block_on(&mut ticket);
+        assert_eq!(&c.into_buf()[..], &[3u8; 4096][..]);
+        let again = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || ticket.wait()));
+        let payload = again.expect_err("a ticket redeemed twice");
+        let message = payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        assert!(
+            message.contains("a ticket is redeemed once"),
+            "{m}: {message}"
+        );
+    }
+}

@@ -1737,3 +1737,34 @@ fn files_closed_on_the_simulated_disk_hold_no_real_descriptor() {
         "two opens of one file took one lock"
     );
 }
+
+/// Names the kernel refuses, sim refuses with the kernel's errno: a component over 255
+/// bytes (ext4's limit) is ENAMETOOLONG for open, unlink and rename (sim opened a 300-byte
+/// name: found by a caller-side attack, 2026-12-08).
+#[test]
+fn names_longer_than_the_file_system_takes_are_refused() {
+    let d = dir();
+    let long = d.path().join("n".repeat(300));
+    let real = std::fs::File::create(&long).unwrap_err();
+    assert_eq!(real.raw_os_error(), Some(libc::ENAMETOOLONG));
+    let aio = start(None, 11, |_| {});
+    let me = aio.register_issuer("names").unwrap();
+    match aio.open(&long, &OpenOptions::read_write()) {
+        Err(AioError::Open { source, .. }) => {
+            assert_eq!(source.raw_os_error(), Some(libc::ENAMETOOLONG), "{source}")
+        }
+        other => panic!("a 300-byte name opened on sim: {other:?}"),
+    }
+    let errno = |r: Result<(), AioError>| match r {
+        Err(AioError::Io(e)) => e.errno,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(errno(me.unlink(&long)), libc::ENAMETOOLONG);
+    let short = d.path().join("short");
+    drop(aio.open(&short, &OpenOptions::read_write()).unwrap());
+    assert_eq!(errno(me.rename(&short, &long)), libc::ENAMETOOLONG);
+    assert!(
+        aio.sim_disk().unwrap().contents(&short).is_some(),
+        "the file moved"
+    );
+}

@@ -101,11 +101,17 @@ impl Ticket {
     /// # Panics
     ///
     /// Inside a handle callback or a future's waker, unless the I/O is already complete:
-    /// they must not block (in a callback the panic fails the callback's own I/O).
+    /// they must not block (in a callback the panic fails the callback's own I/O). And on a
+    /// ticket whose future already returned its completion: a ticket is redeemed once.
     pub fn wait(self) -> Completion {
         if let Some(c) = self.take() {
             return c;
         }
+        assert!(
+            !self.cell.notice.taken(),
+            "Ticket::wait on a ticket whose future already returned its completion (Ready): \
+             a ticket is redeemed once"
+        );
         // Submitted: wait for it (reaping the ring under io_uring); staged in a batch: run
         // it here. Its notice is delivered before it counts as complete.
         if let Err(e) = self.aio.wait_done(self.wref.index, self.wref.generation) {

@@ -209,6 +209,11 @@ impl Notice {
         o
     }
 
+    /// True once the outcome was taken (a ticket's future returned it).
+    pub(crate) fn taken(&self) -> bool {
+        self.state.lock().taken
+    }
+
     /// Takes the outcome if delivered; otherwise keeps `waker` to wake at delivery.
     #[cfg_attr(not(feature = "async"), allow(dead_code))]
     pub(crate) fn take_or_register(&self, waker: &Waker) -> Option<Outcome> {

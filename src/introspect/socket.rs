@@ -84,7 +84,7 @@ impl Introspection {
             if UnixStream::connect(path).is_ok() {
                 return Err(err(std::io::Error::new(
                     std::io::ErrorKind::AddrInUse,
-                    "another process is serving on it",
+                    "another subsystem is serving on it (in this process or another)",
                 )));
             }
             std::fs::remove_file(path).map_err(err)?;

@@ -163,6 +163,9 @@ impl Storage for SimStore {
     /// and a file named with a trailing slash, and said ENOENT under a file: found by
     /// differential testing against `sync`).
     fn open(&self, raw: &Path, mode: OpenMode) -> std::io::Result<OwnedFd> {
+        if name_too_long(raw) {
+            return Err(err(libc::ENAMETOOLONG));
+        }
         let path = &disk_path(raw);
         let _io = self.disk.inner.gate.read();
         if self.crashed() {
@@ -311,9 +314,15 @@ impl SimStore {
             // SAFETY: the caller guarantees a NUL-terminated path, two back to back for a
             // rename (contract).
             let path = unsafe { path_at(req.path) };
+            if name_too_long(&path.0) {
+                return -libc::ENAMETOOLONG;
+            }
             if req.op == Op::Rename {
                 // SAFETY: as above.
                 let to = unsafe { path_at(dbaio_sys::second_path(req.path)) };
+                if name_too_long(&to.0) {
+                    return -libc::ENAMETOOLONG;
+                }
                 return self.rename(path, to);
             }
             return self.unlink(path);
@@ -946,3 +955,11 @@ unsafe fn gather(req: &Request) -> Vec<u8> {
 }
 
 use std::os::unix::ffi::OsStrExt;
+
+/// True for a path the kernel refuses with ENAMETOOLONG: a name longer than ext4's 255
+/// bytes, or a path of `PATH_MAX` bytes or more (sim opened a 300-byte name: found by a
+/// caller-side attack, 2026-12-08).
+fn name_too_long(path: &Path) -> bool {
+    path.as_os_str().len() >= libc::PATH_MAX as usize
+        || path.components().any(|c| c.as_os_str().len() > 255)
+}

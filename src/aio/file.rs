@@ -80,30 +80,66 @@ impl File {
             // A slot freed after shutdown keeps its buffers (see `release_file`).
             return Err(AioError::ShutDown);
         }
+        let refused = |source: std::io::Error| AioError::Open {
+            path: path.display().to_string(),
+            source,
+        };
         if opts.truncate && !(opts.write || opts.create) {
             // Linux truncates a file opened read-only with O_TRUNC; std refuses the options,
             // and so does this (found by a caller-side attack, 2026-12-08: a read-only open
             // emptied the file).
-            return Err(AioError::Open {
-                path: path.display().to_string(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    "truncating a file requires write access (OpenOptions::read_write, or \
-                     write: true)",
-                ),
-            });
+            return Err(refused(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "truncating a file requires write access (OpenOptions::read_write, or \
+                 write: true)",
+            )));
         }
         let direct = opts.direct.unwrap_or(aio.shared.settings.direct_io);
-        let cpath = CString::new(path.as_os_str().as_bytes()).map_err(|_| AioError::Open {
-            path: path.display().to_string(),
-            source: std::io::Error::from_raw_os_error(libc::EINVAL),
-        })?;
+        let table = &aio.shared.files;
+        let slot = table
+            .free
+            .lock()
+            .pop()
+            .ok_or(AioError::TooManyFiles(table.slots.len() as u32))?;
+        match Self::open_descriptor(aio, path, opts, direct) {
+            Ok(fd) => {
+                Self::fill_slot(aio, slot, fd, path, opts, direct);
+                Ok(File {
+                    aio: Arc::clone(aio),
+                    slot,
+                })
+            }
+            Err(source) => {
+                table.free_slot(slot);
+                Err(refused(source))
+            }
+        }
+    }
+
+    /// Opens `path` as `opts` say: in the kernel, or on the subsystem's storage (`sim`).
+    fn open_descriptor(
+        aio: &AioInner,
+        path: &Path,
+        opts: &OpenOptions,
+        direct: bool,
+    ) -> std::io::Result<RawFd> {
+        let write = opts.write || opts.create;
+        // A path with a NUL byte in it names no file, in the kernel or on `sim`.
+        let cpath = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+        if let Some(store) = &aio.shared.storage {
+            let mode = OpenMode {
+                write,
+                create: opts.create,
+                truncate: opts.truncate,
+                direct,
+            };
+            return store
+                .open(path, mode)
+                .map(std::os::fd::IntoRawFd::into_raw_fd);
+        }
         let mut flags = libc::O_CLOEXEC;
-        flags |= if opts.write || opts.create {
-            libc::O_RDWR
-        } else {
-            libc::O_RDONLY
-        };
+        flags |= if write { libc::O_RDWR } else { libc::O_RDONLY };
         if opts.create {
             flags |= libc::O_CREAT;
         }
@@ -113,45 +149,24 @@ impl File {
         if direct {
             flags |= libc::O_DIRECT;
         }
-        let table = &aio.shared.files;
-        let slot = table
-            .free
-            .lock()
-            .pop()
-            .ok_or(AioError::TooManyFiles(table.slots.len() as u32))?;
-        let opened = match &aio.shared.storage {
-            None => {
-                // SAFETY: cpath is a valid NUL-terminated string for the duration of the call.
-                let fd = unsafe { libc::open(cpath.as_ptr(), flags, 0o644 as libc::c_uint) };
-                if fd < 0 {
-                    Err(std::io::Error::last_os_error())
-                } else {
-                    Ok(fd)
-                }
-            }
-            Some(store) => store
-                .open(
-                    path,
-                    OpenMode {
-                        write: opts.write || opts.create,
-                        create: opts.create,
-                        truncate: opts.truncate,
-                        direct,
-                    },
-                )
-                .map(std::os::fd::IntoRawFd::into_raw_fd),
-        };
-        let fd = match opened {
-            Ok(fd) => fd,
-            Err(source) => {
-                table.free_slot(slot);
-                return Err(AioError::Open {
-                    path: path.display().to_string(),
-                    source,
-                });
-            }
-        };
-        let s = &table.slots[slot as usize];
+        // SAFETY: cpath is a valid NUL-terminated string for the duration of the call.
+        let fd = unsafe { libc::open(cpath.as_ptr(), flags, 0o644 as libc::c_uint) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(fd)
+    }
+
+    /// Records open descriptor `fd` of `path` in file slot `slot` and tells the method.
+    fn fill_slot(
+        aio: &AioInner,
+        slot: u32,
+        fd: RawFd,
+        path: &Path,
+        opts: &OpenOptions,
+        direct: bool,
+    ) {
+        let s = &aio.shared.files.slots[slot as usize];
         *s.path.write() = Some(Arc::from(PathBuf::from(path)));
         s.direct.store(direct, Ordering::Relaxed);
         s.blocking_buffered_writes.store(
@@ -168,10 +183,6 @@ impl File {
         s.refs.store(1, Ordering::Relaxed);
         s.fd.store(fd, Ordering::Release);
         aio.method.file_opened(slot, fd);
-        Ok(File {
-            aio: Arc::clone(aio),
-            slot,
-        })
     }
 
     /// Takes a byte-range lock on `start .. start + len` (`len` 0: to the end of the file and

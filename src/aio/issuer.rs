@@ -580,10 +580,11 @@ impl Issuer {
     }
 
     /// `fsync` and wait. It first waits for this issuer's I/Os in flight that change `file`
-    /// — writes, truncations and allocations started through handles, staged in an open
-    /// batch too (they are submitted) — so that the sync covers them: "write the batch, then
-    /// sync" works as written. A sync covers only changes complete before it starts, as
-    /// `fsync(2)` does; other issuers' writes are theirs to wait for. A sync started
+    /// — writes, truncations and allocations started through handles on this `File` or its
+    /// clones, staged in an open batch too (they are submitted) — so that the sync covers
+    /// them: "write the batch, then sync" works as written. A sync covers only changes
+    /// complete before it starts, as `fsync(2)` does: writes through another `File` opened
+    /// on the same path, and other issuers' writes, are the caller's to wait for. A sync started
     /// through a handle (`Handle::fsync`) is not ordered after anything: I/Os in flight
     /// together run in any order, a batch's too.
     ///

@@ -58,17 +58,26 @@ fn aligned(v: u64) -> bool {
 
 impl Issuer {
     /// Reads into `buf` at `offset` and waits; returns the bytes read, fewer than
-    /// `buf.len()` only at end of file. See the module documentation for how memory is used.
+    /// `buf.len()` only at end of file. On an O_DIRECT file a request off [`DIRECT_ALIGN`]
+    /// (address, offset or length) reads the aligned blocks that cover it into a bounce
+    /// buffer and copies out. A failure names the caller's request and the bytes read
+    /// before it, not the part it met.
     pub fn read_into(&self, file: &File, offset: u64, buf: &mut [u8]) -> Result<usize, AioError> {
         if buf.is_empty() {
             return Ok(0); // nothing to read is nothing done (as `write_all_from`)
         }
+        // A failure names the caller's request, not the part it met (the rest after a short
+        // read, or the aligned blocks of an unaligned O_DIRECT read), as `write_all_from`.
+        let asked = buf.len() as u64;
+        let whole = |e: AioError| e.for_request(crate::Op::Readv, offset, asked);
         if file.is_direct() && !direct_ready(offset, buf.as_ptr(), buf.len()) {
-            return self.read_bounced(file, offset, buf);
+            return self.read_bounced(file, offset, buf).map_err(whole);
         }
         let mut done = 0;
         while done < buf.len() {
-            let n = self.read_once(file, offset + done as u64, &mut buf[done..])?;
+            let n = self
+                .read_once(file, offset + done as u64, &mut buf[done..])
+                .map_err(whole)?;
             done += n;
             // A short O_DIRECT read that stops off the alignment ended at the end of the file
             // (where it stands now): reading on would start where O_DIRECT refuses to.
@@ -122,15 +131,29 @@ impl Issuer {
         buf: &mut [u8],
         done: usize,
     ) -> Result<(), AioError> {
-        let n = done + self.read_into(file, offset + done as u64, &mut buf[done..])?;
+        let n = done
+            + self
+                .read_into(file, offset + done as u64, &mut buf[done..])
+                .map_err(|e| e.for_request(crate::Op::Readv, offset, buf.len() as u64))?;
         if n < buf.len() {
             return Err(short_read(file, offset, buf.len(), n).into());
         }
         Ok(())
     }
 
-    /// Writes all of `data` at `offset` and waits. See the module documentation for how
-    /// memory is used (and the read-modify-write of unaligned O_DIRECT writes).
+    /// Writes all of `data` at `offset` and waits, continuing short writes.
+    ///
+    /// On a buffered file, and on an O_DIRECT file when `offset`, `data`'s address and its
+    /// length are multiples of [`DIRECT_ALIGN`], the slice is written as it is. Otherwise, on
+    /// an O_DIRECT file, it is a read-modify-write of the aligned blocks that cover it (at
+    /// most two block reads and a copy; unaligned writes to one file are serialized), and a
+    /// file it extends is left exactly as long as asked.
+    ///
+    /// A failure names the caller's request — `offset`, `data.len()` and the bytes written
+    /// before it (`…: No space left on device (errno 28); 61440 of the 65536 bytes were
+    /// written`) — not the part it met. If the read of a block the read-modify-write keeps
+    /// fails, that read's error is returned as it is (`could not read 4096 bytes at offset
+    /// …`), and nothing was written.
     pub fn write_all_from(&self, file: &File, offset: u64, data: &[u8]) -> Result<(), AioError> {
         // Nothing to write is nothing done, on every file (an O_DIRECT file's read-modify-write
         // of an empty write at an unaligned offset extended the file to it).

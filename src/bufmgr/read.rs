@@ -445,49 +445,11 @@ impl HandleCallbacks for BufferReadv {
         let mut k = 0;
         while let Some(b) = io.handle_data_at(k) {
             let b = b as u32;
-            let mut ok = k < done_pages;
-            let mut ignored = false;
-            if ok && mode.verify {
-                let block = first + k as u32;
-                // SAFETY: the buffer is pinned by the reader and its IO_IN_PROGRESS bit is
-                // still set (cleared just below), so nobody else reads into or looks at the
-                // page; the read that filled it has completed.
-                let page =
-                    unsafe { std::slice::from_raw_parts_mut(pool.page_ptr(b), pool.page_size()) };
-                // A verifier that panics finds the page invalid: the panic unwound past
-                // `terminate_io` below, the buffer stayed IO_IN_PROGRESS under an I/O long
-                // done, and its next reader spun for ever (found by a caller-side attack,
-                // 2026-12-07).
-                let verdict = catch_unwind(AssertUnwindSafe(|| pool.verifier.verify(page, block)))
-                    .unwrap_or_else(|_| {
-                        tracing::error!(block, "the page verifier panicked; the page is invalid");
-                        PageVerdict::Invalid
-                    });
-                if verdict.checksum_failed() {
-                    v.checksum_failures += 1;
-                }
-                let keep = verdict == PageVerdict::Valid
-                    || (verdict == PageVerdict::ChecksumFailure && mode.ignore_checksum_failure);
-                if !keep {
-                    if v.invalid == 0 {
-                        v.first_offset = k as u32;
-                    }
-                    v.invalid += 1;
-                    if mode.zero_on_error {
-                        page.fill(0);
-                        v.zeroed_any = true;
-                    } else {
-                        ok = false;
-                    }
-                    tracing::debug!(block, ?verdict, "page verification failed");
-                } else if verdict == PageVerdict::ChecksumFailure {
-                    if !v.ignored_any && v.invalid == 0 {
-                        v.first_offset = k as u32;
-                    }
-                    v.ignored_any = true;
-                    ignored = true;
-                }
-            }
+            let (ok, ignored) = if k < done_pages && mode.verify {
+                verify_page(pool, mode, b, first + k as u32, k as u32, &mut v)
+            } else {
+                (k < done_pages, false)
+            };
             pool.terminate_io(b, ok, ignored);
             k += 1;
         }
@@ -545,4 +507,55 @@ impl crate::Aio {
             .attachment::<BufferPool>()
             .map_or(Ok(0), |p| p.check_mapping())
     }
+}
+
+/// Verifies page `k` of a buffer read (block `block`, in buffer `b`), which arrived whole, as
+/// `mode` says, and notes in `v` what it found; returns whether the buffer holds a valid page
+/// (a zeroed invalid one counts as valid) and whether a checksum failure was ignored.
+fn verify_page(
+    pool: &BufferPool,
+    mode: PageVerification,
+    b: u32,
+    block: u32,
+    k: u32,
+    v: &mut ReadVerdicts,
+) -> (bool, bool) {
+    // SAFETY: the buffer is pinned by the reader and its IO_IN_PROGRESS bit is still set
+    // (cleared by the caller after this), so nobody else reads into or looks at the page;
+    // the read that filled it has completed.
+    let page = unsafe { std::slice::from_raw_parts_mut(pool.page_ptr(b), pool.page_size()) };
+    // A verifier that panics finds the page invalid: the panic unwound past `terminate_io`,
+    // the buffer stayed IO_IN_PROGRESS under an I/O long done, and its next reader spun for
+    // ever (found by a caller-side attack, 2026-12-07).
+    let verdict = catch_unwind(AssertUnwindSafe(|| pool.verifier.verify(page, block)))
+        .unwrap_or_else(|_| {
+            tracing::error!(block, "the page verifier panicked; the page is invalid");
+            PageVerdict::Invalid
+        });
+    if verdict.checksum_failed() {
+        v.checksum_failures += 1;
+    }
+    let keep = verdict == PageVerdict::Valid
+        || (verdict == PageVerdict::ChecksumFailure && mode.ignore_checksum_failure);
+    if !keep {
+        if v.invalid == 0 {
+            v.first_offset = k;
+        }
+        v.invalid += 1;
+        tracing::debug!(block, ?verdict, "page verification failed");
+        if mode.zero_on_error {
+            page.fill(0);
+            v.zeroed_any = true;
+            return (true, false);
+        }
+        return (false, false);
+    }
+    if verdict == PageVerdict::ChecksumFailure {
+        if !v.ignored_any && v.invalid == 0 {
+            v.first_offset = k;
+        }
+        v.ignored_any = true;
+        return (true, true);
+    }
+    (true, false)
 }

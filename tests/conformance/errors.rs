@@ -127,6 +127,37 @@ fn failures_part_way_name_the_request(m: IoMethodKind) {
     assert_eq!(e.to_string(), expected);
     aio.clear_faults();
 
+    // Reads the same way (a second attack, 2026-12-08: `read_exact_into` named the rest
+    // after a short read, and an unaligned O_DIRECT read its aligned blocks).
+    aio.inject_fault(
+        FaultRule::new(FaultAction::Short(1000))
+            .op(Op::Readv)
+            .on_file(&f)
+            .times(1),
+    );
+    aio.inject_fault(
+        FaultRule::new(FaultAction::Errno(libc::EIO))
+            .op(Op::Readv)
+            .on_file(&f)
+            .offsets(1000..u64::MAX),
+    );
+    let mut out = vec![0u8; 8192];
+    let e = me.read_exact_into(&f, 0, &mut out).unwrap_err();
+    let dbaio::AioError::Io(e) = e else {
+        panic!("not an I/O error: {e}");
+    };
+    assert_eq!(
+        (e.offset, e.length, e.transferred, e.errno),
+        (0, 8192, 1000, libc::EIO),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .ends_with("Input/output error (errno 5); 1000 of the 8192 bytes were read"),
+        "{e}"
+    );
+    aio.clear_faults();
+
     // O_DIRECT, 100 bytes at offset 10 inside the file: the read-modify-write writes the
     // aligned block 0..4096, which fails.
     let direct = aio
@@ -144,6 +175,22 @@ fn failures_part_way_name_the_request(m: IoMethodKind) {
     assert_eq!(
         (e.offset, e.length, e.transferred, e.errno),
         (10, 100, 0, libc::EIO),
+        "{e}"
+    );
+    aio.clear_faults();
+    aio.inject_fault(
+        FaultRule::new(FaultAction::Errno(libc::EIO))
+            .op(Op::Readv)
+            .on_file(&direct),
+    );
+    let mut out = vec![0u8; 5000];
+    let e = me.read_exact_into(&direct, 100, &mut out).unwrap_err();
+    let dbaio::AioError::Io(e) = e else {
+        panic!("not an I/O error: {e}");
+    };
+    assert_eq!(
+        (e.offset, e.length, e.transferred, e.errno),
+        (100, 5000, 0, libc::EIO),
         "{e}"
     );
     aio.clear_faults();

@@ -117,6 +117,10 @@ struct Pending {
 /// Buffers kept for reuse.
 const FREE_BUFFERS: usize = 64;
 
+/// Writes that start in the file's first 4 KiB (redb's database header, 320 bytes at offset
+/// 0, and its neighbourhood) are never written behind (see `write`).
+const HEADER_BLOCK: u64 = 4096;
+
 impl Pending {
     fn len(&self) -> usize {
         self.by_start.len()
@@ -425,7 +429,12 @@ impl StorageBackend for DbaioBackend {
         let a = dbaio::DIRECT_ALIGN;
         let unaligned = self.opts.direct
             && (!offset.is_multiple_of(a) || !(data.len() as u64).is_multiple_of(a));
-        if self.depth == 0 || unaligned {
+        // The header (redb's first bytes) is written on the spot: in the multi-process modes
+        // redb writes it under its byte-range lock and counts on the bytes being in the file
+        // when the lock goes, and the commit's last header write comes after its last
+        // `sync_data` — behind, another handle on the file read the old header and built on
+        // it, and acknowledged commits were lost (found by a caller-side attack, 2026-12-08).
+        if self.depth == 0 || unaligned || offset < HEADER_BLOCK {
             // A read-modify-write reads the file: it runs now, under the lock, so no write
             // in flight can touch its blocks.
             pending.stats.writes_inline += 1;
@@ -481,6 +490,15 @@ impl StorageBackend for DbaioBackend {
     }
 
     fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        // Letting a lock go publishes what was written under it (another handle, in this
+        // process or another, reads the file once it takes the lock): the writes behind
+        // are finished first.
+        {
+            let mut pending = self.pending.lock();
+            if !pending.is_empty() {
+                self.settle(&mut pending, None).map_err(BackendError::Io)?;
+            }
+        }
         let (s, len) = Self::lock_span(start, end);
         self.file.unlock_range(s, len).map_err(BackendError::Io)?;
         self.locks.lock().retain(|&l| l != (s, len));

@@ -112,7 +112,10 @@ impl Relation {
         &self.path
     }
 
-    /// Whole blocks in all segments.
+    /// Whole blocks in all segments when the relation was opened. Like md.c's, it is a
+    /// count taken then, not a limit: a block past it in a segment already open (the file
+    /// grew since) is read as any other; a segment made since (`.N`) is not seen until the
+    /// relation is opened again.
     pub fn nblocks(&self) -> u32 {
         self.nblocks
     }

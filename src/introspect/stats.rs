@@ -509,9 +509,12 @@ pub struct AdviceRow {
     /// Blocks not advised: the device's advice budget was spent, or no handle was free to
     /// send the advice (docs/aios.md).
     pub refused_by_budget: u64,
-    /// Advised blocks found in the page cache when read.
+    /// Advised blocks found in the page cache when read, among those probed: one advised
+    /// block in 16 is looked at (a one-byte non-blocking read) as its turn to be read comes,
+    /// so `useful + wasted` is about `issued / 16`; read them as a ratio.
     pub useful: u64,
-    /// Advised blocks not in the page cache when read (advised too late, or evicted).
+    /// Probed advised blocks not in the page cache when read (advised too late, or
+    /// evicted); see `useful`.
     pub wasted: u64,
 }
 

@@ -493,16 +493,20 @@ impl StorageBackend for DbaioBackend {
         // Letting a lock go publishes what was written under it (another handle, in this
         // process or another, reads the file once it takes the lock): the writes behind
         // are finished first.
-        {
+        // A write that failed is reported, but the lock goes all the same: kept, it would
+        // hold every other handle off the file.
+        let settled = {
             let mut pending = self.pending.lock();
-            if !pending.is_empty() {
-                self.settle(&mut pending, None).map_err(BackendError::Io)?;
+            if pending.is_empty() {
+                Ok(())
+            } else {
+                self.settle(&mut pending, None)
             }
-        }
+        };
         let (s, len) = Self::lock_span(start, end);
         self.file.unlock_range(s, len).map_err(BackendError::Io)?;
         self.locks.lock().retain(|&l| l != (s, len));
-        Ok(())
+        settled.map_err(BackendError::Io)
     }
 
     fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {

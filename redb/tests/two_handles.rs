@@ -97,3 +97,49 @@ fn two_handles_taking_turns_see_every_commit_on_every_method() {
         }
     }
 }
+
+/// A lock let go while a write behind failed reports the failure and is let go all the
+/// same: kept, it would hold every other handle off the file for good.
+#[test]
+fn a_lock_let_go_over_a_failed_write_behind_is_let_go() {
+    use redb::StorageBackend;
+    use std::ops::Bound;
+    for m in IoMethodKind::ALL {
+        if m == IoMethodKind::IoUring && !skips::io_uring_column("two_handles") {
+            continue;
+        }
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let path = dir.path().join("lock.redb");
+        let aio = Aio::start(Settings {
+            io_method: m,
+            buffer_pool_size: 0,
+            ..Settings::default()
+        })
+        .unwrap();
+        let opts = BackendOptions {
+            direct: false,
+            write_behind: WriteBehind::Depth(4),
+            unsafe_skip_sync: false,
+        };
+        let a = DbaioBackend::open(&aio, &path, opts.clone()).unwrap();
+        let b = DbaioBackend::open(&aio, &path, opts).unwrap();
+        assert!(
+            a.try_lock_range(Bound::Included(0), Bound::Excluded(1))
+                .unwrap()
+        );
+        aio.inject_fault(
+            dbaio::FaultRule::new(dbaio::FaultAction::Errno(libc::EIO)).op(dbaio::Op::Writev),
+        );
+        a.write(8192, &[1u8; 4096]).unwrap(); // behind: its failure comes later
+        let e = a
+            .unlock_range(Bound::Included(0), Bound::Excluded(1))
+            .expect_err("the failed write behind is reported");
+        assert!(e.to_string().contains("Input/output error"), "{m}: {e}");
+        aio.clear_faults();
+        assert!(
+            b.try_lock_range(Bound::Included(0), Bound::Excluded(1))
+                .unwrap(),
+            "{m}: the lock was kept"
+        );
+    }
+}

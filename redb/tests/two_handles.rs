@@ -18,21 +18,31 @@ use redb::{ConcurrencyMode, Database, ReadableDatabase, ReadableTableMetadata, T
 
 const T: TableDefinition<u64, u64> = TableDefinition::new("t");
 
-fn turns(method: IoMethodKind, kind: IoWorkerKind, write_behind: WriteBehind) {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let path = dir.path().join("two.redb");
-    let aio = Aio::start(Settings {
+/// A subsystem on `method` (workers of `kind`) with no buffer pool.
+fn start(method: IoMethodKind, kind: IoWorkerKind) -> Aio {
+    Aio::start(Settings {
         io_method: method,
         io_worker_kind: kind,
         buffer_pool_size: 0,
         ..Settings::default()
     })
-    .unwrap();
-    let opts = BackendOptions {
+    .unwrap()
+}
+
+/// A buffered file, synced, with `write_behind`.
+fn buffered(write_behind: WriteBehind) -> BackendOptions {
+    BackendOptions {
         direct: false,
         write_behind,
         unsafe_skip_sync: false,
-    };
+    }
+}
+
+fn turns(method: IoMethodKind, kind: IoWorkerKind, write_behind: WriteBehind) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("two.redb");
+    let aio = start(method, kind);
+    let opts = buffered(write_behind);
     let open = |mode: ConcurrencyMode| {
         Database::builder()
             .set_concurrency_mode(mode)
@@ -110,17 +120,8 @@ fn a_lock_let_go_over_a_failed_write_behind_is_let_go() {
         }
         let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
         let path = dir.path().join("lock.redb");
-        let aio = Aio::start(Settings {
-            io_method: m,
-            buffer_pool_size: 0,
-            ..Settings::default()
-        })
-        .unwrap();
-        let opts = BackendOptions {
-            direct: false,
-            write_behind: WriteBehind::Depth(4),
-            unsafe_skip_sync: false,
-        };
+        let aio = start(m, IoWorkerKind::Thread);
+        let opts = buffered(WriteBehind::Depth(4));
         let a = DbaioBackend::open(&aio, &path, opts.clone()).unwrap();
         let b = DbaioBackend::open(&aio, &path, opts).unwrap();
         assert!(

@@ -555,14 +555,11 @@ impl Issuer {
             let c = self.wait(io);
             let (offset, length) = *whole.get_or_insert((c.offset(), c.length()));
             if let Some(e) = c.failure() {
-                let mut e = e.clone();
-                if c.is_end_of_file() {
-                    (e.offset, e.length, e.transferred) = (offset, length, c.offset() - offset);
-                } else {
-                    let op = e.op;
-                    e = e.for_request(op, offset, length);
-                }
-                return Err(e.into());
+                // (At end of file too: the part that met it moved nothing, so what was
+                // read is what came before it.)
+                let e = e.clone();
+                let op = e.op;
+                return Err(e.for_request(op, offset, length).into());
             }
             if !c.is_partial() {
                 return Ok(c.into_buf());

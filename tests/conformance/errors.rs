@@ -13,6 +13,14 @@
 use crate::support::*;
 use dbaio::{FaultAction, FaultRule, IoBuf, IoMethodKind, Op, OpenOptions, Status};
 
+/// The I/O failure inside `e` (any other error fails the test).
+fn io_error(e: dbaio::AioError) -> dbaio::IoError {
+    match e {
+        dbaio::AioError::Io(e) => *e,
+        e => panic!("not an I/O error: {e}"),
+    }
+}
+
 fn scenario(m: IoMethodKind) {
     let d = dir();
     let path = data_file(&d, "f", 65536);
@@ -112,9 +120,7 @@ fn failures_part_way_name_the_request(m: IoMethodKind) {
     let e = me
         .write_all_at(&f, 0, IoBuf::from_slice(&[7u8; 16384]))
         .unwrap_err();
-    let dbaio::AioError::Io(e) = e else {
-        panic!("not an I/O error: {e}");
-    };
+    let e = io_error(e);
     assert_eq!(
         (e.offset, e.length, e.transferred, e.errno),
         (0, 16384, 4096, libc::ENOSPC),
@@ -143,9 +149,7 @@ fn failures_part_way_name_the_request(m: IoMethodKind) {
     );
     let mut out = vec![0u8; 8192];
     let e = me.read_exact_into(&f, 0, &mut out).unwrap_err();
-    let dbaio::AioError::Io(e) = e else {
-        panic!("not an I/O error: {e}");
-    };
+    let e = io_error(e);
     assert_eq!(
         (e.offset, e.length, e.transferred, e.errno),
         (0, 8192, 1000, libc::EIO),
@@ -169,9 +173,7 @@ fn failures_part_way_name_the_request(m: IoMethodKind) {
             .on_file(&direct),
     );
     let e = me.write_all_from(&direct, 10, &[9u8; 100]).unwrap_err();
-    let dbaio::AioError::Io(e) = e else {
-        panic!("not an I/O error: {e}");
-    };
+    let e = io_error(e);
     assert_eq!(
         (e.offset, e.length, e.transferred, e.errno),
         (10, 100, 0, libc::EIO),
@@ -185,9 +187,7 @@ fn failures_part_way_name_the_request(m: IoMethodKind) {
     );
     let mut out = vec![0u8; 5000];
     let e = me.read_exact_into(&direct, 100, &mut out).unwrap_err();
-    let dbaio::AioError::Io(e) = e else {
-        panic!("not an I/O error: {e}");
-    };
+    let e = io_error(e);
     assert_eq!(
         (e.offset, e.length, e.transferred, e.errno),
         (100, 5000, 0, libc::EIO),
